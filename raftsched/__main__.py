@@ -1,0 +1,5 @@
+import sys
+
+from raftsched.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,204 @@
+"""Commands: the only inputs of ``SchedulerState.apply``.
+
+Each command is a small frozen dataclass that pickles small. It carries a unique
+``request_id`` (made by the proposer; a repeat is answered with the first result and never
+applied twice) and ``now`` (the proposer's clock, because apply reads no clock). Commands carry
+decisions in batches: the leader computes "create these runs", apply re-checks each decision's
+precondition and turns a stale or duplicate one into a no-op with a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from raftsched.core.model import DagSpec, ImportErrorRecord, RunType, TaskKey, TaskState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    request_id: str
+    now: datetime
+
+
+# -- DAGs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterDags(Command):
+    """Add or update DAGs (a spec whose spec_hash is unchanged is a no-op)."""
+
+    specs: tuple[DagSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveDags(Command):
+    """DAGs whose file no longer defines them: deactivated (history is kept)."""
+
+    dag_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetImportErrors(Command):
+    """Replace the set of import errors (one per failing file)."""
+
+    errors: tuple[ImportErrorRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetPaused(Command):
+    dag_id: str
+    paused: bool
+
+
+# -- runs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunDecision:
+    dag_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    run_type: RunType = RunType.SCHEDULED
+    conf: dict[str, Any] = field(default_factory=dict)
+    run_id: str = ""  # empty: apply derives "<run_type>__<logical_date iso>"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateRuns(Command):
+    """Create runs. Refused per decision (reason in the result) when the DAG is unknown or
+    inactive, a run for (dag_id, logical_date) already exists, or — for scheduled runs — the DAG
+    is paused or max_active_runs is reached."""
+
+    runs: tuple[RunDecision, ...] = ()
+
+
+# -- tasks --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDecision:
+    key: TaskKey
+    expected_state: TaskState  # NONE or UP_FOR_RETRY: compare-and-set
+    try_number: int  # the TI's try_number the leader saw
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueTasks(Command):
+    """Mark ready tasks QUEUED (their upstreams satisfy the trigger rule, a retry's time has
+    come). Also carries decisions that tasks can never run (UPSTREAM_FAILED/SKIPPED)."""
+
+    items: tuple[QueueDecision, ...] = ()
+    unreachable: tuple[tuple[TaskKey, TaskState], ...] = ()  # (key, UPSTREAM_FAILED|SKIPPED)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseTasks(Command):
+    """A worker asks for up to ``max_tasks`` queued tasks. apply picks them from the ready
+    queue (priority_weight desc, then queued_at, then key: deterministic), honouring each DAG's
+    max_active_tasks, and grants each a Lease whose token is this command's log index."""
+
+    worker_id: str
+    max_tasks: int = 1
+    lease_ttl_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRef:
+    key: TaskKey
+    token: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatLeases(Command):
+    """Extend live leases to now + ttl. A lease whose token is not current is refused: the
+    worker must kill that attempt."""
+
+    worker_id: str
+    leases: tuple[LeaseRef, ...] = ()
+    lease_ttl_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompleteAttempt(Command):
+    """An attempt's outcome. Refused unless ``token`` is the TI's current lease token."""
+
+    key: TaskKey
+    token: int
+    success: bool
+    exit_code: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseLeases(Command):
+    """A worker hands attempts back unfinished (shutdown): they are queued again without
+    counting as a failure."""
+
+    worker_id: str
+    leases: tuple[LeaseRef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpireLeases(Command):
+    """Leases the leader saw expired (expires_at <= now). apply re-checks token and expiry; an
+    expired attempt fails and goes up for retry if it has tries left."""
+
+    leases: tuple[LeaseRef, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    stream: str  # "stdout" | "stderr"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendLogs(Command):
+    """Log output of a running attempt; refused with a stale token."""
+
+    key: TaskKey
+    token: int
+    chunks: tuple[LogChunk, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearTasks(Command):
+    """Rerun tasks of a run (and, if asked, everything downstream): their state goes back to
+    NONE, max_tries grows so they get their retries again, and the run becomes RUNNING."""
+
+    dag_id: str
+    run_id: str
+    task_ids: tuple[str, ...] = ()
+    include_downstream: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MarkTasks(Command):
+    """Force tasks of a run to SUCCESS or FAILED (an operator's override); a live lease on them
+    is revoked, so its worker's next heartbeat is refused."""
+
+    dag_id: str
+    run_id: str
+    task_ids: tuple[str, ...] = ()
+    state: TaskState
+
+
+# -- materialization ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AckMaterialized(Command):
+    """Outbox entries up to and including ``seq`` are in the DB: every replica drops them."""
+
+    seq: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch(Command):
+    """Several commands in one Raft entry, applied in order; the result is the list of their
+    results. Lets the leader commit a whole tick's decisions at once."""
+
+    commands: tuple[Command, ...] = ()

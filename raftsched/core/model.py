@@ -1,0 +1,281 @@
+"""The domain model shared by every layer: DAG specs, runs, task instances, outbox entries.
+
+Pure data. Datetimes are timezone-aware UTC everywhere inside raftsched; a DAG's own time
+zone matters only for computing its schedule (see ``core.timetable``). Every type here
+pickles small (it travels in Raft commands and snapshots) and converts to and from plain
+JSON-able dicts (it travels to the parser's parent process, the DB and the API).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+
+class TriggerRule(StrEnum):
+    ALL_SUCCESS = "all_success"
+    ALL_DONE = "all_done"
+    ALL_FAILED = "all_failed"
+    ONE_SUCCESS = "one_success"
+    ONE_FAILED = "one_failed"
+    NONE_FAILED = "none_failed"
+
+
+class RunType(StrEnum):
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+
+FINISHED_RUN_STATES = frozenset({RunState.SUCCESS, RunState.FAILED})
+
+
+class TaskState(StrEnum):
+    NONE = "none"  # exists in the run, not yet ready
+    QUEUED = "queued"  # ready; waiting for a worker to lease it
+    RUNNING = "running"  # leased to one worker under a fencing token
+    SUCCESS = "success"
+    FAILED = "failed"
+    UP_FOR_RETRY = "up_for_retry"  # failed, will be queued again at next_retry_at
+    UPSTREAM_FAILED = "upstream_failed"  # can never run: its trigger rule cannot be met
+    SKIPPED = "skipped"
+
+
+FINISHED_TASK_STATES = frozenset(
+    {TaskState.SUCCESS, TaskState.FAILED, TaskState.UPSTREAM_FAILED, TaskState.SKIPPED}
+)
+
+
+class ScheduleKind(StrEnum):
+    CRON = "cron"  # 5-field cron, or 6-field cron whose last field is seconds (croniter)
+    INTERVAL = "interval"  # fixed timedelta from start_date
+    ONCE = "once"  # @once: a single run at start_date
+    NONE = "none"  # manual triggers only
+
+
+def utc_iso(value: datetime | None) -> str | None:
+    """ISO-8601 text of an aware datetime, normalized to UTC; None stays None."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: raftsched stores aware UTC datetimes only")
+    return value.astimezone(UTC).isoformat()
+
+
+def parse_utc(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError(f"naive ISO datetime {value!r}: expected an offset, e.g. +00:00")
+    return parsed.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    kind: ScheduleKind
+    # CRON: the croniter expression (presets already expanded, e.g. "@daily" -> "0 0 * * *").
+    cron: str | None = None
+    # INTERVAL: the period in whole seconds.
+    interval_seconds: int | None = None
+    # What the author wrote, for display ("@daily", "*/5 * * * *", "timedelta(hours=1)").
+    display: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    task_id: str
+    kind: str  # "bash" | "python"
+    command: str | None = None  # bash
+    env: tuple[tuple[str, str], ...] = ()  # bash; sorted pairs
+    callable_name: str | None = None  # python: attribute path of the function in the DAG file
+    kwargs_json: str = "{}"  # python: JSON object text
+    retries: int = 0
+    retry_delay_seconds: float = 300.0
+    retry_exponential_backoff: bool = False
+    max_retry_delay_seconds: float | None = None
+    execution_timeout_seconds: float | None = None
+    priority_weight: int = 1
+    trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
+    upstream: tuple[str, ...] = ()  # sorted task ids this task depends on
+
+
+@dataclass(frozen=True, slots=True)
+class DagSpec:
+    """One parsed DAG. ``spec_hash`` is a stable hash of everything else (see ``compute_hash``)."""
+
+    dag_id: str
+    fileloc: str
+    schedule: Schedule
+    timezone: str = "UTC"
+    start_date: datetime | None = None  # aware UTC
+    end_date: datetime | None = None  # aware UTC
+    catchup: bool = False
+    max_active_runs: int = 16
+    max_active_tasks: int = 16
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    tasks: tuple[TaskSpec, ...] = ()  # sorted by task_id
+    spec_hash: str = ""
+
+    def task(self, task_id: str) -> TaskSpec:
+        for task in self.tasks:
+            if task.task_id == task_id:
+                return task
+        raise KeyError(task_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["start_date"] = utc_iso(self.start_date)
+        data["end_date"] = utc_iso(self.end_date)
+        data["tags"] = list(self.tags)
+        data["tasks"] = [
+            {**t, "env": [list(pair) for pair in t["env"]], "upstream": list(t["upstream"])}
+            for t in data["tasks"]
+        ]
+        return json.loads(json.dumps(data))  # StrEnums -> str; a check that it is JSON-able
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DagSpec:
+        schedule = data["schedule"]
+        tasks = tuple(
+            TaskSpec(
+                **{
+                    **task,
+                    "env": tuple((str(k), str(v)) for k, v in task.get("env", ())),
+                    "upstream": tuple(task.get("upstream", ())),
+                    "trigger_rule": TriggerRule(task.get("trigger_rule", "all_success")),
+                }
+            )
+            for task in data.get("tasks", ())
+        )
+        return cls(
+            dag_id=data["dag_id"],
+            fileloc=data["fileloc"],
+            schedule=Schedule(
+                kind=ScheduleKind(schedule["kind"]),
+                cron=schedule.get("cron"),
+                interval_seconds=schedule.get("interval_seconds"),
+                display=schedule.get("display", ""),
+            ),
+            timezone=data.get("timezone", "UTC"),
+            start_date=parse_utc(data.get("start_date")),
+            end_date=parse_utc(data.get("end_date")),
+            catchup=bool(data.get("catchup", False)),
+            max_active_runs=int(data.get("max_active_runs", 16)),
+            max_active_tasks=int(data.get("max_active_tasks", 16)),
+            tags=tuple(data.get("tags", ())),
+            description=data.get("description", ""),
+            tasks=tasks,
+            spec_hash=data.get("spec_hash", ""),
+        )
+
+    def compute_hash(self) -> str:
+        """sha256 over the canonical JSON of the spec without its hash: stable across runs."""
+        data = self.to_dict()
+        data.pop("spec_hash", None)
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ImportErrorRecord:
+    """A DAG file that could not be loaded: shown under `dags errors`, kept until it parses."""
+
+    fileloc: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TaskKey:
+    dag_id: str
+    run_id: str
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A committed grant of one task attempt to one worker. ``token`` is the Raft log index of
+    the command that granted it: strictly increasing, so a newer lease fences an older one."""
+
+    key: TaskKey
+    try_number: int
+    worker_id: str
+    token: int
+    expires_at: datetime
+
+
+@dataclass(slots=True)
+class DagRun:
+    dag_id: str
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    run_type: RunType
+    state: RunState = RunState.QUEUED
+    conf: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+
+
+@dataclass(slots=True)
+class TaskInstance:
+    """The live state of one task in one run. ``try_number`` counts attempts started so far
+    (0 before the first lease); each attempt is one row in the DB's task_instance table."""
+
+    key: TaskKey
+    state: TaskState = TaskState.NONE
+    try_number: int = 0
+    max_tries: int = 1  # retries + 1; clear extends it
+    lease: Lease | None = None
+    next_retry_at: datetime | None = None
+    queued_at: datetime | None = None
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+    exit_code: int | None = None
+    message: str = ""
+    log_chunks: int = 0  # chunks appended to the current attempt (for their sequence numbers)
+
+
+class OutboxKind(StrEnum):
+    """What an outbox entry asks the materializer to write. ``data`` layouts:
+
+    DAG            upsert dags row: {dag_id, fileloc, spec (DagSpec.to_dict()), spec_hash,
+                   paused (bool), active (bool), updated_at (iso)}
+    DAG_RUN        upsert dag_run row by (dag_id, run_id): {dag_id, run_id, logical_date,
+                   data_interval_start, data_interval_end, run_type, state, conf, created_at,
+                   start_date, end_date}  (datetimes iso or None)
+    TASK_INSTANCE  upsert task_instance row by (dag_id, run_id, task_id, try_number):
+                   {dag_id, run_id, task_id, try_number, state, worker_id, lease_token,
+                   queued_at, start_date, end_date, exit_code, message}
+    TASK_LOG       insert task_log row: {dag_id, run_id, task_id, try_number, chunk_seq,
+                   stream ("stdout"|"stderr"), text, created_at}
+    IMPORT_ERRORS  replace the whole import_error table: {errors: [{fileloc, message,
+                   traceback}], updated_at}
+    """
+
+    DAG = "dag"
+    DAG_RUN = "dag_run"
+    TASK_INSTANCE = "task_instance"
+    TASK_LOG = "task_log"
+    IMPORT_ERRORS = "import_errors"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    seq: int  # 1, 2, 3, ... without gaps across the cluster's whole life
+    kind: OutboxKind
+    data: dict[str, Any]  # JSON-able; layout per OutboxKind
