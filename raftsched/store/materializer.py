@@ -1,0 +1,244 @@
+"""The outbox materializer (DESIGN.md §5): committed outbox entries → metadata DB, exactly once.
+
+Contract of :meth:`Materializer.write` (the same for :class:`MemoryMaterializer` in
+``store.memory``):
+
+- One transaction: lock the watermark row, skip entries with ``seq <= watermark``, apply the
+  rest, advance the watermark to the last seq applied, commit. Either all of a batch's new
+  entries land with the watermark, or none do.
+- The new entries must continue the watermark without a gap (``watermark + 1, + 2, ...``);
+  otherwise :class:`OutboxGap` is raised and nothing is written. A gap is a bug: an entry
+  would be lost. A batch the database refuses (a unique constraint: two runs for one
+  schedule slot) raises :class:`OutboxRejected`, also with nothing written.
+- Idempotent: writing a batch again (another leader, a retry after an unknown commit
+  outcome) writes nothing twice, because the watermark says it is already there.
+- Within a batch, entries take effect in seq order: a later upsert of the same key wins.
+- An unreachable database raises :class:`~raftsched.errors.StoreUnavailable`: back off and
+  retry later with the same (or a longer) batch.
+- Thread-safe; concurrent writers (even on other machines) serialize on the watermark lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection, Engine
+
+from raftsched.core.model import OutboxEntry, OutboxKind, parse_utc
+from raftsched.errors import RaftschedError
+from raftsched.store import tables as t
+from raftsched.store.engine import translate_errors, write_transaction
+from raftsched.store.upsert import insert_ignore, upsert
+
+log = logging.getLogger(__name__)
+
+
+class OutboxGap(RaftschedError):
+    """Outbox entries do not continue the DB watermark: writing them would lose entries."""
+
+    def __init__(self, watermark: int, seqs: Sequence[int]) -> None:
+        shown = ", ".join(map(str, seqs[:5])) + (", ..." if len(seqs) > 5 else "")
+        super().__init__(
+            f"outbox entries [{shown}] do not continue the DB watermark {watermark}"
+            f" (expected {watermark + 1}, {watermark + 2}, ... without gaps): this is a bug,"
+            " nothing was written"
+        )
+        self.watermark = watermark
+        self.seqs = tuple(seqs)
+
+
+class OutboxRejected(RaftschedError):
+    """The database refused a batch (a constraint, e.g. two runs for one schedule slot).
+
+    Like a gap, this is a bug upstream: nothing was written; the cause is chained.
+    """
+
+    def __init__(self, first_seq: int, last_seq: int, reason: str) -> None:
+        super().__init__(
+            f"the metadata database refused outbox entries {first_seq}..{last_seq}: {reason};"
+            " this is a bug, nothing was written"
+        )
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+
+
+def pending(entries: Sequence[OutboxEntry], watermark: int) -> list[OutboxEntry]:
+    """The entries after ``watermark`` in seq order; raise OutboxGap unless contiguous."""
+    new = sorted((e for e in entries if e.seq > watermark), key=lambda e: e.seq)
+    for offset, entry in enumerate(new, start=1):
+        if entry.seq != watermark + offset:
+            raise OutboxGap(watermark, [e.seq for e in new])
+    return new
+
+
+class Materializer:
+    """Writes outbox entries to the metadata DB behind the watermark row. See module doc."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def watermark(self) -> int:
+        """The seq of the last entry written (0 for a fresh database)."""
+        with translate_errors(self.engine), self.engine.connect() as conn:
+            return _read_watermark(conn, lock=False)
+
+    def write(self, entries: Sequence[OutboxEntry]) -> int:
+        """Write the entries after the watermark in one transaction; return the new watermark."""
+        with write_transaction(self.engine) as conn:
+            watermark = _read_watermark(conn, lock=True)
+            new = pending(entries, watermark)
+            if not new:
+                return watermark
+            last = new[-1].seq
+            try:
+                _apply(conn, new)
+            except (exc.IntegrityError, exc.DataError) as err:
+                raise OutboxRejected(new[0].seq, last, str(err.orig).strip()) from err
+            conn.execute(
+                sa.update(t.materialize_watermark)
+                .where(t.materialize_watermark.c.id == t.WATERMARK_ROW_ID)
+                .values(seq=last, updated_at=datetime.now(UTC))
+            )
+        log.debug("materialized outbox %d..%d", new[0].seq, last)
+        return last
+
+
+def _read_watermark(conn: Connection, *, lock: bool) -> int:
+    table = t.materialize_watermark
+    query = sa.select(table.c.seq).where(table.c.id == t.WATERMARK_ROW_ID)
+    if lock and conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    seq = conn.execute(query).scalar_one_or_none()
+    if seq is None and lock:  # the migration seeds the row; tolerate a hand-made database
+        insert_ignore(conn, table, [{"id": t.WATERMARK_ROW_ID, "seq": 0, "updated_at": None}])
+        seq = conn.execute(query).scalar_one()
+    return int(seq or 0)
+
+
+def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
+    """Apply entries as if one by one in seq order, but in one statement per kind.
+
+    Every upsert writes a whole row and every key belongs to one table, so keeping the last
+    entry per key and applying kinds in a fixed order gives the same final rows as applying
+    the entries one by one. IMPORT_ERRORS replaces the table: only the last one matters.
+    """
+    by_kind: dict[OutboxKind, list[dict[str, Any]]] = {kind: [] for kind in OutboxKind}
+    for entry in entries:
+        by_kind[OutboxKind(entry.kind)].append(entry.data)
+    for kind, (table, to_row) in UPSERTS.items():
+        rows = _last_per_key(map(to_row, by_kind[kind]), table)
+        upsert(conn, table, rows)
+    logs = _last_per_key(map(log_row, by_kind[OutboxKind.TASK_LOG]), t.task_log)
+    insert_ignore(conn, t.task_log, logs)  # a chunk is immutable once written
+    if by_kind[OutboxKind.IMPORT_ERRORS]:
+        _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1])
+
+
+def _last_per_key(rows: Iterable[dict[str, Any]], table: sa.Table) -> list[dict[str, Any]]:
+    keys = [c.name for c in table.primary_key.columns]
+    last: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        last[tuple(row[k] for k in keys)] = row
+    return list(last.values())
+
+
+# -- rows of each kind, as the tables hold them (shared with store.memory) ------------------
+
+
+def _ts(data: dict[str, Any], key: str) -> datetime | None:
+    return parse_utc(data.get(key))
+
+
+def dag_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": d["dag_id"],
+        "fileloc": d["fileloc"],
+        "spec": d["spec"],
+        "spec_hash": d["spec_hash"],
+        "paused": bool(d.get("paused", False)),
+        "active": bool(d.get("active", True)),
+        "updated_at": _ts(d, "updated_at"),
+    }
+
+
+def run_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": d["dag_id"],
+        "run_id": d["run_id"],
+        "logical_date": _ts(d, "logical_date"),
+        "data_interval_start": _ts(d, "data_interval_start"),
+        "data_interval_end": _ts(d, "data_interval_end"),
+        "run_type": str(d["run_type"]),
+        "state": str(d["state"]),
+        "conf": d.get("conf") or {},
+        "created_at": _ts(d, "created_at"),
+        "start_date": _ts(d, "start_date"),
+        "end_date": _ts(d, "end_date"),
+    }
+
+
+def task_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": d["dag_id"],
+        "run_id": d["run_id"],
+        "task_id": d["task_id"],
+        "try_number": int(d["try_number"]),
+        "state": str(d["state"]),
+        "worker_id": d.get("worker_id"),
+        "lease_token": d.get("lease_token"),
+        "queued_at": _ts(d, "queued_at"),
+        "start_date": _ts(d, "start_date"),
+        "end_date": _ts(d, "end_date"),
+        "exit_code": d.get("exit_code"),
+        "message": d.get("message") or "",
+    }
+
+
+def log_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": d["dag_id"],
+        "run_id": d["run_id"],
+        "task_id": d["task_id"],
+        "try_number": int(d["try_number"]),
+        "chunk_seq": int(d["chunk_seq"]),
+        "stream": str(d["stream"]),
+        "text": d["text"],
+        "created_at": _ts(d, "created_at"),
+    }
+
+
+def import_error_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The import_error table's new content (the last error per file wins)."""
+    updated_at = _ts(data, "updated_at")
+    rows = {
+        e["fileloc"]: {
+            "fileloc": e["fileloc"],
+            "message": e["message"],
+            "traceback": e.get("traceback") or "",
+            "updated_at": updated_at,
+        }
+        for e in data.get("errors", ())
+    }
+    return list(rows.values())
+
+
+def _replace_import_errors(conn: Connection, data: dict[str, Any]) -> None:
+    rows = import_error_rows(data)
+    conn.execute(sa.delete(t.import_error))
+    if rows:
+        conn.execute(sa.insert(t.import_error), rows)
+
+
+RowBuilder = Callable[[dict[str, Any]], dict[str, Any]]
+
+# Kinds applied as upserts, in this order (parents before children, for readers' sake).
+UPSERTS: dict[OutboxKind, tuple[sa.Table, RowBuilder]] = {
+    OutboxKind.DAG: (t.dags, dag_row),
+    OutboxKind.DAG_RUN: (t.dag_run, run_row),
+    OutboxKind.TASK_INSTANCE: (t.task_instance, task_row),
+}

@@ -1,0 +1,66 @@
+"""An in-memory outbox sink with the contract of ``store.abc.OutboxSink``, for fast tests.
+
+It keeps the rows the metadata DB would hold, keyed like the DB's primary keys and shaped by
+the same row builders as the real materializer, so tests can look at "the DB" without one.
+It does not enforce the DB's secondary unique constraints (one run per logical date).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from raftsched.core.model import OutboxEntry, OutboxKind
+from raftsched.store import tables as t
+from raftsched.store.materializer import UPSERTS, import_error_rows, log_row, pending
+
+
+class MemoryMaterializer:
+    """Thread-safe; ``rows(table_name)`` shows what was written, by primary key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watermark = 0
+        self._tables: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
+            name: {} for name in t.metadata.tables
+        }
+
+    def watermark(self) -> int:
+        with self._lock:
+            return self._watermark
+
+    def write(self, entries: Sequence[OutboxEntry]) -> int:
+        with self._lock:
+            new = pending(entries, self._watermark)  # raises OutboxGap before any change
+            for entry in new:
+                self._apply(entry)
+            if new:
+                self._watermark = new[-1].seq
+            return self._watermark
+
+    def rows(self, table_name: str) -> list[dict[str, Any]]:
+        """Copies of the rows of one table, in primary-key order."""
+        with self._lock:
+            table = self._tables[table_name]
+            return [dict(table[key]) for key in sorted(table)]
+
+    def _apply(self, entry: OutboxEntry) -> None:
+        kind = OutboxKind(entry.kind)
+        if kind in UPSERTS:
+            table, to_row = UPSERTS[kind]
+            self._put(table, to_row(entry.data), replace=True)
+        elif kind is OutboxKind.TASK_LOG:
+            self._put(t.task_log, log_row(entry.data), replace=False)
+        elif kind is OutboxKind.IMPORT_ERRORS:
+            self._tables[t.import_error.name].clear()
+            for row in import_error_rows(entry.data):
+                self._put(t.import_error, row, replace=True)
+
+    def _put(self, table: sa.Table, row: dict[str, Any], *, replace: bool) -> None:
+        key = tuple(row[c.name] for c in table.primary_key.columns)
+        rows = self._tables[table.name]
+        if replace or key not in rows:
+            rows[key] = row

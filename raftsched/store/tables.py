@@ -1,0 +1,167 @@
+"""The metadata database's tables (SQLAlchemy Core), shared by SQLite and PostgreSQL.
+
+The schema itself is created and changed only by the Alembic migrations in
+``store/migrations``; these definitions are what the code reads and writes, and a test checks
+that the migrations at head produce exactly them.
+
+No foreign keys between the history tables, on purpose: the Raft outbox is the source of
+truth and the materializer must never get stuck on an ordering detail (say a log chunk whose
+attempt row lands in a later batch). Uniqueness is enforced where an invariant needs it:
+one run per (dag_id, logical_date) and per (dag_id, run_id), one row per task attempt, one
+row per log chunk.
+
+Every timestamp is a :class:`UTCDateTime`: an aware datetime goes in, an aware UTC datetime
+comes out, on both databases.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+# Names of constraints and indexes, so migrations can refer to them on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """``DateTime(timezone=True)`` that only accepts aware datetimes and returns aware UTC.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so the value is stored as
+    naive UTC text and made aware again on the way out.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: raftsched stores aware UTC datetimes")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+dags = sa.Table(
+    "dags",
+    metadata,
+    sa.Column("dag_id", sa.String(250), primary_key=True),
+    sa.Column("fileloc", sa.Text, nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),  # DagSpec.to_dict()
+    sa.Column("spec_hash", sa.String(64), nullable=False),
+    sa.Column("paused", sa.Boolean, nullable=False, default=False),
+    sa.Column("active", sa.Boolean, nullable=False, default=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+dag_run = sa.Table(
+    "dag_run",
+    metadata,
+    sa.Column("dag_id", sa.String(250), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("logical_date", UTCDateTime, nullable=False),
+    sa.Column("data_interval_start", UTCDateTime, nullable=False),
+    sa.Column("data_interval_end", UTCDateTime, nullable=False),
+    sa.Column("run_type", sa.String(20), nullable=False),  # RunType
+    sa.Column("state", sa.String(20), nullable=False),  # RunState
+    sa.Column("conf", sa.JSON, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=True),
+    sa.Column("start_date", UTCDateTime, nullable=True),
+    sa.Column("end_date", UTCDateTime, nullable=True),
+    # Invariant 1: one run per schedule slot. Also serves "runs of a DAG, newest first".
+    sa.UniqueConstraint("dag_id", "logical_date"),
+)
+sa.Index("ix_dag_run_state", dag_run.c.state)
+
+task_instance = sa.Table(
+    "task_instance",
+    metadata,
+    sa.Column("dag_id", sa.String(250), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("task_id", sa.String(250), primary_key=True),
+    sa.Column("try_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("state", sa.String(20), nullable=False),  # TaskState
+    sa.Column("worker_id", sa.String(250), nullable=True),
+    sa.Column("lease_token", sa.BigInteger, nullable=True),  # fencing token of the lease
+    sa.Column("queued_at", UTCDateTime, nullable=True),
+    sa.Column("start_date", UTCDateTime, nullable=True),
+    sa.Column("end_date", UTCDateTime, nullable=True),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("message", sa.Text, nullable=False, default=""),
+)
+sa.Index("ix_task_instance_state", task_instance.c.state)
+
+task_log = sa.Table(
+    "task_log",
+    metadata,
+    sa.Column("dag_id", sa.String(250), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+    sa.Column("task_id", sa.String(250), primary_key=True),
+    sa.Column("try_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("chunk_seq", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("stream", sa.String(10), nullable=False),  # "stdout" | "stderr"
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+import_error = sa.Table(
+    "import_error",
+    metadata,
+    sa.Column("fileloc", sa.String(1024), primary_key=True),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("traceback", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+node_heartbeat = sa.Table(
+    "node_heartbeat",
+    metadata,
+    sa.Column("node_id", sa.String(250), primary_key=True),
+    sa.Column("address", sa.String(250), nullable=False),
+    sa.Column("role", sa.String(20), nullable=False),  # leader | follower | candidate | ...
+    sa.Column("term", sa.BigInteger, nullable=False),
+    sa.Column("commit_index", sa.BigInteger, nullable=False),
+    sa.Column("applied_index", sa.BigInteger, nullable=False),
+    sa.Column("last_leader_contact", UTCDateTime, nullable=True),
+    sa.Column("pid", sa.Integer, nullable=True),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("extra", sa.JSON, nullable=False),  # outbox backlog, version, ...
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("username", sa.String(250), primary_key=True),
+    sa.Column("password_hash", sa.String(255), nullable=False),
+    sa.Column("role", sa.String(20), nullable=False),  # admin | operator | viewer | worker
+    sa.Column("created_at", UTCDateTime, nullable=False),
+)
+
+# The outbox materialization watermark: one row (id = 1), ``seq`` = last outbox entry written.
+materialize_watermark = sa.Table(
+    "materialize_watermark",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("seq", sa.BigInteger, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.CheckConstraint("id = 1", name="single_row"),
+)
+
+WATERMARK_ROW_ID = 1
