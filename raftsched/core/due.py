@@ -1,0 +1,172 @@
+"""The due index: which DAGs have scheduled runs to create, at O(due work * log n) per tick.
+
+The leader keeps one ``DueIndex`` beside the replicated state (it is derived data: rebuild it
+from the state's DAGs after winning an election) and calls ``collect`` every tick. Pure: time
+arrives as ``now``; no clock, I/O or threads (and not thread-safe: one leader loop owns it).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from raftsched.core.commands import RunDecision
+from raftsched.core.model import DagSpec, RunType
+from raftsched.core.timetable import Timetable, timetable_for
+
+
+@dataclass(slots=True)
+class _Entry:
+    spec: DagSpec
+    timetable: Timetable
+    last_logical_date: datetime | None
+    paused: bool
+    next_fire: datetime | None = None
+    version: int = 0
+
+
+class DueIndex:
+    """A heap of (next_fire_time, dag_id) with lazy invalidation.
+
+    Contract:
+
+    - ``upsert(spec, last_logical_date=, paused=)`` adds or replaces a DAG. ``last_logical_date``
+      is the logical date of the DAG's latest *scheduled* run (None: none yet). O(log n).
+    - ``remove(dag_id)``: the DAG is gone (no-op if unknown). O(1); its heap entry goes stale.
+    - ``collect(now, capacity=, limit=)`` returns the RunDecisions due at ``now``: per DAG in
+      logical-date order, at most ``capacity(dag_id)`` of them (max_active_runs minus its
+      active runs), at most ``limit`` in all. catchup=False yields only the latest missed slot.
+      ``collect`` does not advance anything: a decision is returned again on later calls
+      until ``mark_created`` (or ``upsert`` with a newer last_logical_date) records it. A DAG
+      whose capacity is 0 is parked until the next ``collect`` (one pop and one push, O(log n),
+      per tick) and is left out of ``next_wakeup``.
+    - ``mark_created(dag_id, logical_date)``: call after commit for each decision that is now a
+      run (created, or refused because that run already exists). Advances the DAG. O(log n).
+    - ``next_wakeup()``: the earliest fire time among DAGs not parked at capacity (it may be in
+      the past when ``limit`` cut a tick short), or None. The leader sleeps until then, or
+      until a run finishes (capacity frees), whichever comes first.
+
+    ``pops`` counts heap pops since creation (tests use it to check the cost per tick).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._heap: list[tuple[datetime, str, int]] = []
+        self._parked: list[tuple[datetime, str, int]] = []
+        self._stale = 0
+        self._versions = 0  # every (re)scheduling gets a fresh version: older heap items go stale
+        self.pops = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, dag_id: object) -> bool:
+        return dag_id in self._entries
+
+    def upsert(self, spec: DagSpec, *, last_logical_date: datetime | None, paused: bool) -> None:
+        old = self._entries.get(spec.dag_id)
+        if old is not None and old.spec.spec_hash == spec.spec_hash and spec.spec_hash:
+            timetable = old.timetable
+        else:
+            timetable = timetable_for(spec)
+        self._versions += 1
+        entry = _Entry(spec, timetable, last_logical_date, paused, version=self._versions)
+        if old is not None and old.next_fire is not None:
+            self._stale += 1
+        self._entries[spec.dag_id] = entry
+        self._schedule(entry)
+
+    def remove(self, dag_id: str) -> None:
+        entry = self._entries.pop(dag_id, None)
+        if entry is not None and entry.next_fire is not None:
+            self._stale += 1
+
+    def mark_created(self, dag_id: str, logical_date: datetime) -> None:
+        entry = self._entries.get(dag_id)
+        if entry is None:
+            return
+        if entry.last_logical_date is not None and logical_date <= entry.last_logical_date:
+            return
+        entry.last_logical_date = logical_date
+        if entry.next_fire is not None:
+            self._stale += 1
+        self._versions += 1
+        entry.version = self._versions
+        self._schedule(entry)
+
+    def last_logical_date(self, dag_id: str) -> datetime | None:
+        entry = self._entries.get(dag_id)
+        return entry.last_logical_date if entry else None
+
+    def next_wakeup(self) -> datetime | None:
+        while self._heap and not self._is_live(self._heap[0]):
+            heapq.heappop(self._heap)
+            self.pops += 1
+            self._stale -= 1
+        return self._heap[0][0] if self._heap else None
+
+    def collect(
+        self, now: datetime, *, capacity: Callable[[str], int], limit: int
+    ) -> list[RunDecision]:
+        for item in self._parked:
+            heapq.heappush(self._heap, item)
+        self._parked.clear()
+        decisions: list[RunDecision] = []
+        keep: list[tuple[datetime, str, int]] = []
+        while self._heap and self._heap[0][0] <= now and len(decisions) < limit:
+            item = heapq.heappop(self._heap)
+            self.pops += 1
+            if not self._is_live(item):
+                self._stale -= 1
+                continue
+            entry = self._entries[item[1]]
+            room = min(capacity(entry.spec.dag_id), limit - len(decisions))
+            if room <= 0:
+                self._parked.append(item)
+                continue
+            keep.append(item)
+            slots = entry.timetable.due(
+                last_logical_date=entry.last_logical_date,
+                now=now,
+                limit=room,
+                catchup=entry.spec.catchup,
+            )
+            decisions.extend(
+                RunDecision(
+                    dag_id=entry.spec.dag_id,
+                    logical_date=slot.logical_date,
+                    data_interval_start=slot.data_interval_start,
+                    data_interval_end=slot.data_interval_end,
+                    run_type=RunType.SCHEDULED,
+                )
+                for slot in slots
+            )
+        for item in keep:
+            heapq.heappush(self._heap, item)
+        self._compact()
+        return decisions
+
+    # -- internals ---------------------------------------------------------------------------
+    def _schedule(self, entry: _Entry) -> None:
+        entry.next_fire = None
+        if entry.paused:
+            return
+        when = entry.timetable.next_time(entry.last_logical_date)
+        if when is None:
+            return
+        entry.next_fire = when
+        heapq.heappush(self._heap, (when, entry.spec.dag_id, entry.version))
+
+    def _is_live(self, item: tuple[datetime, str, int]) -> bool:
+        entry = self._entries.get(item[1])
+        return entry is not None and entry.version == item[2] and entry.next_fire is not None
+
+    def _compact(self) -> None:
+        """Rebuild the heap when stale entries outnumber live ones (keeps memory O(n))."""
+        if self._stale <= max(64, len(self._heap) // 2):
+            return
+        self._heap = [item for item in self._heap if self._is_live(item)]
+        heapq.heapify(self._heap)
+        self._stale = 0

@@ -1,0 +1,347 @@
+"""Schedule maths: which slots a DAG has, and which of them are due.
+
+A *slot* is one scheduled run. It fires at its scheduled time, its ``logical_date`` is that
+time, and its data interval runs from the previous scheduled time up to it. Pure: no clock
+(``now`` is always an argument), no I/O. Every datetime in and out is aware UTC.
+
+Schedules (see ``model.Schedule``):
+
+- ``CRON``: a 5-field expression, or a 6-field one whose LAST field is seconds (croniter's
+  convention: ``"* * * * * */10"`` fires every 10 seconds). Evaluated in the DAG's IANA
+  time zone, so ``"0 2 * * *"`` in Europe/Berlin fires at 02:00 Berlin wall-clock time all
+  year. The first slot's data interval starts at the previous cron time, even if that lies
+  before start_date.
+- ``INTERVAL``: fixed durations in UTC: slots at ``start_date + k * interval`` (k >= 0), each
+  with the data interval ``[logical_date - interval, logical_date]``.
+- ``ONCE``: a single slot at start_date (data interval ``[start_date, start_date]``).
+- ``NONE``: no slots; manual triggers only.
+
+start_date and end_date bound the slots (both inclusive).
+
+Daylight-saving time, for cron schedules (decided here, tested in tests/unit/test_timetable.py):
+
+- A cron whose hour field covers every hour (``*``) fires by real elapsed time: in the hour
+  that repeats on the fall-back day it fires at both occurrences (an hourly DAG has 25 runs
+  that day), and it skips wall-clock times that do not exist on the spring-forward day (23).
+- A cron with fixed hours (``"0 2 * * *"``, ``"*/20 2 * * *"``, ``"0 */2 * * *"``) fires each
+  wall-clock time at most once a day: on the fall-back day only the FIRST occurrence of a
+  repeated time fires (like Vixie cron); a time inside the spring-forward gap fires once, at
+  the first instant after the gap (``"30 2 * * *"`` in Europe/Berlin on 2024-03-31 fires at
+  03:00 CEST = 01:00 UTC). Several gap times collapse into that one slot, never duplicates.
+
+Slots are strictly increasing in UTC, so a (dag_id, logical_date) pair is never produced twice.
+A ``Timetable`` reuses one croniter object: it is cheap, but not thread-safe.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+from raftsched.core.model import DagSpec, Schedule, ScheduleKind
+
+PRESETS: dict[str, str] = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+
+_SECOND = timedelta(seconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+
+
+@functools.lru_cache(maxsize=1024)
+def check_cron(expression: str) -> str:
+    """Validate a cron expression; return it normalized (single spaces).
+
+    Raises ValueError with a reason a person can act on (the expression and croniter's reason).
+    """
+    fields = expression.split()
+    if len(fields) not in (5, 6):
+        raise ValueError(
+            f"invalid cron expression {expression!r}: expected 5 fields (minute hour day month"
+            f" weekday) or 6 with seconds last, got {len(fields)}"
+        )
+    normalized = " ".join(fields)
+    try:
+        probe = croniter(normalized, datetime(2000, 1, 1, tzinfo=UTC))
+        probe.get_next(datetime)
+    except CroniterBadDateError:
+        raise ValueError(
+            f"invalid cron expression {expression!r}: it never matches a date"
+        ) from None
+    except (CroniterError, TypeError, KeyError) as err:
+        raise ValueError(f"invalid cron expression {expression!r}: {err}") from None
+    return normalized
+
+
+def get_zone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``; ValueError naming it (and a close match, if any) otherwise."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        pass
+    close = difflib.get_close_matches(name, sorted(available_timezones()), n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "use an IANA name such as 'Europe/Berlin'"
+    raise ValueError(f"unknown time zone {name!r}: {hint}")
+
+
+def _check_aware(value: datetime | None, what: str) -> None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError(f"naive datetime for {what}: pass an aware UTC datetime")
+
+
+class Timetable:
+    """The slots of one schedule, bounded by start and end (aware datetimes, inclusive)."""
+
+    def __init__(self, start_date: datetime | None, end_date: datetime | None) -> None:
+        _check_aware(start_date, "start_date")
+        _check_aware(end_date, "end_date")
+        self.start_date = start_date.astimezone(UTC) if start_date else None
+        self.end_date = end_date.astimezone(UTC) if end_date else None
+
+    # -- what subclasses provide (ignoring start/end bounds) ----------------------------------
+    def _after(self, when: datetime) -> datetime | None:
+        """The first fire time strictly after ``when``."""
+        raise NotImplementedError
+
+    def _at_or_before(self, when: datetime) -> datetime | None:
+        """The last fire time at or before ``when``."""
+        raise NotImplementedError
+
+    def _interval_start(self, logical_date: datetime) -> datetime:
+        raise NotImplementedError
+
+    # -- public ------------------------------------------------------------------------------
+    def slot_at(self, logical_date: datetime) -> Slot:
+        return Slot(logical_date, self._interval_start(logical_date), logical_date)
+
+    def next_slot(self, after: datetime | None) -> Slot | None:
+        """The first slot strictly after ``after`` (None: the first slot from start_date)."""
+        when = self.next_time(after)
+        return None if when is None else self.slot_at(when)
+
+    def next_time(self, after: datetime | None) -> datetime | None:
+        """``next_slot(after).logical_date``, without computing the data interval."""
+        _check_aware(after, "after")
+        if after is None or (self.start_date is not None and after < self.start_date):
+            if self.start_date is None:
+                return None
+            # Whole seconds back, then forward: float timestamps inside croniter cannot be
+            # trusted with a microsecond.
+            when = self._after(self.start_date - _SECOND)
+            while when is not None and when < self.start_date:
+                when = self._after(when)
+        else:
+            when = self._after(after.astimezone(UTC))
+        if when is None or (self.end_date is not None and when > self.end_date):
+            return None
+        return when
+
+    def latest_slot(self, until: datetime) -> Slot | None:
+        """The last slot at or before ``until`` (bounded by start and end)."""
+        _check_aware(until, "until")
+        until = until.astimezone(UTC)
+        if self.end_date is not None and until > self.end_date:
+            until = self.end_date
+        when = self._at_or_before(until)
+        if when is None or (self.start_date is not None and when < self.start_date):
+            return None
+        return self.slot_at(when)
+
+    def slots_between(self, after: datetime | None, until: datetime, limit: int) -> list[Slot]:
+        """Up to ``limit`` slots with after < logical_date <= until, in order."""
+        slots: list[Slot] = []
+        slot = self.next_slot(after)
+        while slot is not None and len(slots) < limit and slot.logical_date <= until:
+            slots.append(slot)
+            slot = self.next_slot(slot.logical_date)
+        return slots
+
+    def due(
+        self, *, last_logical_date: datetime | None, now: datetime, limit: int, catchup: bool
+    ) -> list[Slot]:
+        """Slots to create now, in order, after the DAG's last scheduled ``last_logical_date``.
+
+        catchup=True: every missed slot, oldest first, at most ``limit``. catchup=False (or no
+        start_date to catch up from): only the latest slot at or before ``now``.
+        """
+        if limit <= 0:
+            return []
+        if catchup and (self.start_date is not None or last_logical_date is not None):
+            return self.slots_between(last_logical_date, now, limit)
+        latest = self.latest_slot(now)
+        if latest is None:
+            return []
+        if last_logical_date is not None and latest.logical_date <= last_logical_date:
+            return []
+        return [latest]
+
+
+class NeverTimetable(Timetable):
+    """``schedule=None``: manual runs only."""
+
+    def _after(self, when: datetime) -> datetime | None:
+        return None
+
+    def _at_or_before(self, when: datetime) -> datetime | None:
+        return None
+
+    def _interval_start(self, logical_date: datetime) -> datetime:
+        return logical_date
+
+
+class OnceTimetable(Timetable):
+    """``@once``: one slot at start_date."""
+
+    def _after(self, when: datetime) -> datetime | None:
+        start = self.start_date
+        return start if start is not None and start > when else None
+
+    def _at_or_before(self, when: datetime) -> datetime | None:
+        start = self.start_date
+        return start if start is not None and start <= when else None
+
+    def _interval_start(self, logical_date: datetime) -> datetime:
+        return logical_date
+
+
+class IntervalTimetable(Timetable):
+    """A fixed period in UTC from start_date (required)."""
+
+    def __init__(
+        self, interval: timedelta, start_date: datetime | None, end_date: datetime | None = None
+    ) -> None:
+        super().__init__(start_date, end_date)
+        if interval <= timedelta(0):
+            raise ValueError(f"interval must be positive, got {interval}")
+        self.interval = interval
+
+    def _after(self, when: datetime) -> datetime | None:
+        start = self.start_date
+        if start is None:
+            return None
+        if when < start:
+            return start
+        return start + ((when - start) // self.interval + 1) * self.interval
+
+    def _at_or_before(self, when: datetime) -> datetime | None:
+        start = self.start_date
+        if start is None or when < start:
+            return None
+        return start + ((when - start) // self.interval) * self.interval
+
+    def _interval_start(self, logical_date: datetime) -> datetime:
+        return logical_date - self.interval
+
+
+class CronTimetable(Timetable):
+    """A cron expression evaluated in an IANA time zone (DST rules in the module docstring)."""
+
+    def __init__(
+        self,
+        expression: str,
+        zone: tzinfo,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+    ) -> None:
+        super().__init__(start_date, end_date)
+        self.expression = check_cron(PRESETS.get(expression.strip().lower(), expression))
+        self.zone = zone
+        self._iter = croniter(self.expression, datetime(2000, 1, 1, tzinfo=zone))
+        hours = self._iter.expanded[1]
+        self.every_hour = hours == ["*"] or len(hours) == 24
+
+    def _is_repeat(self, local: datetime) -> bool:
+        """True for the second occurrence of a wall-clock time repeated at a fall-back."""
+        if self.every_hour or local.fold == 0:
+            return False
+        return local.replace(fold=0).utcoffset() != local.utcoffset()
+
+    def _after(self, when: datetime) -> datetime | None:
+        current = when.astimezone(self.zone)
+        try:
+            while True:
+                local = self._iter.get_next(datetime, start_time=current)
+                if not self._is_repeat(local):
+                    return local.astimezone(UTC)
+                current = local
+        except CroniterBadDateError:
+            return None
+
+    def _strictly_before(self, when: datetime) -> datetime | None:
+        current = when.astimezone(self.zone)
+        try:
+            while True:
+                local = self._iter.get_prev(datetime, start_time=current)
+                if not self._is_repeat(local):
+                    break
+                current = local
+        except CroniterBadDateError:
+            return None
+        found = local.astimezone(UTC)
+        # Walk forward with get_next (the reference): get_prev must agree with it across DST.
+        while (following := self._after(found)) is not None and following < when:
+            found = following
+        return found if found < when else None
+
+    def _at_or_before(self, when: datetime) -> datetime | None:
+        before = self._strictly_before(when)
+        if before is None:
+            return when if self._fires_at(when) else None
+        following = self._after(before)
+        return following if following is not None and following <= when else before
+
+    def _fires_at(self, when: datetime) -> bool:
+        return self._after(when - _SECOND) == when
+
+    def _interval_start(self, logical_date: datetime) -> datetime:
+        before = self._strictly_before(logical_date)
+        return before if before is not None else logical_date
+
+
+def from_schedule(
+    schedule: Schedule,
+    timezone: str = "UTC",
+    start_date: datetime | None = None,
+    end_date: datetime | None = None,
+) -> Timetable:
+    if schedule.kind is ScheduleKind.CRON:
+        if not schedule.cron:
+            raise ValueError("cron schedule without an expression")
+        return CronTimetable(schedule.cron, get_zone(timezone), start_date, end_date)
+    if schedule.kind is ScheduleKind.INTERVAL:
+        if not schedule.interval_seconds:
+            raise ValueError("interval schedule without interval_seconds")
+        return IntervalTimetable(timedelta(seconds=schedule.interval_seconds), start_date, end_date)
+    if schedule.kind is ScheduleKind.ONCE:
+        return OnceTimetable(start_date, end_date)
+    return NeverTimetable(start_date, end_date)
+
+
+def timetable_for(spec: DagSpec) -> Timetable:
+    return from_schedule(spec.schedule, spec.timezone, spec.start_date, spec.end_date)
+
+
+def due_slots(
+    spec: DagSpec, *, last_logical_date: datetime | None, now: datetime, limit: int
+) -> list[Slot]:
+    """The slots of ``spec`` to create at ``now`` (see ``Timetable.due``)."""
+    return timetable_for(spec).due(
+        last_logical_date=last_logical_date, now=now, limit=limit, catchup=spec.catchup
+    )

@@ -1,0 +1,105 @@
+"""The child process that imports one DAG file: ``python -m raftsched.dags._child FD TIMEOUT FILE``.
+
+It imports FILE (its directory first on sys.path, like Airflow), collects every DAG built
+while importing, and writes one JSON object to file descriptor FD:
+``{"specs": [DagSpec dicts]}`` or ``{"error": {"message": one line, "traceback": text}}``.
+Whatever the file prints goes to this process's stdout/stderr, which the parent caps. Shortly
+before the parent's timeout, faulthandler dumps the stacks to stderr so a hang shows where.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from raftsched.dags.authoring import DAG, PythonTask, collect_dags
+from raftsched.dags.validation import resolve_callable
+from raftsched.errors import DagDefinitionError
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    """Import the DAG file at ``path`` and return its DAG specs as dicts."""
+    file = Path(path)
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    name = f"raftsched_dagfile_{digest}_{re.sub(r'[^0-9A-Za-z_]', '_', file.stem)}"
+    sys.path.insert(0, str(file.parent))
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    with collect_dags() as dags:
+        module_spec.loader.exec_module(module)
+    return [spec.to_dict() for spec in specs_of(dags, vars(module), path)]
+
+
+def specs_of(dags: list[DAG], namespace: dict[str, Any], fileloc: str) -> list[Any]:
+    specs = []
+    seen: set[str] = set()
+    for dag in dags:
+        if dag.dag_id in seen:
+            raise DagDefinitionError(
+                f"dag_id {dag.dag_id!r} is defined twice in this file", dag_id=dag.dag_id
+            )
+        seen.add(dag.dag_id)
+        for task in dag.tasks.values():
+            if isinstance(task, PythonTask):
+                found = resolve_callable(namespace, task.callable_name)
+                if found is not task.fn:
+                    raise DagDefinitionError(
+                        f"fn of PythonTask {task.task_id!r} in DAG {dag.dag_id!r}:"
+                        f" {task.callable_name!r} is not a module-level name of the DAG file;"
+                        " workers look it up there, so define or import it under that name",
+                        dag_id=dag.dag_id,
+                        task_id=task.task_id,
+                    )
+        specs.append(dag.to_spec(fileloc=fileloc))
+    return specs
+
+
+def one_line(err: BaseException) -> str:
+    if isinstance(err, DagDefinitionError):
+        text = str(err)
+    elif isinstance(err, SyntaxError):
+        text = f"SyntaxError: {err.msg} (line {err.lineno})"
+    else:
+        first = str(err).strip().splitlines()
+        text = f"{type(err).__name__}: {first[0]}" if first else type(err).__name__
+    return text[:500]
+
+
+def format_traceback(err: BaseException) -> str:
+    """The traceback without the frames of this module and importlib's machinery."""
+    exc = traceback.TracebackException.from_exception(err)
+    exc.stack = traceback.StackSummary.from_list(
+        [f for f in exc.stack if f.filename != __file__ and "importlib" not in f.filename]
+    )
+    return "".join(exc.format())
+
+
+def main(argv: list[str]) -> int:
+    fd, timeout, path = int(argv[0]), float(argv[1]), argv[2]
+    if timeout > 1:
+        faulthandler.dump_traceback_later(max(timeout - 0.5, timeout * 0.8), exit=False)
+    try:
+        result: dict[str, Any] = {"specs": load(path)}
+    except BaseException as err:
+        result = {"error": {"message": one_line(err), "traceback": format_traceback(err)}}
+    faulthandler.cancel_dump_traceback_later()
+    data = json.dumps(result).encode()
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,294 @@
+"""The DAG file parser: each file is imported in its own child process.
+
+A file that raises, hangs, floods its output, has a syntax error or defines something invalid
+costs only its own result: one ``ImportErrorRecord`` (file, one-line message, traceback).
+
+- Files: every ``*.py`` under the folder, recursively, except names (of files or folders)
+  starting with ``_`` or ``.``. Parsed in sorted path order, up to ``max_workers`` at once.
+- Timeout: the child runs in its own session; past ``timeout`` seconds its whole process
+  group is killed (SIGKILL). Shortly before, faulthandler dumps its stacks to stderr, which
+  becomes the error's traceback, so the user sees where it hung.
+- Output cap: stdout and stderr are drained in 64 KiB chunks as they come; the first
+  ``output_limit`` bytes are kept, the rest discarded. A file that prints more than that is an
+  error (its DAGs are not loaded): a DAG file should define DAGs, not talk.
+- A file that defines no DAG is NOT an error (helper modules are normal, as in Airflow); it
+  is listed in ``ParseResult.empty_files`` so `raftsched dags parse` can point it out.
+- A dag_id defined by two files: the file later in path order gets an error for it (its
+  other DAGs still load).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import raftsched
+from raftsched.core.model import DagSpec, ImportErrorRecord
+
+CHUNK = 65536
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+TRACEBACK_LIMIT = 16 * 1024
+KILL_GRACE = 2.0  # seconds to drain pipes after killing a child
+
+
+@dataclass
+class ParseResult:
+    specs: list[DagSpec] = field(default_factory=list)
+    errors: list[ImportErrorRecord] = field(default_factory=list)
+    empty_files: list[str] = field(default_factory=list)  # parsed fine, defined no DAG
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "dags": [spec.to_dict() for spec in self.specs],
+            "errors": [
+                {"fileloc": e.fileloc, "message": e.message, "traceback": e.traceback}
+                for e in self.errors
+            ],
+            "empty_files": list(self.empty_files),
+        }
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    specs: tuple[DagSpec, ...] = ()
+    error: ImportErrorRecord | None = None
+
+
+def dag_files(folder: Path) -> list[Path]:
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"DAGs folder {str(folder)!r} does not exist or is not a folder")
+    found = []
+    for path in folder.rglob("*.py"):
+        parts = path.relative_to(folder).parts
+        if not any(part.startswith(("_", ".")) for part in parts) and path.is_file():
+            found.append(path.resolve())
+    return sorted(found)
+
+
+def parse_file(path: Path | str, *, timeout: float, output_limit: int) -> ParseResult:
+    return _combine([_run_child(Path(path).resolve(), timeout, output_limit)])
+
+
+def parse_folder(
+    folder: Path | str, *, timeout: float, output_limit: int, max_workers: int = 2
+) -> ParseResult:
+    parser = DagFileParser(
+        folder, timeout=timeout, output_limit=output_limit, max_workers=max_workers, cache=False
+    )
+    return parser.parse()
+
+
+class DagFileParser:
+    """Parses a folder again and again, re-running only files whose (mtime, size) changed.
+
+    The cache does not see changes in modules a DAG file imports; build a new parser (or pass
+    cache=False) to force a full parse. Not thread-safe: one caller at a time.
+    """
+
+    def __init__(
+        self,
+        folder: Path | str,
+        *,
+        timeout: float,
+        output_limit: int,
+        max_workers: int = 2,
+        cache: bool = True,
+    ) -> None:
+        self.folder = Path(folder)
+        self.timeout = timeout
+        self.output_limit = output_limit
+        self.max_workers = max(1, max_workers)
+        self.cache = cache
+        self._cache: dict[Path, tuple[tuple[int, int], FileResult]] = {}
+
+    def parse(self) -> ParseResult:
+        files = dag_files(self.folder)
+        stamps = {path: _stamp(path) for path in files}
+        todo = [p for p in files if not self.cache or self._cached(p, stamps[p]) is None]
+        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+            fresh = dict(
+                zip(
+                    todo,
+                    pool.map(lambda p: _run_child(p, self.timeout, self.output_limit), todo),
+                    strict=True,
+                )
+            )
+        if self.cache:
+            self._cache = {p: (stamps[p], fresh.get(p) or self._cache[p][1]) for p in files}
+        return _combine(fresh.get(p) or self._cache[p][1] for p in files)
+
+    def _cached(self, path: Path, stamp: tuple[int, int]) -> FileResult | None:
+        hit = self._cache.get(path)
+        return hit[1] if hit is not None and hit[0] == stamp else None
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return (st.st_mtime_ns, st.st_size)
+
+
+def _combine(results: Iterable[FileResult]) -> ParseResult:
+    out = ParseResult()
+    owner: dict[str, str] = {}
+    for result in results:
+        if result.error is not None:
+            out.errors.append(result.error)
+            continue
+        if not result.specs:
+            out.empty_files.append(result.path)
+        duplicates = []
+        for spec in result.specs:
+            if spec.dag_id in owner:
+                duplicates.append(spec.dag_id)
+                continue
+            owner[spec.dag_id] = result.path
+            out.specs.append(spec)
+        if duplicates:
+            out.errors.append(
+                ImportErrorRecord(
+                    fileloc=result.path,
+                    message="; ".join(
+                        f"dag_id {d!r} is already defined in {owner[d]}" for d in duplicates
+                    ),
+                )
+            )
+    return out
+
+
+class _Capture:
+    """Keeps the first ``limit`` bytes of a stream and a short tail; counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = b""
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+        self.tail = (self.tail + data)[-TRACEBACK_LIMIT:]
+
+
+def _run_child(path: Path, timeout: float, output_limit: int) -> FileResult:
+    fileloc = str(path)
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ)
+    package_root = str(Path(raftsched.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "raftsched.dags._child", str(write_fd), str(timeout), fileloc],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+            cwd=str(path.parent),
+            env=env,
+        )
+    except OSError as err:
+        os.close(read_fd)
+        message = f"could not start the parser process: {err}"
+        return FileResult(fileloc, error=ImportErrorRecord(fileloc, message))
+    finally:
+        os.close(write_fd)
+    assert proc.stdout is not None and proc.stderr is not None
+    output = _Capture(output_limit)
+    stderr = _Capture(0)
+    result = bytearray()
+    timed_out = False
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
+        sel.register(proc.stderr.fileno(), selectors.EVENT_READ, "err")
+        sel.register(read_fd, selectors.EVENT_READ, "result")
+        while sel.get_map():
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                if timed_out:
+                    break  # killed, yet a pipe stays open (an escaped grandchild): give up
+                timed_out = True
+                _kill_group(proc)
+                deadline = time.monotonic() + KILL_GRACE
+                continue
+            if not timed_out and read_fd not in sel.get_map() and proc.poll() is not None:
+                # The child is done; processes it left behind must not hold the pipes open.
+                _kill_group(proc)
+                deadline = min(deadline, time.monotonic() + KILL_GRACE)
+            for key, _ in sel.select(min(wait, 0.5)):
+                data = os.read(key.fd, CHUNK)
+                if not data:
+                    sel.unregister(key.fd)
+                elif key.data == "result":
+                    if len(result) <= MAX_RESULT_BYTES:
+                        result += data
+                else:
+                    output.add(data)
+                    if key.data == "err":
+                        stderr.add(data)
+    os.close(read_fd)
+    proc.stdout.close()
+    proc.stderr.close()
+    if timed_out:
+        _kill_group(proc)
+    code = proc.wait()
+    return _outcome(fileloc, timeout, output, stderr, bytes(result), code, timed_out)
+
+
+def _outcome(
+    fileloc: str,
+    timeout: float,
+    output: _Capture,
+    stderr: _Capture,
+    result: bytes,
+    code: int,
+    timed_out: bool,
+) -> FileResult:
+    def error(message: str, tb: str = "") -> FileResult:
+        text = tb or stderr.tail.decode(errors="replace")
+        return FileResult(
+            fileloc, error=ImportErrorRecord(fileloc, message, text[-TRACEBACK_LIMIT:])
+        )
+
+    if timed_out:
+        return error(
+            f"timed out after {timeout:g}s while importing the file (limit: dag_file_timeout);"
+            " its processes were killed"
+        )
+    if output.total > output.limit:
+        return error(
+            f"printed {output.total} bytes while being imported, more than the limit of"
+            f" {output.limit} (dag_file_output_limit); output was truncated",
+            output.head.decode(errors="replace")[-TRACEBACK_LIMIT:],
+        )
+    if len(result) > MAX_RESULT_BYTES:
+        return error(f"the DAG definitions are larger than {MAX_RESULT_BYTES} bytes")
+    try:
+        payload = json.loads(result) if result else None
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        return error(f"the parser process exited with code {code} without a result")
+    if "error" in payload:
+        return error(payload["error"]["message"], payload["error"]["traceback"])
+    return FileResult(fileloc, specs=tuple(DagSpec.from_dict(d) for d in payload["specs"]))
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
