@@ -27,9 +27,12 @@ class Command:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterDags(Command):
-    """Add or update DAGs (a spec whose spec_hash is unchanged is a no-op)."""
+    """Add or update DAGs (a spec whose spec_hash is unchanged is a no-op). A DAG seen for the
+    first time starts paused when ``paused_at_creation`` (Airflow's
+    ``dags_are_paused_at_creation``); an update keeps its paused flag."""
 
     specs: tuple[DagSpec, ...] = ()
+    paused_at_creation: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,13 +126,16 @@ class HeartbeatLeases(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteAttempt(Command):
-    """An attempt's outcome. Refused unless ``token`` is the TI's current lease token."""
+    """An attempt's outcome. Refused unless ``token`` is the TI's current lease token.
+    ``chunks``: the attempt's last log output, appended before the outcome (logs sent after
+    the outcome are refused: the lease is gone)."""
 
     key: TaskKey
     token: int
     success: bool
     exit_code: int | None = None
     message: str = ""
+    chunks: tuple[LogChunk, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,9 +197,12 @@ class MarkTasks(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AckMaterialized(Command):
-    """Outbox entries up to and including ``seq`` are in the DB: every replica drops them."""
+    """Outbox entries up to and including ``seq`` are in the DB: every replica drops them.
+    Then finished runs whose entries are all acked and which ended at least
+    ``finished_run_retention_seconds`` before ``now`` leave memory (the DB keeps them)."""
 
     seq: int
+    finished_run_retention_seconds: float = 3600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

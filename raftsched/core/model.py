@@ -248,6 +248,10 @@ class TaskInstance:
     exit_code: int | None = None
     message: str = ""
     log_chunks: int = 0  # chunks appended to the current attempt (for their sequence numbers)
+    # Worker and fencing token of the current or last attempt, kept after its lease ends so
+    # the attempt's history row still names them (``lease`` is set only while RUNNING).
+    worker_id: str | None = None
+    lease_token: int | None = None
 
 
 class OutboxKind(StrEnum):
@@ -279,3 +283,20 @@ class OutboxEntry:
     seq: int  # 1, 2, 3, ... without gaps across the cluster's whole life
     kind: OutboxKind
     data: dict[str, Any]  # JSON-able; layout per OutboxKind
+
+
+@dataclass(frozen=True, slots=True)
+class DagRecord:
+    """A registered DAG as the replicated state knows it (``SchedulerState.dags``)."""
+
+    spec: DagSpec
+    paused: bool = False
+    active: bool = True  # False once its file no longer defines it (history is kept)
+    updated_at: datetime | None = None
+    # The newest *scheduled* run's logical date: the schedule resumes after it. Manual runs
+    # do not move it (as in Airflow).
+    last_logical_date: datetime | None = None
+
+    @property
+    def dag_id(self) -> str:
+        return self.spec.dag_id

@@ -1,0 +1,290 @@
+"""Plain-dict forms of the replicated state: outbox rows and snapshot records.
+
+Outbox rows follow the ``OutboxKind`` layouts in ``core.model``. A task instance's row is the
+*attempt* its current state belongs to (:func:`attempt_number`): RUNNING, SUCCESS and FAILED
+belong to attempt ``try_number``; every other state (NONE, QUEUED, UP_FOR_RETRY,
+UPSTREAM_FAILED, SKIPPED) describes the attempt still to come, ``try_number + 1``. So each
+attempt keeps its own history row and the row with the highest try_number is the TI's
+current state.
+
+Snapshots are JSON-able dicts (see ``SCHEMA_VERSION``); results kept for idempotency are
+stored with a small tagged encoding (:func:`encode_value`) that restores them exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from raftsched.core.commands import LeaseRef, QueueDecision, RunDecision
+from raftsched.core.model import (
+    DagRecord,
+    DagRun,
+    DagSpec,
+    ImportErrorRecord,
+    Lease,
+    RunState,
+    RunType,
+    TaskInstance,
+    TaskKey,
+    TaskSpec,
+    TaskState,
+    TriggerRule,
+    parse_utc,
+    utc_iso,
+)
+from raftsched.core.results import Item, LeaseGrant, Result
+
+SCHEMA_VERSION = 1
+
+ATTEMPT_STATES = frozenset({TaskState.RUNNING, TaskState.SUCCESS, TaskState.FAILED})
+
+
+# -- outbox rows --------------------------------------------------------------------------
+
+
+def attempt_number(ti: TaskInstance, state: TaskState | None = None) -> int:
+    return ti.try_number if (state or ti.state) in ATTEMPT_STATES else ti.try_number + 1
+
+
+def ti_row(ti: TaskInstance, state: TaskState | None = None, message: str | None = None) -> dict:
+    """The TASK_INSTANCE row of ``ti`` (``state``/``message`` override: closing an attempt)."""
+    state = state or ti.state
+    key = ti.key
+    row: dict[str, Any] = {
+        "dag_id": key.dag_id,
+        "run_id": key.run_id,
+        "task_id": key.task_id,
+        "try_number": attempt_number(ti, state),
+        "state": str(state),
+    }
+    if state in ATTEMPT_STATES:
+        row.update(
+            worker_id=ti.worker_id,
+            lease_token=ti.lease_token,
+            queued_at=utc_iso(ti.queued_at),
+            start_date=utc_iso(ti.start_date),
+            end_date=utc_iso(ti.end_date),
+            exit_code=ti.exit_code,
+            message=ti.message if message is None else message,
+        )
+    else:
+        ended = state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
+        row.update(
+            worker_id=None,
+            lease_token=None,
+            queued_at=utc_iso(ti.queued_at) if state is TaskState.QUEUED else None,
+            start_date=None,
+            end_date=utc_iso(ti.end_date) if ended else None,
+            exit_code=None,
+            message="" if message is None else message,
+        )
+    return row
+
+
+def run_row(run: DagRun) -> dict:
+    return {
+        "dag_id": run.dag_id,
+        "run_id": run.run_id,
+        "logical_date": utc_iso(run.logical_date),
+        "data_interval_start": utc_iso(run.data_interval_start),
+        "data_interval_end": utc_iso(run.data_interval_end),
+        "run_type": str(run.run_type),
+        "state": str(run.state),
+        "conf": dict(run.conf),
+        "created_at": utc_iso(run.created_at),
+        "start_date": utc_iso(run.start_date),
+        "end_date": utc_iso(run.end_date),
+    }
+
+
+def dag_row(record: DagRecord) -> dict:
+    return {
+        "dag_id": record.spec.dag_id,
+        "fileloc": record.spec.fileloc,
+        "spec": record.spec.to_dict(),
+        "spec_hash": record.spec.spec_hash,
+        "paused": record.paused,
+        "active": record.active,
+        "updated_at": utc_iso(record.updated_at),
+    }
+
+
+def import_error_dict(error: ImportErrorRecord) -> dict:
+    return {"fileloc": error.fileloc, "message": error.message, "traceback": error.traceback}
+
+
+# -- snapshot records ---------------------------------------------------------------------
+
+
+def dag_record_to_dict(record: DagRecord) -> dict:
+    return {
+        "dag_id": record.spec.dag_id,
+        "spec_hash": record.spec.spec_hash,
+        "paused": record.paused,
+        "active": record.active,
+        "updated_at": utc_iso(record.updated_at),
+        "last_logical_date": utc_iso(record.last_logical_date),
+    }
+
+
+def dag_record_from_dict(data: dict, specs: dict[str, DagSpec]) -> DagRecord:
+    return DagRecord(
+        spec=specs[data["spec_hash"]],
+        paused=bool(data["paused"]),
+        active=bool(data["active"]),
+        updated_at=parse_utc(data["updated_at"]),
+        last_logical_date=parse_utc(data["last_logical_date"]),
+    )
+
+
+def run_to_dict(run: DagRun, spec_hash: str, row_seq: int, tis: list[dict]) -> dict:
+    data = run_row(run)
+    data.update(spec_hash=spec_hash, row_seq=row_seq, tis=tis)
+    return data
+
+
+def run_from_dict(data: dict) -> DagRun:
+    return DagRun(
+        dag_id=data["dag_id"],
+        run_id=data["run_id"],
+        logical_date=_dt(data["logical_date"]),
+        data_interval_start=_dt(data["data_interval_start"]),
+        data_interval_end=_dt(data["data_interval_end"]),
+        run_type=RunType(data["run_type"]),
+        state=RunState(data["state"]),
+        conf=dict(data["conf"]),
+        created_at=parse_utc(data["created_at"]),
+        start_date=parse_utc(data["start_date"]),
+        end_date=parse_utc(data["end_date"]),
+    )
+
+
+def ti_to_dict(ti: TaskInstance) -> dict:
+    lease = ti.lease
+    return {
+        "task_id": ti.key.task_id,
+        "state": str(ti.state),
+        "try_number": ti.try_number,
+        "max_tries": ti.max_tries,
+        "lease": None
+        if lease is None
+        else {
+            "try_number": lease.try_number,
+            "worker_id": lease.worker_id,
+            "token": lease.token,
+            "expires_at": utc_iso(lease.expires_at),
+        },
+        "next_retry_at": utc_iso(ti.next_retry_at),
+        "queued_at": utc_iso(ti.queued_at),
+        "start_date": utc_iso(ti.start_date),
+        "end_date": utc_iso(ti.end_date),
+        "exit_code": ti.exit_code,
+        "message": ti.message,
+        "log_chunks": ti.log_chunks,
+        "worker_id": ti.worker_id,
+        "lease_token": ti.lease_token,
+    }
+
+
+def ti_from_dict(data: dict, dag_id: str, run_id: str) -> TaskInstance:
+    key = TaskKey(dag_id, run_id, data["task_id"])
+    lease = data["lease"]
+    return TaskInstance(
+        key=key,
+        state=TaskState(data["state"]),
+        try_number=int(data["try_number"]),
+        max_tries=int(data["max_tries"]),
+        lease=None
+        if lease is None
+        else Lease(
+            key=key,
+            try_number=int(lease["try_number"]),
+            worker_id=lease["worker_id"],
+            token=int(lease["token"]),
+            expires_at=_dt(lease["expires_at"]),
+        ),
+        next_retry_at=parse_utc(data["next_retry_at"]),
+        queued_at=parse_utc(data["queued_at"]),
+        start_date=parse_utc(data["start_date"]),
+        end_date=parse_utc(data["end_date"]),
+        exit_code=data["exit_code"],
+        message=data["message"],
+        log_chunks=int(data["log_chunks"]),
+        worker_id=data["worker_id"],
+        lease_token=data["lease_token"],
+    )
+
+
+def _dt(value: str) -> datetime:
+    parsed = parse_utc(value)
+    assert parsed is not None
+    return parsed
+
+
+# -- tagged encoding of remembered results ------------------------------------------------
+
+_DATACLASSES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        Result,
+        LeaseGrant,
+        Lease,
+        TaskKey,
+        TaskSpec,
+        LeaseRef,
+        QueueDecision,
+        RunDecision,
+        ImportErrorRecord,
+    )
+}
+_ENUMS: dict[str, type[Enum]] = {
+    cls.__name__: cls for cls in (TaskState, RunState, RunType, TriggerRule)
+}
+
+
+def encode_value(value: Any) -> Any:
+    """JSON-able form of a result value; :func:`decode_value` restores it exactly."""
+    if isinstance(value, Enum):
+        return {"$e": type(value).__name__, "v": value.value}
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, datetime):
+        return {"$dt": utc_iso(value)}
+    if isinstance(value, Item):
+        return {"$item": [encode_value(v) for v in value]}
+    if isinstance(value, tuple):
+        return {"$t": [encode_value(v) for v in value]}
+    if isinstance(value, list):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        return {"$m": {str(k): encode_value(v) for k, v in value.items()}}
+    if is_dataclass(value) and type(value).__name__ in _DATACLASSES:
+        return {
+            "$c": type(value).__name__,
+            "f": {f.name: encode_value(getattr(value, f.name)) for f in fields(value)},
+        }
+    raise TypeError(f"cannot encode {type(value).__name__} in a snapshot")
+
+
+def decode_value(data: Any) -> Any:
+    if isinstance(data, list):
+        return [decode_value(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if "$e" in data:
+        return _ENUMS[data["$e"]](data["v"])
+    if "$dt" in data:
+        return parse_utc(data["$dt"])
+    if "$item" in data:
+        return Item(*(decode_value(v) for v in data["$item"]))
+    if "$t" in data:
+        return tuple(decode_value(v) for v in data["$t"])
+    if "$m" in data:
+        return {k: decode_value(v) for k, v in data["$m"].items()}
+    if "$c" in data:
+        cls = _DATACLASSES[data["$c"]]
+        return cls(**{k: decode_value(v) for k, v in data["f"].items()})
+    raise ValueError(f"unknown encoded value {data!r}")
