@@ -1,0 +1,280 @@
+"""The scheduler node: a pysyncobj ``SyncObj`` whose one replicated method applies a command.
+
+Contract:
+
+- ``submit(command, callback)`` proposes one command as ONE Raft entry (from any node:
+  pysyncobj forwards a follower's command to the leader). ``callback(result, fail_reason)``
+  runs on the tick thread with ``SchedulerState.apply``'s ``Result`` on success. Use
+  ``raftsched.cluster.proposer.Proposer`` for timeouts and retries.
+- Inside the replicated method the entry's log index is ``raftLastApplied + 1`` (pysyncobj
+  increments it after the method returns); it is passed to apply as ``log_index``, the
+  fencing token of leases.
+- The replicated state is ``SchedulerState`` and nothing else. Snapshots are written by a
+  custom serializer (``useFork=False``) as ``{"format", "raft", "state": state.snapshot()}``
+  and read back with ``restore``: threads, locks and sockets on this object are never
+  pickled (with a custom serializer pysyncobj pickles none of ``self.__dict__``).
+- ``read(fn)`` runs ``fn(state)`` under the lock that apply holds: other threads see the state
+  between two entries, never half-way through one. Keep ``fn`` short (the tick thread waits).
+- Apply listeners (``add_apply_listener``) run on the tick thread, under the state lock, after
+  each command: they must only enqueue or set events. Role listeners run on the tick thread
+  on every Raft state change.
+- ``digest()`` returns ``(index, digest)`` taken together under the lock.
+- A snapshot that cannot be read (e.g. written by a newer release) sets ``fatal_error``; the
+  runtime then stops the process, and apply refuses to run on the unknown state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import logging
+import os
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pysyncobj import SyncObj, replicated
+from pysyncobj.transport import TCPTransport
+
+from raftsched.cluster.settings import RaftSettings, build_conf
+from raftsched.core.commands import Command
+from raftsched.core.results import INTERNAL_ERROR, Result
+
+if TYPE_CHECKING:
+    from raftsched.core.state import SchedulerState
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_FORMAT = 1
+ROLES = {0: "follower", 1: "candidate", 2: "leader"}
+
+ApplyListener = Callable[[int, Command, Result], None]
+RoleListener = Callable[[str], None]
+
+
+class _ContactTransport(TCPTransport):
+    """pysyncobj's TCP transport, noting when the leader last reached us (append_entries)."""
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        if isinstance(message, dict) and message.get("type") == "append_entries":
+            note = getattr(self._syncObj, "_note_leader_contact", None)
+            if note is not None:
+                note()
+        super()._onMessageReceived(node, message)
+
+
+class SchedulerNode(SyncObj):
+    def __init__(
+        self,
+        settings: RaftSettings,
+        *,
+        state_factory: Callable[[], SchedulerState] | None = None,
+    ) -> None:
+        if state_factory is None:
+            from raftsched.core.state import SchedulerState
+
+            state_factory = SchedulerState
+        # Everything here is set before SyncObj.__init__ starts the tick thread.
+        settings.node_dir.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self._state_factory = state_factory
+        self._lock = threading.RLock()
+        self._state = state_factory()
+        self._apply_listeners: list[ApplyListener] = []
+        self._role_listeners: list[RoleListener] = []
+        self._role_cond = threading.Condition()
+        self._role_seq = 0
+        self._last_leader_contact: float | None = None
+        self._fatal_error: str | None = None
+        self._closed = False
+        conf = build_conf(
+            settings,
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            on_state_changed=self._on_state_changed,
+        )
+        super().__init__(
+            settings.self_address,
+            list(settings.partners),
+            conf,
+            transportClass=_ContactTransport,
+        )
+
+    # -- the replicated method ---------------------------------------------------------------
+
+    @replicated
+    def _apply_command(self, command: Command) -> Result:
+        log_index = self.raftLastApplied + 1
+        with self._lock:
+            if self._fatal_error is not None:
+                raise RuntimeError(f"node stopped applying: {self._fatal_error}")
+            try:
+                result = self._state.apply(command, log_index=log_index)
+            except Exception:  # apply must not raise; if it does, every replica does the same
+                log.exception("apply raised at log index %d (%s)", log_index, type(command))
+                result = Result(ok=False, reason=INTERNAL_ERROR)
+            for listener in self._apply_listeners:
+                try:
+                    listener(log_index, command, result)
+                except Exception:
+                    log.exception("apply listener failed")
+        return result
+
+    def submit(self, command: Command, callback: Callable[[Any, int], None]) -> None:
+        """Propose ``command``; ``callback(result, fail_reason)`` runs on the tick thread."""
+        self._apply_command(command, callback=callback)
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def read(self, fn: Callable[[SchedulerState], Any]) -> Any:
+        with self._lock:
+            return fn(self._state)
+
+    def digest(self) -> tuple[int, str]:
+        """(applied index of the state, its digest), taken atomically."""
+        with self._lock:
+            return int(self._state.applied_index), self._state.digest()
+
+    @property
+    def role(self) -> str:
+        return ROLES.get(self._SyncObj__raftState, "unknown")  # type: ignore[attr-defined]
+
+    @property
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    @property
+    def term(self) -> int:
+        return int(self.raftCurrentTerm)
+
+    @property
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        if leader is None:
+            return None
+        return str(getattr(leader, "address", None) or leader.id)
+
+    @property
+    def quorum(self) -> bool:
+        for _ in range(5):  # the tick thread may change the connected set meanwhile
+            try:
+                return bool(self.hasQuorum)
+            except RuntimeError:
+                continue
+        return False
+
+    @property
+    def last_leader_contact(self) -> float | None:
+        """Unix time the leader last reached this node (now, if this node leads)."""
+        if self._isLeader():
+            return time.time()
+        return self._last_leader_contact
+
+    @property
+    def fatal_error(self) -> str | None:
+        return self._fatal_error
+
+    # -- listeners ---------------------------------------------------------------------------
+
+    def add_apply_listener(self, listener: ApplyListener) -> None:
+        with self._lock:
+            self._apply_listeners.append(listener)
+
+    def remove_apply_listener(self, listener: ApplyListener) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._apply_listeners.remove(listener)
+
+    def add_role_listener(self, listener: RoleListener) -> None:
+        with self._role_cond:
+            self._role_listeners.append(listener)
+
+    def wait_role_change(self, seen: int, timeout: float) -> int:
+        """Block until the role changed since sequence number ``seen`` (or timeout); return
+        the current sequence number. Start with ``seen=role_seq``."""
+        with self._role_cond:
+            self._role_cond.wait_for(lambda: self._role_seq != seen, timeout)
+            return self._role_seq
+
+    @property
+    def role_seq(self) -> int:
+        with self._role_cond:
+            return self._role_seq
+
+    def _on_state_changed(self, old: int, new: int) -> None:
+        role = ROLES.get(new, str(new))
+        log.info(
+            "raft role %s -> %s (term %d, leader %s)",
+            ROLES.get(old, old),
+            role,
+            self.raftCurrentTerm,
+            self.leader_address,
+        )
+        with self._role_cond:
+            self._role_seq += 1
+            listeners = list(self._role_listeners)
+            self._role_cond.notify_all()
+        for listener in listeners:
+            try:
+                listener(role)
+            except Exception:
+                log.exception("role listener failed")
+
+    def _note_leader_contact(self) -> None:
+        self._last_leader_contact = time.time()
+
+    # -- snapshots (called by pysyncobj on the tick thread) ----------------------------------
+
+    def _write_snapshot(self, filename: str, raft_data: Any) -> None:
+        with self._lock:
+            state = self._state.snapshot()
+        payload = {"format": SNAPSHOT_FORMAT, "raft": tuple(raft_data), "state": state}
+        with open(filename, "wb") as raw:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) as out:
+                pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
+            raw.flush()
+            os.fsync(raw.fileno())
+        log.info("snapshot written at log index %s", _entry_index(raft_data))
+
+    def _read_snapshot(self, filename: str) -> tuple[Any, ...]:
+        try:
+            with open(filename, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as src:
+                payload = pickle.load(src)
+            if payload.get("format") != SNAPSHOT_FORMAT:
+                raise ValueError(f"unknown snapshot format {payload.get('format')!r}")
+            state = _restore(self._state_factory, payload["state"])
+        except Exception as err:
+            self._fatal_error = f"cannot load snapshot {filename}: {err}"
+            log.critical("%s", self._fatal_error)
+            raise
+        with self._lock:
+            self._state = state
+        log.info("snapshot loaded at log index %s", _entry_index(payload["raft"]))
+        return tuple(payload["raft"])
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the tick thread, close sockets and the journal. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.destroy()
+        thread = self._SyncObj__thread  # type: ignore[attr-defined]
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+
+def _restore(factory: Callable[[], SchedulerState], data: dict[str, Any]) -> SchedulerState:
+    """A state restored from ``data`` (``restore`` may be a classmethod or an instance method)."""
+    state = factory()
+    returned = state.restore(data)
+    return returned if isinstance(returned, type(state)) else state
+
+
+def _entry_index(raft_data: Any) -> Any:
+    try:
+        return raft_data[0][1]
+    except (IndexError, TypeError):
+        return "?"

@@ -1,0 +1,146 @@
+"""Propose commands to the cluster: request ids, timeouts, retries with the same id.
+
+Contract of :meth:`Proposer.propose`:
+
+- Every attempt is one replicated call with a timeout (``commit_timeout``); pysyncobj can lose
+  a callback, so nothing waits without one.
+- After LEADER_CHANGED, DISCARDED, NOT_LEADER, MISSING_LEADER, QUEUE_FULL, UNKNOWN_OUTCOME or
+  a timeout the command may or may not have been applied: it is proposed again with the SAME
+  request id (the state answers a repeat with the first result, ``duplicate=True``) until it
+  commits or the deadline passes.
+- Out of time: :class:`~raftsched.errors.NoQuorumError` when no leader with a quorum is known,
+  else :class:`~raftsched.errors.CommitTimeout` (outcome unknown; retrying is safe).
+- ``REQUEST_DENIED`` (pysyncobj refused the entry) raises ``RaftschedError`` at once.
+- Thread-safe: any number of threads may propose at the same time, from any node.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from pysyncobj import FAIL_REASON
+
+from raftsched.core.commands import Command
+from raftsched.core.results import Result
+from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C", bound=Command)
+
+_RETRYABLE = {
+    FAIL_REASON.QUEUE_FULL: "queue_full",
+    FAIL_REASON.MISSING_LEADER: "missing_leader",
+    FAIL_REASON.DISCARDED: "discarded",
+    FAIL_REASON.NOT_LEADER: "not_leader",
+    FAIL_REASON.LEADER_CHANGED: "leader_changed",
+    FAIL_REASON.UNKNOWN_OUTCOME: "unknown_outcome",
+}
+_TIMEOUT = -1
+
+
+class _Submitter(Protocol):
+    def submit(self, command: Command, callback: Callable[[Any, int], None]) -> None: ...
+
+    @property
+    def leader_address(self) -> str | None: ...
+
+    @property
+    def quorum(self) -> bool: ...
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Proposer:
+    def __init__(
+        self,
+        node: _Submitter,
+        *,
+        commit_timeout: float,
+        deadline: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._node = node
+        self.commit_timeout = commit_timeout
+        self.deadline = deadline if deadline is not None else 3 * commit_timeout
+        self._clock = clock
+
+    def make(self, cls: type[C], **fields: Any) -> C:
+        """A new command of ``cls`` with a fresh request id and ``now`` = this node's clock."""
+        fields.setdefault("request_id", new_request_id())
+        fields.setdefault("now", utcnow())
+        return cls(**fields)
+
+    def propose(
+        self,
+        command: Command,
+        *,
+        deadline: float | None = None,
+        should_continue: Callable[[], bool] | None = None,
+    ) -> Result:
+        """Commit ``command`` and return apply's Result (see the module contract).
+
+        ``deadline`` (seconds from now) overrides the default; ``should_continue`` is checked
+        before each retry (the leader loop stops retrying once it no longer leads)."""
+        total = self.deadline if deadline is None else deadline
+        end = self._clock() + total
+        attempt_timeout = min(self.commit_timeout, total)
+        backoff = 0.02
+        attempts = 0
+        last = "none"
+        while True:
+            attempts += 1
+            outcome, result = self._attempt(command, attempt_timeout)
+            if outcome == FAIL_REASON.SUCCESS:
+                if attempts > 1:
+                    log.debug("%s committed after %d attempts", command.request_id, attempts)
+                return result  # type: ignore[no-any-return]
+            if outcome == FAIL_REASON.REQUEST_DENIED:
+                raise RaftschedError(f"command {command.request_id} was refused by the cluster")
+            last = "timeout" if outcome == _TIMEOUT else _RETRYABLE.get(outcome, str(outcome))
+            remaining = end - self._clock()
+            if remaining <= 0 or (should_continue is not None and not should_continue()):
+                break
+            if outcome != _TIMEOUT:  # immediate failures: do not spin
+                time.sleep(min(backoff, remaining))
+                backoff = min(backoff * 2, 0.5)
+            attempt_timeout = max(0.05, min(self.commit_timeout, end - self._clock()))
+        log.info(
+            "command %s (%s) not confirmed after %d attempts (last: %s)",
+            command.request_id,
+            type(command).__name__,
+            attempts,
+            last,
+        )
+        if self._node.leader_address is None or not self._node.quorum:
+            raise NoQuorumError(
+                f"no leader with a quorum is reachable (command {command.request_id},"
+                f" {attempts} attempts in {total:.1f}s, last: {last}); check that a majority"
+                " of the nodes in [cluster] nodes are running and can reach each other"
+            )
+        raise CommitTimeout(command.request_id, total)
+
+    def _attempt(self, command: Command, timeout: float) -> tuple[int, Any]:
+        done = threading.Event()
+        box: list[Any] = [None, None]
+
+        def callback(result: Any, error: int) -> None:
+            box[0], box[1] = result, error
+            done.set()
+
+        self._node.submit(command, callback)
+        if not done.wait(timeout):
+            return _TIMEOUT, None
+        return box[1], box[0]

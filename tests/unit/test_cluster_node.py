@@ -1,0 +1,139 @@
+"""A real 3-node pysyncobj cluster inside this process, on loopback, with a fake state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from test_cluster_support import FakeState, cluster_settings, wait_for
+
+from raftsched.cluster.node import SchedulerNode
+from raftsched.cluster.proposer import Proposer, new_request_id
+from raftsched.core.commands import AckMaterialized
+from raftsched.errors import CommitTimeout, NoQuorumError
+
+
+def command(request_id: str | None = None) -> AckMaterialized:
+    return AckMaterialized(request_id=request_id or new_request_id(), now=datetime.now(UTC), seq=1)
+
+
+def leader_of(nodes: list[SchedulerNode]) -> SchedulerNode | None:
+    leaders = [n for n in nodes if n.is_leader and n.quorum]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[SchedulerNode]]:
+    nodes = [SchedulerNode(s, state_factory=FakeState) for s in cluster_settings(tmp_path)]
+    try:
+        wait_for(lambda: leader_of(nodes), timeout=20, what="a leader")
+        yield nodes
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def applied_ids(node: SchedulerNode) -> list[str]:
+    return node.read(lambda state: [rid for _, rid in state.applied])
+
+
+def test_propose_returns_apply_result_with_log_index(cluster: list[SchedulerNode]) -> None:
+    leader = wait_for(lambda: leader_of(cluster), timeout=10, what="a leader")
+    result = Proposer(leader, commit_timeout=2.0).propose(command())
+    assert result.ok and not result.duplicate
+    assert isinstance(result.value, int) and result.value >= 2  # the entry's Raft log index
+    assert leader.read(lambda state: state.applied_index) == result.value
+
+
+def test_follower_can_propose(cluster: list[SchedulerNode]) -> None:
+    leader = wait_for(lambda: leader_of(cluster), timeout=10, what="a leader")
+    follower = next(n for n in cluster if n is not leader)
+    result = Proposer(follower, commit_timeout=2.0).propose(command())
+    assert result.ok
+
+
+def test_retry_with_same_request_id_applies_once(cluster: list[SchedulerNode]) -> None:
+    leader = wait_for(lambda: leader_of(cluster), timeout=10, what="a leader")
+    follower = next(n for n in cluster if n is not leader)
+    cmd = command()
+    first = Proposer(leader, commit_timeout=2.0).propose(cmd)
+    again = Proposer(follower, commit_timeout=2.0).propose(cmd)
+    assert again.duplicate and again.value == first.value
+    for node in cluster:
+        wait_for(
+            lambda node=node: (
+                applied_ids(node).count(cmd.request_id) == 1
+                and node.raftLastApplied >= leader.raftCommitIndex
+            ),
+            timeout=10,
+            what="every node applying the command",
+        )
+        assert applied_ids(node).count(cmd.request_id) == 1
+
+
+def test_digests_agree_at_equal_index(cluster: list[SchedulerNode]) -> None:
+    leader = wait_for(lambda: leader_of(cluster), timeout=10, what="a leader")
+    proposer = Proposer(leader, commit_timeout=2.0)
+    for _ in range(20):
+        proposer.propose(command())
+    target = leader.digest()
+    for node in cluster:
+        got = wait_for(
+            lambda node=node: node.digest() if node.digest()[0] == target[0] else None,
+            timeout=10,
+            what="every node at the leader's digest index",
+        )
+        assert got == target
+
+
+def test_snapshot_and_restart_from_journal(tmp_path: Path) -> None:
+    settings = cluster_settings(tmp_path)
+    nodes = [SchedulerNode(s, state_factory=FakeState) for s in settings]
+    try:
+        leader = wait_for(lambda: leader_of(nodes), timeout=20, what="a leader")
+        proposer = Proposer(leader, commit_timeout=2.0)
+        for _ in range(10):
+            proposer.propose(command())
+        victim = next(n for n in nodes if n is not leader)
+        index = victim.settings.self_address
+        wait_for(
+            lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="victim caught up"
+        )
+        victim.forceLogCompaction()
+        wait_for(victim.settings.dump_file.exists, timeout=10, what="a snapshot file")
+        for _ in range(5):  # entries after the snapshot live in the journal only
+            proposer.propose(command())
+        wait_for(
+            lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="victim caught up"
+        )
+        before = victim.digest()
+        victim.close()
+        nodes.remove(victim)
+        restarted = SchedulerNode(
+            next(s for s in settings if s.self_address == index), state_factory=FakeState
+        )
+        nodes.append(restarted)
+        got = wait_for(
+            lambda: restarted.digest() if restarted.digest()[0] >= before[0] else None,
+            timeout=20,
+            what="the restarted node replaying snapshot + journal",
+        )
+        assert got == before
+        assert restarted.fatal_error is None
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_no_quorum_raises_in_time(tmp_path: Path) -> None:
+    settings = cluster_settings(tmp_path)
+    lonely = SchedulerNode(settings[0], state_factory=FakeState)  # the others never start
+    try:
+        proposer = Proposer(lonely, commit_timeout=0.3, deadline=1.0)
+        with pytest.raises((NoQuorumError, CommitTimeout)):
+            proposer.propose(command())
+        assert not lonely.is_leader
+    finally:
+        lonely.close()
