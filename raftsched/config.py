@@ -132,6 +132,7 @@ class WebserverConfig(_Section):
     bind: str = setting("127.0.0.1:8080", s.address())
     secret_key: str = setting("", s.text(), secret=True)
     grpc_servers: tuple[str, ...] = setting("", s.addresses())
+    token: str = setting("", s.text(), secret=True)
 
 
 @dataclass(frozen=True, repr=False)

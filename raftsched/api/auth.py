@@ -1,0 +1,251 @@
+"""Bearer-token authentication and role checks for the gRPC API (a server interceptor).
+
+Callers send ``authorization: Bearer <token>`` metadata. Each token configured in ``[api]
+admin_tokens | operator_tokens | viewer_tokens | worker_tokens`` carries one role:
+
+    admin ⊇ operator ⊇ viewer    people and the web: read (viewer), change DAGs and runs
+                                 (operator), change the cluster (admin)
+    worker                       WorkerService only (lease, heartbeat, complete, logs)
+
+``admin`` may call everything, WorkerService included (one token for a standalone setup).
+:data:`METHOD_ROLES` names the minimum role of every raftsched RPC; a raftsched method missing
+from it needs admin (fail closed; a unit test keeps the table complete). The standard health
+and reflection services need no token: load balancers and ``grpcurl`` probe them.
+
+Tokens are compared with :func:`hmac.compare_digest` against every configured token (no early
+exit), and never logged or echoed back.
+
+No token configured at all: a server bound to loopback runs *open* (every caller is admin),
+with a warning in the log, so a laptop's ``raftsched standalone`` works without setup. Any
+other bind address refuses to start with a :class:`~raftsched.errors.ConfigError`: an open
+scheduler on a network would let anyone run commands on the workers.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from enum import IntEnum
+from typing import Any
+
+import grpc
+
+from raftsched.config import ApiConfig
+from raftsched.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+TOKEN_HINT = "pass --token or set RAFTSCHED_TOKEN"
+
+
+class Role(IntEnum):
+    """Roles, ordered for the people's chain: a higher one includes the lower ones. WORKER
+    stands apart: it includes nothing and only admin includes it (see :func:`allows`)."""
+
+    WORKER = 0
+    VIEWER = 1
+    OPERATOR = 2
+    ADMIN = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+def allows(have: Role, need: Role) -> bool:
+    if have is Role.ADMIN:
+        return True
+    if need is Role.WORKER or have is Role.WORKER:
+        return have is need
+    return have >= need
+
+
+_C = "/raftsched.v1.ClusterService/"
+_D = "/raftsched.v1.DagService/"
+_W = "/raftsched.v1.WorkerService/"
+_U = "/raftsched.v1.UserService/"
+
+METHOD_ROLES: Mapping[str, Role] = {
+    _C + "GetStatus": Role.VIEWER,
+    _C + "TransferLeadership": Role.ADMIN,
+    _C + "AddNode": Role.ADMIN,
+    _C + "RemoveNode": Role.ADMIN,
+    _D + "ListDags": Role.VIEWER,
+    _D + "GetDag": Role.VIEWER,
+    _D + "ListRuns": Role.VIEWER,
+    _D + "ListTaskInstances": Role.VIEWER,
+    _D + "GetTaskLog": Role.VIEWER,
+    _D + "ListImportErrors": Role.VIEWER,
+    _D + "PauseDag": Role.OPERATOR,
+    _D + "UnpauseDag": Role.OPERATOR,
+    _D + "TriggerDag": Role.OPERATOR,
+    _D + "ClearTasks": Role.OPERATOR,
+    _D + "MarkTasks": Role.OPERATOR,
+    _W + "Lease": Role.WORKER,
+    _W + "Heartbeat": Role.WORKER,
+    _W + "Complete": Role.WORKER,
+    _W + "AppendLogs": Role.WORKER,
+    _W + "Release": Role.WORKER,
+    _U + "CreateUser": Role.ADMIN,
+    _U + "VerifyUser": Role.ADMIN,
+    _U + "ListUsers": Role.ADMIN,
+    _U + "DeleteUser": Role.ADMIN,
+}
+
+# Services anyone may call without a token.
+OPEN_PREFIXES = (
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/grpc.reflection.v1.ServerReflection/",
+)
+
+
+def required_role(method: str) -> Role | None:
+    """The minimum role for a full method name; None for the open services."""
+    if method.startswith(OPEN_PREFIXES):
+        return None
+    return METHOD_ROLES.get(method, Role.ADMIN)
+
+
+class TokenTable:
+    """Configured tokens and their roles. Lookup is constant-time per token."""
+
+    def __init__(self, tokens: Iterable[tuple[str, Role]]) -> None:
+        self._tokens = tuple((token.encode(), role) for token, role in tokens if token)
+
+    @classmethod
+    def from_config(cls, api: ApiConfig) -> TokenTable:
+        return cls((token, role) for role in Role for token in getattr(api, f"{role.label}_tokens"))
+
+    def __bool__(self) -> bool:
+        return bool(self._tokens)
+
+    def __repr__(self) -> str:
+        return f"TokenTable({len(self._tokens)} tokens)"  # never the tokens themselves
+
+    def role_of(self, token: str) -> Role | None:
+        given = token.encode()
+        found: Role | None = None
+        for known, role in self._tokens:  # no early exit: timing says nothing about position
+            if hmac.compare_digest(given, known):
+                found = role
+        return found
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``host:port`` (port 0 allowed, ``[v6]:port``) names a loopback host."""
+    host = address.rsplit(":", 1)[0].strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_open_allowed(api: ApiConfig, bind: str | None = None) -> None:
+    """Raise ConfigError when no token is configured and the server (``bind``, default
+    ``[api] grpc_bind``) is not loopback-only; log a warning when it runs open."""
+    bind = bind or api.grpc_bind
+    if TokenTable.from_config(api):
+        return
+    if is_loopback(bind):
+        log.warning(
+            "no [api] tokens configured: the gRPC API on %s is open to every local user"
+            " (allowed on loopback only; set [api] admin_tokens to require tokens)",
+            bind,
+        )
+        return
+    raise ConfigError(
+        f"[api] grpc_bind = {bind!r} is not a loopback address, and no API token is"
+        " configured: set [api] admin_tokens (and operator_tokens, viewer_tokens,"
+        " worker_tokens as needed), or bind to 127.0.0.1 for an open local server",
+        key="api.admin_tokens",
+    )
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Checks the bearer token and role of every call before its handler runs.
+
+    ``tokens`` empty means open mode (see the module docstring; :func:`check_open_allowed`
+    is the caller's guard). Thread-safe: it holds no mutable state.
+    """
+
+    def __init__(self, tokens: TokenTable) -> None:
+        self._tokens = tokens
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or not self._tokens:
+            return handler
+        method = handler_call_details.method
+        need = required_role(method)
+        if need is None:
+            return handler
+        denial = self._check(method, need, handler_call_details.invocation_metadata or ())
+        if denial is None:
+            return handler
+        return _deny(handler, *denial)
+
+    def _check(
+        self, method: str, need: Role, metadata: Iterable[Any]
+    ) -> tuple[grpc.StatusCode, str] | None:
+        header = next((value for key, value in metadata if key == "authorization"), None)
+        if header is None:
+            return grpc.StatusCode.UNAUTHENTICATED, f"missing bearer token: {TOKEN_HINT}"
+        if isinstance(header, bytes):
+            header = header.decode(errors="replace")
+        scheme, _, token = header.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return (
+                grpc.StatusCode.UNAUTHENTICATED,
+                f"malformed authorization metadata: expected 'Bearer <token>'; {TOKEN_HINT}",
+            )
+        have = self._tokens.role_of(token.strip())
+        if have is None:
+            return (
+                grpc.StatusCode.UNAUTHENTICATED,
+                "unknown token: it is in none of this node's [api] admin_tokens,"
+                " operator_tokens, viewer_tokens or worker_tokens; check --token /"
+                " RAFTSCHED_TOKEN",
+            )
+        if allows(have, need):
+            return None
+        needed = "worker (or admin)" if need is Role.WORKER else f"{need.label} (or higher)"
+        log.info("denied %s to a %s token", method, have.label)
+        return (
+            grpc.StatusCode.PERMISSION_DENIED,
+            f"{method} needs role {needed}; this token has role {have.label}",
+        )
+
+
+def _deny(
+    handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str
+) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``handler`` that only aborts with (code, message)."""
+
+    def abort(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(code, message)
+
+    def abort_stream(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(code, message)
+        yield  # pragma: no cover - makes this a generator, as streaming handlers are
+
+    streaming_out = handler.response_streaming
+    make = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[(bool(handler.request_streaming), bool(streaming_out))]
+    return make(
+        abort_stream if streaming_out else abort,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )

@@ -1,0 +1,174 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from . import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LeaseRequest(_message.Message):
+    __slots__ = ("worker_id", "max_tasks", "wait_seconds", "lease_ttl_seconds", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    max_tasks: int
+    wait_seconds: float
+    lease_ttl_seconds: float
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TaskLease(_message.Message):
+    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRIES_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    CALLABLE_NAME_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    FILELOC_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_DATE_FIELD_NUMBER: _ClassVar[int]
+    DATA_INTERVAL_START_FIELD_NUMBER: _ClassVar[int]
+    DATA_INTERVAL_END_FIELD_NUMBER: _ClassVar[int]
+    CONF_JSON_FIELD_NUMBER: _ClassVar[int]
+    key: _common_pb2.TaskKey
+    token: int
+    try_number: int
+    max_tries: int
+    expires_at: _timestamp_pb2.Timestamp
+    kind: str
+    command: str
+    env: _containers.ScalarMap[str, str]
+    callable_name: str
+    kwargs_json: str
+    fileloc: str
+    execution_timeout_seconds: float
+    logical_date: _timestamp_pb2.Timestamp
+    data_interval_start: _timestamp_pb2.Timestamp
+    data_interval_end: _timestamp_pb2.Timestamp
+    conf_json: str
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ...) -> None: ...
+
+class LeaseResponse(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[TaskLease]
+    def __init__(self, leases: _Optional[_Iterable[_Union[TaskLease, _Mapping]]] = ...) -> None: ...
+
+class LeaseRef(_message.Message):
+    __slots__ = ("key", "token")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    key: _common_pb2.TaskKey
+    token: int
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("worker_id", "leases", "lease_ttl_seconds", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    lease_ttl_seconds: float
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class LeaseStatus(_message.Message):
+    __slots__ = ("lease", "ok", "reason", "expires_at")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    lease: LeaseRef
+    ok: bool
+    reason: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, lease: _Optional[_Union[LeaseRef, _Mapping]] = ..., ok: _Optional[bool] = ..., reason: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseStatus]
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseStatus, _Mapping]]] = ...) -> None: ...
+
+class CompleteRequest(_message.Message):
+    __slots__ = ("worker_id", "key", "token", "success", "exit_code", "message", "chunks", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    key: _common_pb2.TaskKey
+    token: int
+    success: bool
+    exit_code: int
+    message: str
+    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.LogText]
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CompleteResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: _common_pb2.TaskState
+    def __init__(self, state: _Optional[_Union[_common_pb2.TaskState, str]] = ...) -> None: ...
+
+class AppendLogsRequest(_message.Message):
+    __slots__ = ("worker_id", "key", "token", "chunks", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    key: _common_pb2.TaskKey
+    token: int
+    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.LogText]
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class AppendLogsResponse(_message.Message):
+    __slots__ = ("last_seq",)
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    last_seq: int
+    def __init__(self, last_seq: _Optional[int] = ...) -> None: ...
+
+class ReleaseRequest(_message.Message):
+    __slots__ = ("worker_id", "leases", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class ReleaseResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, released: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
