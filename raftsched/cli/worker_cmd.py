@@ -1,0 +1,181 @@
+"""`raftsched worker`: lease tasks from the cluster and run them until SIGTERM.
+
+Where the cluster is, first match wins: ``--server``, ``$RAFTSCHED_SERVER``, ``[worker]
+servers``; the token likewise from ``--token``, ``$RAFTSCHED_TOKEN``, ``[worker] token``.
+``--concurrency`` overrides ``[worker] concurrency``. TLS is on when ``[api] tls_ca`` is set.
+
+Logs one line per attempt start and finish on stderr. SIGTERM or Ctrl-C: stop leasing, let
+running attempts finish for up to ``[worker] grace_period`` seconds, then kill them and hand
+their leases back; exit 0. ``--noop`` (benchmarks): complete every lease at once without
+running anything; ``--record FILE`` appends one JSON line per lease with the moment it arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+from raftsched.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "worker",
+        help="lease tasks from the cluster and run them",
+        description="Lease tasks from the cluster and run each in a subprocess, heartbeating"
+        " its lease and shipping its logs. SIGTERM stops it gracefully ([worker] grace_period).",
+    )
+    parser.add_argument(
+        "--server",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="gRPC addresses of the scheduler nodes (default: $RAFTSCHED_SERVER, else"
+        " [worker] servers)",
+    )
+    parser.add_argument(
+        "--token",
+        help="API token with the worker role (default: $RAFTSCHED_TOKEN, else [worker] token)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="attempts run at once (default: [worker] concurrency)",
+    )
+    parser.add_argument("--worker-id", help="this worker's id (default: hostname:pid:random)")
+    parser.add_argument(
+        "--noop",
+        action="store_true",
+        help="benchmark mode: complete every lease at once without running the task",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="with --noop: append one JSON line per lease (key, token, arrived_at) to FILE",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def resolve(
+    args: argparse.Namespace, env: dict[str, str] | None = None
+) -> tuple[list[str], str | None]:
+    """(servers, token) from the flags, the environment and the config, first match wins."""
+    from raftsched.config import load_config
+
+    env = dict(os.environ if env is None else env)
+    config = load_config(args.config).worker
+    text = args.server or env.get("RAFTSCHED_SERVER") or ",".join(config.servers)
+    servers = [s.strip() for s in text.split(",") if s.strip()]
+    if not servers:
+        raise ConfigError(
+            "no cluster address: pass --server host:port[,host:port...], set RAFTSCHED_SERVER"
+            " or [worker] servers",
+            key="worker.servers",
+        )
+    token = args.token or env.get("RAFTSCHED_TOKEN") or config.token or None
+    return servers, token
+
+
+def run(args: argparse.Namespace) -> int:
+    from raftsched.api.client import RaftschedClient
+    from raftsched.config import load_config
+    from raftsched.worker.grpc_transport import GrpcWorkerTransport
+    from raftsched.worker.loop import Worker, WorkerSettings
+    from raftsched.worker.transport import WorkerRejected
+
+    config = load_config(args.config)
+    servers, token = resolve(args)
+    _setup_logging(config.core.logging_level)
+    log = logging.getLogger("raftsched.worker")
+    cfg = config.worker
+    settings = WorkerSettings(
+        concurrency=args.concurrency or cfg.concurrency,
+        lease_ttl=cfg.lease_ttl,
+        heartbeat_interval=cfg.heartbeat_interval,
+        grace_period=cfg.grace_period,
+        noop=args.noop,
+    )
+    tls_ca = str(config.api.tls_ca) if config.api.tls_ca is not None else None
+    client = RaftschedClient(servers, token=token, tls_ca=tls_ca)
+    transport = GrpcWorkerTransport(client, worker_id=args.worker_id or "", lease_ttl=cfg.lease_ttl)
+    record = _recorder(args.record) if args.record else None
+    worker = Worker(transport, settings, worker_id=args.worker_id, record=record)
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping (grace %gs)", signal.Signals(signum).name, cfg.grace_period)
+        worker.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log.info("worker %s leasing from %s", worker.worker_id, ",".join(servers))
+    failed: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            worker.run()
+        except WorkerRejected as err:
+            failed.append(err)
+        except Exception as err:
+            log.exception("worker stopped by an unexpected error")
+            failed.append(err)
+
+    thread = threading.Thread(target=loop, name="worker-loop")
+    thread.start()
+    try:
+        while thread.is_alive():  # the main thread stays free for the signal handlers
+            thread.join(0.5)
+    finally:
+        client.close()
+    if failed and isinstance(failed[0], WorkerRejected):
+        raise failed[0]
+    return 1 if failed else 0
+
+
+def _recorder(path: str) -> Any:
+    lock = threading.Lock()
+    out = open(path, "a", encoding="utf-8")  # noqa: SIM115 (kept open for the process's life)
+
+    def record(assignment: Any, arrived_at: float) -> None:
+        line = json.dumps(
+            {
+                "dag_id": assignment.key.dag_id,
+                "run_id": assignment.key.run_id,
+                "task_id": assignment.key.task_id,
+                "try_number": assignment.try_number,
+                "token": assignment.token,
+                "arrived_at": arrived_at,
+            }
+        )
+        with lock:
+            out.write(line + "\n")
+            out.flush()
+
+    return record
+
+
+def _setup_logging(level: str) -> None:
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
+    )
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -1,0 +1,92 @@
+"""A PythonTask's process: ``python -m raftsched.worker._run_python FILE CALLABLE``.
+
+Reads the kwargs (a JSON object) from stdin, imports the DAG file FILE (its directory first on
+sys.path, as the parser does), looks CALLABLE ("fn" or "Class.fn") up among its module-level
+names and calls it with the kwargs. Exit 0 when it returns; when it raises, the traceback goes
+to stderr and the exit code is 1, so its last line ("ValueError: ...") becomes the attempt's
+failure message. DAGs the file builds while importing are collected and discarded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from raftsched.dags.authoring import collect_dags
+from raftsched.dags.validation import resolve_callable
+
+
+class TaskLoadError(Exception):
+    """The function cannot be found or called: the message says which and why."""
+
+
+def import_dag_file(path: str) -> ModuleType:
+    file = Path(path)
+    if not file.is_file():
+        raise TaskLoadError(
+            f"DAG file {path} not found on this worker; workers need the same DAG files, at"
+            " the same paths, as the scheduler"
+        )
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    name = f"raftsched_dagfile_{digest}_{re.sub(r'[^0-9A-Za-z_]', '_', file.stem)}"
+    sys.path.insert(0, str(file.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TaskLoadError(f"cannot import DAG file {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    with collect_dags():
+        spec.loader.exec_module(module)
+    return module
+
+
+def load_callable(path: str, callable_name: str) -> Any:
+    module = import_dag_file(path)
+    fn = resolve_callable(vars(module), callable_name)
+    if fn is None:
+        raise TaskLoadError(f"{callable_name!r} is not a callable module-level name of {path}")
+    return fn
+
+
+def read_kwargs(text: str) -> dict[str, Any]:
+    kwargs = json.loads(text or "{}")
+    if not isinstance(kwargs, dict):
+        raise TaskLoadError(f"kwargs must be a JSON object, got {type(kwargs).__name__}")
+    return kwargs
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m raftsched.worker._run_python FILE CALLABLE", file=sys.stderr)
+        return 2
+    path, callable_name = argv
+    kwargs_text = sys.stdin.read()
+    devnull = os.open(os.devnull, os.O_RDONLY)  # the task itself reads nothing
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    try:
+        fn = load_callable(path, callable_name)
+        kwargs = read_kwargs(kwargs_text)
+    except TaskLoadError as err:
+        print(f"raftsched: {err}", file=sys.stderr)
+        return 1
+    try:
+        fn(**kwargs)
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

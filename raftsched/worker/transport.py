@@ -1,0 +1,106 @@
+"""What the worker needs from the cluster, as one small interface, and what a lease carries.
+
+The worker reaches the cluster only through :class:`WorkerTransport`. The real one is
+:class:`raftsched.worker.grpc_transport.GrpcWorkerTransport` (WorkerService over
+``api.client``); tests use an in-memory fake implementing the same Protocol.
+
+Contract, for every method:
+
+- Thread-safe: the lease loop, the heartbeat thread, the log shippers and the attempt threads
+  call it concurrently.
+- A call the cluster could not answer (no quorum, every node unreachable, deadline exceeded)
+  raises :class:`raftsched.errors.RaftschedError` (typically ``NoQuorumError``); the worker
+  logs it at info and tries again later. Any other exception is a bug and is logged with its
+  traceback.
+- A stale fencing token is not an error: ``heartbeat`` maps that lease to False,
+  ``complete`` and ``append_logs`` return False. The worker then kills the attempt (if it
+  still runs) and reports nothing more for it.
+- :class:`WorkerRejected` (bad token, wrong role) is not retried: the worker stops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from raftsched.core.model import TaskKey
+from raftsched.errors import RaftschedError
+
+STDOUT = "stdout"
+STDERR = "stderr"
+
+
+class WorkerRejected(RaftschedError):
+    """The cluster will never serve this worker as configured (e.g. its token is refused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """One committed lease: the attempt to run, its fencing token and all it needs to run.
+
+    Datetimes are ISO-8601 text in UTC (as the cluster sends them) or "" when absent.
+    """
+
+    key: TaskKey
+    token: int
+    try_number: int
+    kind: str  # "bash" | "python"
+    command: str = ""  # bash
+    env: tuple[tuple[str, str], ...] = ()  # bash: added to the worker's environment
+    callable_name: str = ""  # python: "fn" or "Class.fn" in the DAG file
+    kwargs: Mapping[str, Any] = field(default_factory=dict)  # python
+    fileloc: str = ""  # the DAG file (python tasks import it)
+    execution_timeout: float | None = None  # seconds; None = no limit
+    logical_date: str = ""
+    data_interval_start: str = ""
+    data_interval_end: str = ""
+    conf: Mapping[str, Any] = field(default_factory=dict)
+
+    def task_env(self) -> dict[str, str]:
+        """The RAFTSCHED_* variables every attempt sees (added after the task's own env)."""
+        return {
+            "RAFTSCHED_DAG_ID": self.key.dag_id,
+            "RAFTSCHED_RUN_ID": self.key.run_id,
+            "RAFTSCHED_TASK_ID": self.key.task_id,
+            "RAFTSCHED_TRY_NUMBER": str(self.try_number),
+            "RAFTSCHED_LOGICAL_DATE": self.logical_date,
+            "RAFTSCHED_DATA_INTERVAL_START": self.data_interval_start,
+            "RAFTSCHED_DATA_INTERVAL_END": self.data_interval_end,
+            "RAFTSCHED_CONF": json.dumps(dict(self.conf), sort_keys=True),
+        }
+
+
+def describe(key: TaskKey) -> str:
+    """``dag_id/run_id/task_id``: how log lines name an attempt."""
+    return f"{key.dag_id}/{key.run_id}/{key.task_id}"
+
+
+class WorkerTransport(Protocol):
+    def lease(self, worker_id: str, max_tasks: int, wait_seconds: float) -> list[Assignment]:
+        """Up to ``max_tasks`` new leases; waits up to ``wait_seconds`` for one (long poll)
+        and returns [] when none came. Every lease returned is committed (invariant 3)."""
+        ...
+
+    def heartbeat(
+        self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]
+    ) -> dict[TaskKey, bool]:
+        """Extend each (key, token) lease. False = refused (stale token): kill that attempt.
+        A key missing from the answer is treated as not refused."""
+        ...
+
+    def complete(
+        self, key: TaskKey, token: int, *, success: bool, exit_code: int | None, message: str
+    ) -> bool:
+        """Report the outcome of an attempt; False = refused (stale token): drop it."""
+        ...
+
+    def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:
+        """Append (stream, text) chunks in order; the cluster numbers them. False = refused."""
+        ...
+
+    def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:
+        """Hand leases back (worker shutting down) so they are queued again without waiting
+        for them to expire. Best effort: an unanswered release just lets the lease expire."""
+        ...

@@ -1,0 +1,47 @@
+"""`raftsched worker` flags: where servers and token come from, and usage errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raftsched.cli.main import build_parser, main
+from raftsched.cli.worker_cmd import resolve
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "raftsched.cfg"
+    path.write_text("[worker]\nservers = 10.0.0.1:50051,10.0.0.2:50051\ntoken = from-config\n")
+    return path
+
+
+def parse(*argv: str) -> object:
+    return build_parser().parse_args(list(argv))
+
+
+def test_flags_win_over_env_and_env_over_config(config_file: Path) -> None:
+    env = {"RAFTSCHED_SERVER": "envhost:1", "RAFTSCHED_TOKEN": "from-env"}
+    args = parse("--config", str(config_file), "worker", "--server", "a:1, b:2", "--token", "t")
+    assert resolve(args, env) == (["a:1", "b:2"], "t")  # type: ignore[arg-type]
+    args = parse("--config", str(config_file), "worker")
+    assert resolve(args, env) == (["envhost:1"], "from-env")  # type: ignore[arg-type]
+    assert resolve(args, {}) == (["10.0.0.1:50051", "10.0.0.2:50051"], "from-config")  # type: ignore[arg-type]
+
+
+def test_no_server_anywhere_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RAFTSCHED_HOME", str(tmp_path))
+    for var in ("RAFTSCHED_SERVER", "RAFTSCHED_CONFIG", "RAFTSCHED__WORKER__SERVERS"):
+        monkeypatch.delenv(var, raising=False)
+    assert main(["worker"]) == 2
+    assert "no cluster address: pass --server" in capsys.readouterr().err
+
+
+def test_concurrency_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse("worker", "--concurrency", "0")
+    assert exit_info.value.code == 2
+    assert "expected a whole number >= 1" in capsys.readouterr().err
