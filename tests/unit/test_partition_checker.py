@@ -1,0 +1,402 @@
+"""The partition checker finds each planted violation, and passes a clean history."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import itertools
+
+from raftsched.core.model import DagSpec, Schedule, ScheduleKind
+from scripts.partition import nemesis, report, schedule
+from scripts.partition.checker import (
+    AttemptRow,
+    DigestSample,
+    Execution,
+    History,
+    NodeStatus,
+    RunRow,
+    Verdict,
+    all_ok,
+    check,
+    format_verdicts,
+)
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+S = timedelta(seconds=1)
+
+
+def spec(dag_id: str = "every_5s", *, catchup: bool = True, every: int = 5) -> DagSpec:
+    return DagSpec(
+        dag_id=dag_id,
+        fileloc=f"/dags/{dag_id}.py",
+        schedule=Schedule(ScheduleKind.INTERVAL, interval_seconds=every),
+        start_date=T0,
+        catchup=catchup,
+    )
+
+
+def run(i: int, dag_id: str = "every_5s", run_id: str | None = None) -> RunRow:
+    when = T0 + 5 * i * S
+    return RunRow(dag_id, run_id or f"scheduled__{when.isoformat()}", when, "scheduled")
+
+
+def attempt(
+    i: int, try_number: int, token: int, *, start: int, end: int | None, **kw
+) -> AttemptRow:
+    fields = {
+        "dag_id": "every_5s",
+        "run_id": run(i).run_id,
+        "task_id": "work",
+        "try_number": try_number,
+        "state": "success",
+        "worker_id": f"w{try_number}",
+        "lease_token": token,
+        "start_date": T0 + start * S,
+        "end_date": None if end is None else T0 + end * S,
+    }
+    fields.update(kw)
+    return AttemptRow(**fields)
+
+
+def statuses(
+    digest_b: str = "d1", *, last: int = 40, acked: int = 40, seen: int = 40
+) -> list[NodeStatus]:
+    base = {
+        "role": "follower",
+        "term": 3,
+        "commit_index": 500,
+        "applied_index": 500,
+        "digest_index": 480,
+        "outbox_last_seq": last,
+        "outbox_acked_seq": acked,
+        "db_watermark": None,
+    }
+    return [
+        NodeStatus.from_json("a", {**base, "role": "leader", "digest": "d1", "db_watermark": seen}),
+        NodeStatus.from_json("b", {**base, "digest": digest_b}),
+        NodeStatus.from_json("c", None),
+    ]
+
+
+def clean() -> History:
+    """Slots 0..10 (50 s), each with one run; run 2's task retried once after an expiry."""
+    return History(
+        dags=[spec()],
+        runs=[run(i) for i in range(11)],
+        attempts=[
+            attempt(1, 1, 100, start=6, end=8),
+            attempt(2, 1, 120, start=11, end=41, state="failed"),  # lease expired at 41
+            attempt(2, 2, 150, start=42, end=44),
+        ],
+        statuses=statuses(),
+        db_watermark=40,
+        due_until=T0 + 50 * S,
+        executions=[
+            Execution("every_5s", run(2).run_id, "work", 120, "w1", T0 + 11 * S, T0 + 40 * S),
+            Execution("every_5s", run(2).run_id, "work", 150, "w2", T0 + 42 * S, T0 + 44 * S),
+        ],
+        digest_samples=[DigestSample("a", 300, "x"), DigestSample("b", 300, "x")],
+    )
+
+
+def kinds(verdicts: list[Verdict]) -> dict[str, set[str]]:
+    return {v.invariant: {x.kind for x in v.violations} for v in verdicts if v.violations}
+
+
+def test_clean_history_passes_every_invariant() -> None:
+    verdicts = check(clean())
+    assert all_ok(verdicts), format_verdicts(verdicts)
+    assert [v.invariant for v in verdicts] == [
+        "one_run_per_slot",
+        "one_holder_per_attempt",
+        "dispatch_only_after_commit",
+        "nothing_committed_lost",
+        "replicas_agree",
+    ]
+    assert all(v.checked > 0 for v in verdicts)
+    assert "PASS" in format_verdicts(verdicts)
+
+
+def test_duplicate_run_for_a_slot_is_found() -> None:
+    h = clean()
+    h.runs = [*h.runs, run(3, run_id="manual__dup")]
+    found = kinds(check(h))
+    assert found == {"one_run_per_slot": {"DUPLICATE"}}
+
+
+def test_gap_is_found_and_off_schedule_run_too() -> None:
+    h = clean()
+    h.runs = [r for r in h.runs if r.logical_date != T0 + 20 * S]
+    h.runs.append(RunRow("every_5s", "odd", T0 + 7 * S, "scheduled"))
+    verdict = check(h)[0]
+    assert {v.kind for v in verdict.violations} == {"GAP", "OFF_SCHEDULE"}
+    gap = next(v for v in verdict.violations if v.kind == "GAP")
+    assert gap.data["logical_date"] == (T0 + 20 * S).isoformat()
+
+
+def test_gaps_not_required_without_catchup_or_when_paused_or_not_yet_due() -> None:
+    h = clean()
+    h.runs = h.runs[:3]
+    h.dags = [spec(catchup=False)]
+    assert all_ok(check(h))
+    h.dags = [spec()]
+    h.paused = frozenset({"every_5s"})
+    assert all_ok(check(h))
+    h.paused = frozenset()
+    h.due_until = T0 + 10 * S  # slots 0, 5 and 10 s are due and present
+    assert all_ok(check(h))
+
+
+def test_double_holder_is_found() -> None:
+    h = clean()
+    # try 2 leased at 30 s while try 1 (failed) ended only at 41 s
+    h.attempts = [*h.attempts[:2], replace(h.attempts[2], start_date=T0 + 30 * S)]
+    assert kinds(check(h)) == {"one_holder_per_attempt": {"DOUBLE_HOLDER"}}
+
+
+def test_never_fenced_attempt_is_a_double_holder() -> None:
+    h = clean()
+    h.attempts = [
+        *h.attempts[:1],
+        replace(h.attempts[1], state="running", end_date=None),
+        h.attempts[2],
+    ]
+    assert kinds(check(h)) == {"one_holder_per_attempt": {"DOUBLE_HOLDER"}}
+
+
+def test_success_from_a_superseded_token_is_found() -> None:
+    h = clean()
+    h.attempts = [
+        *h.attempts[:1],
+        replace(h.attempts[1], state="success", end_date=T0 + 43 * S),
+        h.attempts[2],
+    ]
+    assert kinds(check(h)) == {"one_holder_per_attempt": {"STALE_SUCCESS"}}
+
+
+def test_overlapping_executions_are_found() -> None:
+    h = clean()
+    first, second = h.executions
+    h.executions = [replace(first, ended_at=T0 + 43 * S), second]
+    assert kinds(check(h)) == {"one_holder_per_attempt": {"DOUBLE_EXECUTION"}}
+
+
+def test_clock_jitter_within_tolerance_is_not_a_double_holder() -> None:
+    h = clean()
+    h.attempts = [*h.attempts[:2], replace(h.attempts[2], start_date=T0 + 40.8 * S)]
+    assert all_ok(check(h))
+
+
+def test_reused_token_is_found() -> None:
+    h = clean()
+    h.attempts = [*h.attempts[:2], replace(h.attempts[2], lease_token=120)]
+    h.executions = []
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"TOKEN_REUSED"}}
+
+
+def test_token_out_of_log_order_and_beyond_commit_are_found() -> None:
+    h = clean()
+    h.attempts = [*h.attempts[:2], replace(h.attempts[2], lease_token=110)]
+    h.executions = []
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"TOKEN_ORDER"}}
+    h.attempts = [*h.attempts[:2], replace(h.attempts[2], lease_token=9999)]
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"TOKEN_BEYOND_COMMIT"}}
+
+
+def test_execution_under_an_uncommitted_token_is_found() -> None:
+    h = clean()
+    ghost = Execution("every_5s", run(5).run_id, "work", 130, "w9", T0 + 26 * S, T0 + 27 * S)
+    h.executions = [*h.executions, ghost]
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"UNCOMMITTED_EXECUTION"}}
+
+
+def test_diverging_digests_are_found() -> None:
+    h = clean()
+    h.statuses = statuses(digest_b="d2")
+    assert kinds(check(h)) == {"replicas_agree": {"DIVERGED"}}
+    h = clean()
+    h.digest_samples = [*h.digest_samples, DigestSample("c", 300, "y")]
+    assert kinds(check(h)) == {"replicas_agree": {"DIVERGED"}}
+
+
+def test_lost_outbox_entry_is_found() -> None:
+    h = clean()
+    h.db_watermark = 39  # entry 40 committed (and acked) but never written
+    h.statuses = statuses(seen=39)
+    assert kinds(check(h)) == {"nothing_committed_lost": {"UNMATERIALIZED", "ACKED_NOT_IN_DB"}}
+    h = clean()
+    h.db_watermark = 38
+    h.statuses = statuses(acked=38, seen=38)
+    assert kinds(check(h)) == {"nothing_committed_lost": {"UNMATERIALIZED"}}
+
+
+def test_db_that_lost_a_write_or_runs_missing_from_db_are_found() -> None:
+    h = clean()
+    h.db_watermark = 41
+    assert kinds(check(h)) == {"nothing_committed_lost": {"WATERMARK_AHEAD"}}
+    h = clean()
+    h.leader_runs = frozenset({("every_5s", run(1).run_id), ("every_5s", "ghost")})
+    assert kinds(check(h)) == {"nothing_committed_lost": {"RUN_MISSING"}}
+    h = clean()
+    h.runs = [r for r in h.runs if r.run_id != run(1).run_id]
+    assert kinds(check(h)) == {
+        "one_run_per_slot": {"GAP"},
+        "nothing_committed_lost": {"ORPHAN_ATTEMPT"},
+    }
+
+
+def test_no_node_answering_fails_invariant_four() -> None:
+    h = clean()
+    h.statuses = [NodeStatus("a", reachable=False)]
+    assert "NO_STATUS" in kinds(check(h))["nothing_committed_lost"]
+
+
+def test_report_carries_verdicts_and_exit_code(tmp_path: Path) -> None:
+    h = clean()
+    h.db_watermark = 39
+    verdicts = check(h)
+    data = report.build(
+        verdicts,
+        seed=7,
+        profile="short",
+        timeline=[{"t": 0.0, "nemesis": "kill", "action": "start"}],
+        leader_changes=[{"t": 1.0, "leader": "a", "term": 3}],
+        counts={"runs": len(h.runs), "attempts": len(h.attempts)},
+    )
+    path = tmp_path / "r.json"
+    report.write(data, path)
+    assert report.exit_code(data) == 1
+    assert data["verdict"] == "FAIL"
+    assert data["violations"][0]["invariant"] == "nothing_committed_lost"
+    assert path.read_text().startswith("{")
+    assert report.exit_code(report.build(check(clean()), seed=1, profile="short")) == 0
+
+
+@pytest.mark.parametrize("profile", ["short", "long"])
+def test_same_seed_gives_the_same_schedule(profile: str) -> None:
+    one = schedule.make_schedule(seed=42, duration=120, profile=profile)
+    two = schedule.make_schedule(seed=42, duration=120, profile=profile)
+    other = schedule.make_schedule(seed=43, duration=120, profile=profile)
+    assert one == two
+    assert one != other
+    assert one and one[-1].heal_at <= 120
+    assert all(s.heal_at > s.at and s.settle > 0 for s in one)
+    assert all(b.at >= a.heal_at + a.settle - 1e-6 for a, b in itertools.pairwise(one))
+    assert {s.nemesis for s in one} <= set(schedule.NEMESES)
+
+
+class FakeNetwork:
+    def __init__(self) -> None:
+        self.blocked: dict[int, set[str]] = {}
+
+    def block(self, i: int, peers: list[str]) -> None:
+        self.blocked.setdefault(i, set()).update(peers)
+
+    def drop_randomly(self, i: int, peer: str, probability: float) -> None:
+        self.blocked.setdefault(i, set()).add(f"{peer}~{probability}")
+
+    def heal(self, i: int) -> None:
+        self.blocked.pop(i, None)
+
+    def netem_available(self) -> str | None:
+        return "no netem"
+
+    def delay(self, i: int, delay_ms: int) -> None:
+        raise AssertionError("unavailable")
+
+    def clear_delay(self, i: int) -> None:
+        raise AssertionError("unavailable")
+
+
+class FakeCluster:
+    def __init__(self, n: int = 5, leader: int | None = 3) -> None:
+        self.network = FakeNetwork()
+        self.names = [f"n{i}" for i in range(n)]
+        self._leader = leader
+        self.calls: list[tuple[str, int]] = []
+
+    def address(self, i: int) -> str:
+        return f"10.0.0.{i}"
+
+    def namespace(self, i: int) -> str:
+        return f"ns{i}"
+
+    def pid(self, i: int) -> int | None:
+        return 100 + i
+
+    def leader(self) -> int | None:
+        return self._leader
+
+    def kill(self, i: int) -> None:
+        self.calls.append(("kill", i))
+
+    def restart(self, i: int) -> None:
+        self.calls.append(("restart", i))
+
+    def stop_signal(self, i: int) -> None:
+        self.calls.append(("stop", i))
+
+    def cont(self, i: int) -> None:
+        self.calls.append(("cont", i))
+
+    def db_unavailable_reason(self) -> str | None:
+        return None
+
+    def db_stop(self) -> None:
+        self.calls.append(("db_stop", -1))
+
+    def db_start(self) -> None:
+        self.calls.append(("db_start", -1))
+
+
+def test_split_puts_the_leader_in_the_minority_and_bridge_keeps_one_in_both() -> None:
+    cluster = FakeCluster()
+    split = nemesis.make("split", {"shuffle": 5})
+    details = split.start(cluster)
+    assert len(details["side_a"]) == 2 and "n3" in details["side_a"]
+    assert len(details["side_b"]) == 3
+    for i in (int(n[1:]) for n in details["side_a"]):
+        assert cluster.network.blocked[i] == {
+            cluster.address(int(n[1:])) for n in details["side_b"]
+        }
+    split.stop(cluster)
+    assert cluster.network.blocked == {}
+
+    bridge = nemesis.make("bridge", {"shuffle": 9})
+    details = bridge.start(cluster)
+    assert len(details["sees_both"]) == 1
+    middle = details["sees_both"][0]
+    assert middle not in details["side_a"] + details["side_b"]
+    assert all(cluster.address(int(middle[1:])) not in b for b in cluster.network.blocked.values())
+
+
+def test_leader_nemeses_skip_without_a_leader_and_the_rest_heal() -> None:
+    cluster = FakeCluster(3, leader=None)
+    timeline = nemesis.Timeline()
+    steps = [
+        schedule.Step(0.0, 0.0, 0.0, "isolate-leader"),
+        schedule.Step(0.0, 0.0, 0.0, "pause-leader"),
+        schedule.Step(0.0, 0.0, 0.0, "kill", {"node": 4}),
+        schedule.Step(0.0, 0.0, 0.0, "delay", {"link": [0, 1]}),
+        schedule.Step(0.0, 0.0, 0.0, "db-restart"),
+    ]
+    nemesis.execute(steps, cluster, timeline)
+    actions = [(e["nemesis"], e["action"]) for e in timeline.events]
+    assert actions == [
+        ("isolate-leader", "skip"),
+        ("pause-leader", "skip"),
+        ("kill", "start"),
+        ("kill", "stop"),
+        ("delay", "skip"),
+        ("db-restart", "start"),
+        ("db-restart", "stop"),
+    ]
+    assert ("kill", 1) in cluster.calls and ("restart", 1) in cluster.calls
+    assert cluster.calls[-1] == ("db_start", -1)  # heal_everything ends with the DB
