@@ -1,0 +1,112 @@
+"""Handlers for DAG commands: register (new versions), remove, import errors, pause.
+
+A new DAG starts unpaused unless ``RegisterDags.paused_at_creation``. DAG versions (specs) are
+shared by hash and reference-counted: the current version of each DAG plus the version each
+live run executes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from raftsched.core import commands as c
+from raftsched.core import results as r
+from raftsched.core import snapshot as sn
+from raftsched.core.model import DagRecord, DagSpec, OutboxKind
+from raftsched.core.outbox import emit_entry, set_dag
+from raftsched.core.ready import Topology
+from raftsched.core.results import Item, Result
+
+if TYPE_CHECKING:
+    from raftsched.core.state import SchedulerState
+
+
+def is_aware(value: Any) -> bool:
+    return isinstance(value, datetime) and value.utcoffset() is not None
+
+
+def ref_spec(state: SchedulerState, spec: DagSpec) -> DagSpec:
+    shared = state._specs.get(spec.spec_hash)
+    if shared is None:
+        shared = state._specs[spec.spec_hash] = spec
+        state._topologies[spec.spec_hash] = Topology(spec)
+    state._spec_refs[spec.spec_hash] = state._spec_refs.get(spec.spec_hash, 0) + 1
+    return shared
+
+
+def unref_spec(state: SchedulerState, spec_hash: str) -> None:
+    state._spec_refs[spec_hash] -= 1
+    if not state._spec_refs[spec_hash]:
+        del state._spec_refs[spec_hash], state._specs[spec_hash], state._topologies[spec_hash]
+
+
+def apply_register_dags(
+    state: SchedulerState, cmd: c.RegisterDags, now: datetime, index: int
+) -> Result:
+    items = []
+    for spec in cmd.specs:
+        if (
+            not isinstance(spec, DagSpec)
+            or not spec.dag_id
+            or not all(d is None or is_aware(d) for d in (spec.start_date, spec.end_date))
+        ):
+            items.append(Item(False, r.INVALID))
+            continue
+        if not spec.spec_hash:
+            spec = replace(spec, spec_hash=spec.compute_hash())
+        record = state._dags.get(spec.dag_id)
+        if record is not None and record.active and record.spec.spec_hash == spec.spec_hash:
+            items.append(Item(True, r.UNCHANGED, spec.dag_id))
+            continue
+        spec = ref_spec(state, spec)
+        if record is None:
+            new = DagRecord(spec, paused=cmd.paused_at_creation)
+        else:
+            unref_spec(state, record.spec.spec_hash)
+            new = replace(record, spec=spec, active=True)
+        set_dag(state, new, emit=True, now=now)
+        state._ready.unblock(spec.dag_id)  # max_active_tasks may have grown
+        items.append(Item(True, "", spec.dag_id))
+    return Result.of_items(items)
+
+
+def apply_remove_dags(
+    state: SchedulerState, cmd: c.RemoveDags, now: datetime, index: int
+) -> Result:
+    items = []
+    for dag_id in cmd.dag_ids:
+        record = state._dags.get(dag_id)
+        if record is None:
+            items.append(Item(False, r.UNKNOWN_DAG, dag_id))
+        elif not record.active:
+            items.append(Item(True, r.UNCHANGED, dag_id))
+        else:
+            set_dag(state, replace(record, active=False), emit=True, now=now)
+            items.append(Item(True, "", dag_id))
+    return Result.of_items(items)
+
+
+def apply_set_import_errors(
+    state: SchedulerState, cmd: c.SetImportErrors, now: datetime, index: int
+) -> Result:
+    errors = tuple(cmd.errors)
+    if errors == state._import_errors:
+        return Result(True, r.UNCHANGED)
+    state._import_errors = errors
+    rows = [sn.import_error_dict(e) for e in errors]
+    emit_entry(state, OutboxKind.IMPORT_ERRORS, {"errors": rows, "updated_at": sn.utc_iso(now)})
+    return Result(True)
+
+
+def apply_set_paused(state: SchedulerState, cmd: c.SetPaused, now: datetime, index: int) -> Result:
+    record = state._dags.get(cmd.dag_id)
+    if record is None:
+        return Result(False, r.UNKNOWN_DAG)
+    if record.paused == bool(cmd.paused):
+        return Result(True, r.UNCHANGED)
+    set_dag(state, replace(record, paused=bool(cmd.paused)), emit=True, now=now)
+    if not cmd.paused:
+        state._ready.unblock(cmd.dag_id)
+    return Result(True)

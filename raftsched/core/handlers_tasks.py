@@ -1,0 +1,336 @@
+"""Handlers for task commands: queue, lease, heartbeat, complete, release, expire, append
+logs, clear and mark.
+
+Leases are fenced: a lease's token is the Raft log index of the command that granted it, and
+every call about a lease must present the current token (a stale one is refused). A paused
+DAG's tasks are not leased; max_active_tasks is per DAG across its runs (Airflow 2), read from
+the current spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING
+
+from raftsched.core import commands as c
+from raftsched.core import results as r
+from raftsched.core import snapshot as sn
+from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
+from raftsched.core.outbox import emit_entry, touch_run, touch_ti
+from raftsched.core.ready import Verdict
+from raftsched.core.results import Item, LeaseGrant, Result
+from raftsched.core.transitions import (
+    LiveRun,
+    fail_attempt,
+    find,
+    finish_task,
+    queue,
+    reopen_run,
+    set_state,
+    settle,
+    settle_run,
+    trigger_verdict,
+)
+
+if TYPE_CHECKING:
+    from raftsched.core.state import SchedulerState
+
+LOG_STREAMS = frozenset({"stdout", "stderr"})
+
+
+def apply_queue_tasks(
+    state: SchedulerState, cmd: c.QueueTasks, now: datetime, index: int
+) -> Result:
+    items = []
+    for decision in cmd.items:
+        items.append(_queue_one(state, decision, now))
+    for key, target in cmd.unreachable:
+        items.append(_rule_out(state, key, target, now))
+    return Result.of_items(items)
+
+
+def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) -> Item:
+    found = find(state, decision.key)
+    if found is None:
+        return Item(False, r.UNKNOWN_TASK)
+    rec, ti = found
+    if ti.state != decision.expected_state or ti.try_number != decision.try_number:
+        return Item(False, r.STATE_CHANGED)
+    if ti.state is TaskState.UP_FOR_RETRY:
+        assert ti.next_retry_at is not None
+        if ti.next_retry_at > now:
+            return Item(False, r.NOT_DUE)
+    elif ti.state is TaskState.NONE:
+        if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:
+            return Item(False, r.NOT_READY)
+    else:
+        return Item(False, r.INVALID)
+    queue(state, rec, ti, now)
+    return Item(True)
+
+
+def _rule_out(state: SchedulerState, key: TaskKey, target: TaskState, now: datetime) -> Item:
+    found = find(state, key)
+    if found is None:
+        return Item(False, r.UNKNOWN_TASK)
+    rec, ti = found
+    if target not in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED):
+        return Item(False, r.INVALID)
+    if ti.state is not TaskState.NONE:
+        return Item(False, r.STATE_CHANGED)
+    if trigger_verdict(state, rec, key.task_id).value != target:
+        return Item(False, r.NOT_READY)
+    settle(state, rec, [key.task_id], now)
+    settle_run(state, rec, now)
+    return Item(True)
+
+
+def apply_lease_tasks(
+    state: SchedulerState, cmd: c.LeaseTasks, now: datetime, index: int
+) -> Result:
+    if cmd.max_tasks < 0 or not cmd.lease_ttl_seconds > 0:
+        return Result(False, r.INVALID)
+    expires_at = now + timedelta(seconds=cmd.lease_ttl_seconds)
+    grants = []
+    can_take = partial(_can_take, state)
+    while len(grants) < cmd.max_tasks:
+        key = state._ready.pop(can_take)
+        if key is None:
+            break
+        rec, ti = find(state, key) or (None, None)
+        assert rec is not None and ti is not None
+        touch_ti(state, ti)
+        ti.try_number += 1
+        ti.lease = Lease(key, ti.try_number, cmd.worker_id, index, expires_at)
+        ti.worker_id, ti.lease_token = cmd.worker_id, index
+        ti.start_date, ti.end_date, ti.exit_code, ti.message = now, None, None, ""
+        ti.log_chunks = 0
+        set_state(state, rec, ti, TaskState.RUNNING)
+        state._expiry.push(expires_at, key)
+        run = rec.run
+        if run.state is RunState.QUEUED:
+            touch_run(state, rec)
+            run.state, run.start_date = RunState.RUNNING, now
+        grants.append(
+            LeaseGrant(
+                lease=ti.lease,
+                task=rec.topo.tasks[key.task_id],
+                fileloc=rec.spec.fileloc,
+                logical_date=run.logical_date,
+                data_interval_start=run.data_interval_start,
+                data_interval_end=run.data_interval_end,
+                conf=dict(run.conf),
+                max_tries=ti.max_tries,
+            )
+        )
+    return Result(True, value=tuple(grants))
+
+
+def _can_take(state: SchedulerState, dag_id: str) -> bool:
+    record = state._dags.get(dag_id)
+    if record is None:
+        return True
+    running = state._running_by_dag.get(dag_id, 0)
+    return not record.paused and running < record.spec.max_active_tasks
+
+
+def apply_heartbeat_leases(
+    state: SchedulerState, cmd: c.HeartbeatLeases, now: datetime, index: int
+) -> Result:
+    if not cmd.lease_ttl_seconds > 0:
+        return Result(False, r.INVALID)
+    items = []
+    for ref in cmd.leases:
+        reason, _, ti = _current_lease(state, ref)
+        if reason:
+            items.append(Item(False, reason))
+            continue
+        assert ti is not None and ti.lease is not None
+        lease = ti.lease
+        if lease.worker_id != cmd.worker_id:
+            items.append(Item(False, r.WRONG_WORKER))
+            continue
+        expires_at = max(lease.expires_at, now + timedelta(seconds=cmd.lease_ttl_seconds))
+        if expires_at != lease.expires_at:
+            touch_ti(state, ti, emit=False)
+            ti.lease = replace(lease, expires_at=expires_at)
+            state._expiry.push(expires_at, ti.key)
+        items.append(Item(True, "", expires_at))
+    return Result.of_items(items)
+
+
+def apply_complete_attempt(
+    state: SchedulerState, cmd: c.CompleteAttempt, now: datetime, index: int
+) -> Result:
+    reason, rec, ti = _current_lease(state, c.LeaseRef(cmd.key, cmd.token))
+    if reason:
+        return Result(False, reason)
+    assert rec is not None and ti is not None
+    if any(chunk.stream not in LOG_STREAMS for chunk in cmd.chunks):
+        return Result(False, r.INVALID)
+    _append_logs(state, ti, cmd.chunks, now)
+    touch_ti(state, ti)
+    ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, cmd.message
+    if cmd.success:
+        finish_task(state, rec, ti, TaskState.SUCCESS, now)
+    else:
+        fail_attempt(state, rec, ti, now)
+    return Result(True, value=ti.state)
+
+
+def apply_release_leases(
+    state: SchedulerState, cmd: c.ReleaseLeases, now: datetime, index: int
+) -> Result:
+    items = []
+    for ref in cmd.leases:
+        reason, rec, ti = _current_lease(state, ref)
+        if not reason and ti is not None and ti.lease and ti.lease.worker_id != cmd.worker_id:
+            reason = r.WRONG_WORKER
+        if reason:
+            items.append(Item(False, reason))
+            continue
+        assert rec is not None and ti is not None
+        touch_ti(state, ti)
+        ti.try_number -= 1  # handed back unstarted: not an attempt
+        ti.start_date = ti.worker_id = ti.lease_token = None
+        set_state(state, rec, ti, TaskState.QUEUED)  # keeps its queued_at: front of line
+        items.append(Item(True))
+    return Result.of_items(items)
+
+
+def apply_expire_leases(
+    state: SchedulerState, cmd: c.ExpireLeases, now: datetime, index: int
+) -> Result:
+    items = []
+    for ref in cmd.leases:
+        reason, rec, ti = _current_lease(state, ref)
+        if not reason and ti is not None and ti.lease and ti.lease.expires_at > now:
+            reason = r.NOT_EXPIRED
+        if reason:
+            items.append(Item(False, reason))
+            continue
+        assert rec is not None and ti is not None and ti.lease is not None
+        touch_ti(state, ti)
+        ti.end_date, ti.exit_code = now, None
+        ti.message = f"lease expired (worker {ti.lease.worker_id})"
+        fail_attempt(state, rec, ti, now)
+        items.append(Item(True, "", ti.state))
+    return Result.of_items(items)
+
+
+def apply_append_logs(
+    state: SchedulerState, cmd: c.AppendLogs, now: datetime, index: int
+) -> Result:
+    reason, _, ti = _current_lease(state, c.LeaseRef(cmd.key, cmd.token))
+    if reason:
+        return Result(False, reason)
+    assert ti is not None
+    if any(chunk.stream not in LOG_STREAMS for chunk in cmd.chunks):
+        return Result(False, r.INVALID)
+    _append_logs(state, ti, cmd.chunks, now)
+    return Result(True, value=ti.log_chunks)
+
+
+def _current_lease(
+    state: SchedulerState, ref: c.LeaseRef
+) -> tuple[str, LiveRun | None, TaskInstance | None]:
+    found = find(state, ref.key)
+    if found is None:
+        return r.UNKNOWN_TASK, None, None
+    rec, ti = found
+    if ti.state is not TaskState.RUNNING or ti.lease is None or ti.lease.token != ref.token:
+        return r.STALE_TOKEN, rec, ti
+    return "", rec, ti
+
+
+def _append_logs(
+    state: SchedulerState, ti: TaskInstance, chunks: Iterable[c.LogChunk], now: datetime
+) -> None:
+    for chunk in chunks:
+        touch_ti(state, ti, emit=False)
+        ti.log_chunks += 1
+        key = ti.key
+        emit_entry(
+            state,
+            OutboxKind.TASK_LOG,
+            {
+                "dag_id": key.dag_id,
+                "run_id": key.run_id,
+                "task_id": key.task_id,
+                "try_number": ti.try_number,
+                "chunk_seq": ti.log_chunks,
+                "stream": chunk.stream,
+                "text": chunk.text,
+                "created_at": sn.utc_iso(now),
+            },
+        )
+
+
+def apply_clear_tasks(
+    state: SchedulerState, cmd: c.ClearTasks, now: datetime, index: int
+) -> Result:
+    reason, rec, wanted = _run_and_tasks(state, cmd.dag_id, cmd.run_id, cmd.task_ids)
+    if reason:
+        return Result(False, reason, tuple(wanted))
+    assert rec is not None
+    targets = sorted(rec.topo.descendants(wanted)) if cmd.include_downstream else wanted
+    for task_id in targets:
+        ti = rec.tis[task_id]
+        touch_ti(state, ti)
+        if ti.state is TaskState.RUNNING:  # revoke: its worker's next call is refused
+            ti.end_date = now
+            emit_entry(
+                state,
+                OutboxKind.TASK_INSTANCE,
+                sn.ti_row(ti, TaskState.FAILED, message="cleared while running"),
+            )
+        set_state(state, rec, ti, TaskState.NONE)
+        ti.max_tries = ti.try_number + max(0, rec.topo.tasks[task_id].retries) + 1
+        ti.next_retry_at = ti.queued_at = ti.start_date = ti.end_date = None
+        ti.exit_code, ti.message, ti.log_chunks = None, "", 0
+    reopen_run(state, rec)
+    settle(state, rec, targets, now)
+    settle_run(state, rec, now)
+    return Result(True, value=tuple(targets))
+
+
+def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, index: int) -> Result:
+    target = cmd.state
+    if target not in (TaskState.SUCCESS, TaskState.FAILED):
+        return Result(False, r.INVALID)
+    target = TaskState(target)
+    reason, rec, wanted = _run_and_tasks(state, cmd.dag_id, cmd.run_id, cmd.task_ids)
+    if reason:
+        return Result(False, reason, tuple(wanted))
+    assert rec is not None
+    for task_id in wanted:
+        ti = rec.tis[task_id]
+        if ti.state is target:
+            continue
+        touch_ti(state, ti)
+        if ti.state not in sn.ATTEMPT_STATES:  # marking stands in for the coming attempt
+            ti.try_number += 1
+            ti.start_date = ti.worker_id = ti.lease_token = ti.exit_code = None
+        ti.end_date, ti.next_retry_at = now, None
+        ti.message = f"marked {target.value}"
+        set_state(state, rec, ti, target)  # revokes a live lease
+    for task_id in wanted:
+        settle(state, rec, rec.topo.downstream[task_id], now)
+    touch_run(state, rec)
+    settle_run(state, rec, now)
+    return Result(True, value=tuple(wanted))
+
+
+def _run_and_tasks(
+    state: SchedulerState, dag_id: str, run_id: str, task_ids: Iterable[str]
+) -> tuple[str, LiveRun | None, list[str]]:
+    rec = state._runs.get(dag_id, {}).get(run_id)
+    if rec is None:
+        return r.UNKNOWN_RUN, None, []
+    wanted = sorted(set(task_ids)) if task_ids else sorted(rec.tis)
+    if any(t not in rec.tis for t in wanted):
+        return r.UNKNOWN_TASK, rec, [t for t in wanted if t not in rec.tis]
+    return "", rec, wanted
