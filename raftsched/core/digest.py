@@ -7,16 +7,32 @@ state, equal states give equal digests whatever order they were built in, and re
 same applied index can compare digests to detect divergence (shared/PYSYNCOBJ.md).
 ``SchedulerState.recompute_digest()`` rebuilds the sum from scratch (tests compare the two).
 
-Fingerprints are ``repr`` of plain values: deterministic across processes (no ``hash()``,
-whose str hashing is salted per process).
+Fingerprints are a canonical text of plain values (:func:`canonical`): ``repr`` for scalars,
+with dict keys sorted and dataclasses spelled field by field, so that neither a process's
+str-hash salt nor the insertion order of a dict (a snapshot carried as JSON with sorted keys,
+a conf built in another order) changes a digest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
 _MOD = 1 << 128
+
+
+def canonical(value: Any) -> str:
+    """A text of ``value`` that equal values share, whatever the order their dicts were built."""
+    if isinstance(value, dict):
+        items = sorted((canonical(k), canonical(v)) for k, v in value.items())
+        return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ",".join(canonical(v) for v in value) + ")"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        inner = ",".join(canonical(getattr(value, f.name)) for f in dataclasses.fields(value))
+        return f"{type(value).__name__}({inner})"
+    return repr(value)
 
 
 def contribution(fingerprint: str) -> int:
@@ -37,7 +53,7 @@ class DigestSum:
 
 
 def fp_dag(dag_id: str, record: Any) -> str:
-    return "dag:" + repr(
+    return "dag:" + canonical(
         (
             dag_id,
             record.spec.spec_hash,
@@ -50,19 +66,19 @@ def fp_dag(dag_id: str, record: Any) -> str:
 
 
 def fp_run(run: Any, spec_hash: str, row_seq: int) -> str:
-    return "run:" + repr((run, spec_hash, row_seq))
+    return "run:" + canonical((run, spec_hash, row_seq))
 
 
 def fp_ti(ti: Any) -> str:
-    return "ti:" + repr(ti)
+    return "ti:" + canonical(ti)
 
 
 def fp_outbox(entry: Any) -> str:
-    return "ob:" + repr((entry.seq, str(entry.kind), entry.data))
+    return "ob:" + canonical((entry.seq, str(entry.kind), entry.data))
 
 
 def fp_request(request_id: str, result: Any) -> str:
-    return "rq:" + repr((request_id, result))
+    return "rq:" + canonical((request_id, result))
 
 
 def finish(total: int, *scalars: Any) -> str:

@@ -200,6 +200,14 @@ def test_snapshot_is_json_and_restores_equal() -> None:
     assert pickle.loads(pickle.dumps(state)).snapshot() == snap
 
 
+def test_digest_does_not_depend_on_dict_key_order() -> None:
+    # A snapshot carried with sorted keys (or a conf built in another order) is the same state.
+    state = busy_sim().state
+    reordered = json.loads(json.dumps(state.snapshot(), sort_keys=True))
+    restored = SchedulerState.restore(reordered)
+    assert restored.digest() == state.digest() == restored.recompute_digest()
+
+
 def test_snapshot_then_restore_then_continue_equals_continuing() -> None:
     sim = busy_sim()
     twin = Sim()
