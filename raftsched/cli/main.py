@@ -21,7 +21,16 @@ EXIT_UNAVAILABLE = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from raftsched.cli import cluster_cmd, dags_cmd, db_cmd
+    from raftsched.cli import (
+        cluster_cmd,
+        dags_cmd,
+        db_cmd,
+        runs_cmd,
+        standalone_cmd,
+        tasks_cmd,
+        users_cmd,
+        worker_cmd,
+    )
 
     parser = argparse.ArgumentParser(
         prog="raftsched",
@@ -34,7 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="config file (default: $RAFTSCHED_CONFIG, else $RAFTSCHED_HOME/raftsched.cfg)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (cluster_cmd, dags_cmd, db_cmd):
+    for module in (
+        cluster_cmd,
+        dags_cmd,
+        db_cmd,
+        runs_cmd,
+        standalone_cmd,
+        tasks_cmd,
+        users_cmd,
+        worker_cmd,
+    ):
         module.register(sub)
     return parser
 

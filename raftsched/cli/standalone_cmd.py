@@ -1,0 +1,335 @@
+"""`raftsched standalone`: a whole cluster on this machine, for trying raftsched out.
+
+Three (or five) scheduler nodes as separate processes on loopback, a SQLite database and the
+example DAGs, all under ``$RAFTSCHED_HOME`` (default ``~/raftsched``):
+
+    raftsched.cfg   written on the first run (a fresh random cluster secret); never rewritten
+    dags/           the example DAGs are copied here when the folder is empty
+    raftsched.db    the metadata database (SQLite)
+    data/           each node's Raft journal
+    logs/           each process's output
+
+The processes run under a :class:`~raftsched.cluster.supervisor.Supervisor`: one that dies is
+reported and restarted with backoff; Ctrl-C or SIGTERM stops them all and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from raftsched.cluster.supervisor import ChildSpec, Supervisor
+from raftsched.errors import ConfigError
+
+if TYPE_CHECKING:
+    from raftsched.config import Config
+
+DEFAULT_BASE_PORT = 7101
+DEFAULT_NODES = 3
+ADMIN_PORT_OFFSET = 100
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "standalone",
+        help="run a complete local cluster (3 scheduler nodes, SQLite, example DAGs)",
+        description=(
+            "Run a complete raftsched cluster on this machine: scheduler nodes as separate"
+            " processes on 127.0.0.1, a SQLite database and the example DAGs, under"
+            " $RAFTSCHED_HOME (default ~/raftsched). The first run writes raftsched.cfg there"
+            " with a fresh random cluster secret. Ctrl-C stops everything."
+        ),
+    )
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        choices=(3, 5),
+        default=None,
+        help=f"number of scheduler nodes (default: the config's, else {DEFAULT_NODES})",
+    )
+    parser.add_argument(
+        "--base-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help=(
+            f"Raft port of the first node; the others follow (default: the config's, else"
+            f" {DEFAULT_BASE_PORT}). Each node's status endpoint is its Raft port + 100"
+        ),
+    )
+    parser.add_argument(
+        "--home",
+        type=Path,
+        default=None,
+        help="where config, DAGs, database, journals and logs live (default: $RAFTSCHED_HOME,"
+        " else ~/raftsched)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1024 <= port <= 65535 - 4 - ADMIN_PORT_OFFSET:
+        raise argparse.ArgumentTypeError(f"{port} is out of range: use 1024..65430")
+    return port
+
+
+# -- the layout under home ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    home: Path
+    config_path: Path
+    log_dir: Path
+
+    @classmethod
+    def under(cls, home: Path) -> Layout:
+        return cls(home=home, config_path=home / "raftsched.cfg", log_dir=home / "logs")
+
+
+def resolve_home(flag: Path | None, env: dict[str, str] | os._Environ[str]) -> Path:
+    raw = flag if flag is not None else Path(env.get("RAFTSCHED_HOME") or "~/raftsched")
+    return raw.expanduser().absolute()
+
+
+def node_addresses(count: int, base_port: int) -> list[str]:
+    return [f"127.0.0.1:{base_port + i}" for i in range(count)]
+
+
+def initial_config(home: Path, addresses: list[str]) -> str:
+    """The raftsched.cfg a first run writes. The secret is fresh and random."""
+    return f"""\
+# Written by `raftsched standalone` on its first run. Edit freely: it is never overwritten.
+# Every key can also be set by the environment variable RAFTSCHED__SECTION__KEY.
+
+[core]
+home = {home}
+dags_folder = dags
+# The example DAGs were copied into dags/ (when it was empty); do not load them twice.
+load_examples = false
+
+[database]
+url = sqlite:///{home / "raftsched.db"}
+
+[cluster]
+nodes = {",".join(addresses)}
+# The Raft password: encrypts and authenticates traffic between the nodes. Keep it secret.
+secret = {secrets.token_urlsafe(32)}
+data_dir = data
+
+[scheduler]
+scheduler_heartbeat_sec = 5
+min_file_process_interval = 30
+"""
+
+
+def prepare_home(layout: Layout, addresses: list[str]) -> list[str]:
+    """Create home, raftsched.cfg (first run only) and dags/ (examples copied if empty).
+    Returns what was created, for the banner."""
+    created: list[str] = []
+    layout.home.mkdir(parents=True, exist_ok=True)
+    layout.log_dir.mkdir(exist_ok=True)
+    if not layout.config_path.exists():
+        _write_new(layout.config_path, initial_config(layout.home, addresses))
+        created.append(f"wrote {layout.config_path} (with a new random cluster secret)")
+    return created
+
+
+def copy_examples(dags_folder: Path) -> int:
+    """Copy the packaged example DAGs into ``dags_folder`` if it has no entries at all."""
+    dags_folder.mkdir(parents=True, exist_ok=True)
+    if any(dags_folder.iterdir()):
+        return 0
+    source = Path(__file__).resolve().parent.parent / "example_dags"
+    copied = 0
+    for path in sorted(source.glob("*.py")) if source.is_dir() else []:
+        if path.name == "__init__.py":
+            continue
+        target = dags_folder / path.name
+        if not target.exists():
+            shutil.copyfile(path, target)
+            copied += 1
+    return copied
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text``, readable by its owner only; never replace a file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+
+
+def busy_ports(addresses: list[str], admin_addresses: list[str]) -> list[str]:
+    busy = []
+    for address in [*addresses, *admin_addresses]:
+        host, _, port = address.rpartition(":")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host.strip("[]"), int(port)))
+            except OSError:
+                busy.append(address)
+    return busy
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    from raftsched.cluster.settings import admin_address_for
+    from raftsched.config import load_config
+    from raftsched.store.engine import create_engine_for, safe_url
+    from raftsched.store.migrate import init_db
+
+    layout = Layout.under(resolve_home(args.home, os.environ))
+    if args.config:
+        layout = Layout(
+            home=layout.home,
+            config_path=Path(args.config).expanduser().absolute(),
+            log_dir=layout.log_dir,
+        )
+    requested = node_addresses(args.nodes or DEFAULT_NODES, args.base_port or DEFAULT_BASE_PORT)
+    notes = prepare_home(layout, requested)
+    child_env = {**os.environ, "RAFTSCHED_HOME": str(layout.home), "PYTHONUNBUFFERED": "1"}
+    child_env.pop("RAFTSCHED_CONFIG", None)
+    config = load_config(layout.config_path, env=child_env)
+
+    addresses = list(config.cluster.nodes)
+    if args.nodes is not None or args.base_port is not None:
+        count = args.nodes or len(addresses)
+        base = args.base_port or int(addresses[0].rpartition(":")[2])
+        wanted = node_addresses(count, base)
+        if wanted != addresses:
+            notes.append(
+                f"{layout.config_path} lists nodes {','.join(addresses)}; using"
+                f" {','.join(wanted)} as asked (via RAFTSCHED__CLUSTER__NODES)"
+            )
+            addresses = wanted
+            child_env["RAFTSCHED__CLUSTER__NODES"] = ",".join(addresses)
+            config = load_config(layout.config_path, env=child_env)
+
+    copied = copy_examples(config.core.dags_folder)
+    if copied:
+        notes.append(f"copied {copied} example DAG files into {config.core.dags_folder}")
+
+    admins = [admin_address_for(a, config.cluster.admin_bind) for a in addresses]
+    busy = busy_ports(addresses, admins)
+    if busy:
+        raise ConfigError(
+            f"address(es) already in use: {', '.join(busy)}; is another raftsched running?"
+            " Stop it, or pick other ports with --base-port"
+        )
+
+    engine = create_engine_for(config.database.url)
+    try:
+        init_db(engine)
+    finally:
+        engine.dispose()
+
+    base_cmd = [sys.executable, "-m", "raftsched", "--config", str(layout.config_path)]
+    specs = [
+        ChildSpec(
+            name=f"scheduler {address}",
+            argv=[*base_cmd, "scheduler", "--address", address],
+            log_path=layout.log_dir / f"scheduler-{address.rpartition(':')[2]}.log",
+            env=child_env,
+            cwd=layout.home,
+        )
+        for address in addresses
+    ]
+    specs += extra_services(base_cmd, layout, child_env)
+
+    supervisor = Supervisor(specs)
+    supervisor.install_signal_handlers()
+    supervisor.start()
+    banner = Banner(layout, config, addresses, admins, specs, supervisor.pids(), notes)
+    print(banner.render(safe_url(config.database.url)), flush=True)
+    code = supervisor.run()
+    print("raftsched standalone: stopped", file=sys.stderr, flush=True)
+    return code
+
+
+def extra_services(base_cmd: list[str], layout: Layout, env: dict[str, str]) -> list[ChildSpec]:
+    """THE HOOK for the processes besides the schedulers: a worker and a webserver.
+
+    Each is started as ``raftsched --config FILE <command>`` (reading everything it needs
+    from the config) as soon as that subcommand exists in the CLI; until then, nothing.
+    """
+    from raftsched.cli.main import build_parser
+
+    available = _subcommands(build_parser())
+    return [
+        ChildSpec(
+            name=command,
+            argv=[*base_cmd, command],
+            log_path=layout.log_dir / f"{command}.log",
+            env=env,
+            cwd=layout.home,
+        )
+        for command in ("worker", "webserver")
+        if command in available
+    ]
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return set(action.choices)
+    return set()
+
+
+@dataclass(frozen=True)
+class Banner:
+    """What the user needs to know once everything is started: where things are, how to
+    look at the cluster, how to stop it."""
+
+    layout: Layout
+    config: Config
+    addresses: list[str]
+    admins: list[str]
+    specs: list[ChildSpec]
+    pids: dict[str, int]
+    notes: list[str]
+
+    def render(self, db: str) -> str:
+        config, layout = self.config, self.layout
+        lines = [*self.notes, ""] if self.notes else []
+        lines += [
+            "raftsched standalone is running",
+            f"  home         {layout.home}",
+            f"  config       {layout.config_path}",
+            f"  dags folder  {config.core.dags_folder}",
+            f"  database     {db}",
+            f"  raft data    {config.cluster.data_dir}",
+            "",
+            "  scheduler nodes:",
+        ]
+        for address, admin, spec in zip(self.addresses, self.admins, self.specs, strict=False):
+            lines.append(
+                f"    {address}  pid {self.pids.get(spec.name)}  status http://{admin}/status"
+                f"  log {spec.log_path}"
+            )
+        others = self.specs[len(self.addresses) :]
+        if others:
+            lines.append("  other processes:")
+            lines += [
+                f"    {spec.name:<10} pid {self.pids.get(spec.name)}  log {spec.log_path}"
+                for spec in others
+            ]
+        lines += [
+            "",
+            f"  status:  raftsched --config {layout.config_path} cluster status",
+            "  stop:    press Ctrl-C (or send SIGTERM to this process)",
+        ]
+        return "\n".join(lines)

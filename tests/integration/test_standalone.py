@@ -1,0 +1,145 @@
+"""`raftsched standalone`: home preparation, then a smoke test of the real thing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from harness import child_env, free_ports, wait_for
+from sqlalchemy.pool import NullPool
+
+from raftsched.cli.standalone_cmd import Layout, copy_examples, node_addresses, prepare_home
+
+
+def test_first_run_writes_config_and_examples_and_never_overwrites(tmp_path: Path) -> None:
+    layout = Layout.under(tmp_path / "home")
+    created = prepare_home(layout, node_addresses(3, 7101))
+    assert created and layout.config_path.exists()
+    text = layout.config_path.read_text()
+    assert "nodes = 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103" in text
+    secret = re.search(r"^secret = (\S+)$", text, re.M)
+    assert secret and len(secret.group(1)) >= 32
+    assert layout.config_path.stat().st_mode & 0o077 == 0  # the secret is readable by us only
+
+    other = Layout.under(tmp_path / "other")
+    prepare_home(other, node_addresses(3, 7101))
+    assert other.config_path.read_text() != text  # a fresh secret per home
+
+    layout.config_path.write_text(text + "\n# mine\n")
+    assert prepare_home(layout, node_addresses(5, 9000)) == []
+    assert layout.config_path.read_text().endswith("# mine\n")
+
+    dags = tmp_path / "home" / "dags"
+    assert copy_examples(dags) >= 1
+    names = sorted(p.name for p in dags.iterdir())
+    assert "__init__.py" not in names
+    (dags / names[0]).write_text("# edited by the user\n")
+    assert copy_examples(dags) == 0  # not empty: left alone
+    assert (dags / names[0]).read_text() == "# edited by the user\n"
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "my_dag.py").write_text("# mine\n")
+    assert copy_examples(mine) == 0
+    assert [p.name for p in mine.iterdir()] == ["my_dag.py"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_standalone_smoke(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    base = free_ports(1, offsets=(0, 1, 2, 100, 101, 102))[0]
+    out_path = tmp_path / "standalone.out"
+    env = child_env()
+    config = home / "raftsched.cfg"
+    cli = [sys.executable, "-m", "raftsched", "--config", str(config)]
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(
+            [*cli[:3], "standalone", "--home", str(home), "--base-port", str(base)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    pids: list[int] = []
+    try:
+
+        def output() -> str:
+            return out_path.read_text(errors="replace")
+
+        banner = wait_for(
+            lambda: "press Ctrl-C" in output() and output(),
+            timeout=60,
+            what="the standalone banner",
+            describe=lambda: output()[-2000:],
+        )
+        pids = [int(pid) for pid in re.findall(r"\bpid (\d+)", banner)]
+        assert len(pids) >= 3, banner
+        assert str(home / "dags") in banner and str(config) in banner
+
+        def status() -> dict | None:  # type: ignore[type-arg]
+            done = subprocess.run(
+                [*cli, "cluster", "status", "--output", "json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=30,
+                check=False,
+            )
+            if done.returncode != 0:
+                return None
+            payload = json.loads(done.stdout)
+            return payload if payload.get("leader") else None
+
+        wait_for(
+            status,
+            timeout=90,
+            what="`cluster status` to show a leader",
+            interval=0.5,
+            describe=lambda: output()[-2000:],
+        )
+
+        engine = sa.create_engine(f"sqlite:///{home / 'raftsched.db'}", poolclass=NullPool)
+
+        def example_runs() -> int:
+            try:
+                with engine.connect() as conn:
+                    return conn.execute(sa.text("SELECT count(*) FROM dag_run")).scalar_one()
+            except sa.exc.OperationalError:
+                return 0
+
+        wait_for(example_runs, timeout=90, what="example DAG runs in the DB", interval=0.5)
+        engine.dispose()
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, output()[-3000:]
+        for pid in pids:
+            wait_for(lambda pid=pid: not _alive(pid), timeout=10, what=f"pid {pid} to be gone")
+    except BaseException:
+        print(out_path.read_text(errors="replace")[-4000:], file=sys.stderr)
+        for log in sorted((home / "logs").glob("*.log")):
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+            print(f"===== {log} =====\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
