@@ -66,6 +66,14 @@ _QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks)
 _MIN_TICK_GAP = 0.01  # coalesce bursts of commits into one tick
 
 
+# Runs per CreateRuns entry. apply runs on pysyncobj's single tick thread on every replica, which
+# also sends and answers heartbeats: a 500-run entry takes 80-130 ms to apply
+# (scripts/bench/state_machine.py), close to the 150 ms election timeout, and a cluster catching
+# up changed leader every few seconds. 50 runs apply in ~10 ms; a tick's other runs follow in
+# further entries.
+RUNS_PER_COMMAND = 50
+
+
 @dataclass(frozen=True)
 class LoopSettings:
     dags_folder: Path
@@ -75,7 +83,7 @@ class LoopSettings:
     scheduler_heartbeat_sec: float = 5.0
     max_outbox: int = 50000
     max_runs_per_tick: int = 500
-    run_retention_sec: float = 86400.0
+    run_retention_sec: float = 600.0
     parse: bool = True  # tests may drive RegisterDags themselves
 
 
@@ -228,8 +236,11 @@ class LeaderLoop:
         now = self._clock()
         commands: list[Command] = []
         runs = self._node.read(lambda state: self._collect_runs(state, now))
-        if runs:
-            commands.append(self._proposer.make(CreateRuns, runs=tuple(runs), now=now))
+        run_chunks = [
+            tuple(runs[i : i + RUNS_PER_COMMAND]) for i in range(0, len(runs), RUNS_PER_COMMAND)
+        ]
+        if run_chunks:
+            commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
         queue = self._node.read(lambda state: state.ready_to_queue(now))
         queue_cmd = _queue_command(self._proposer, queue, now)
         if queue_cmd is not None:
@@ -255,6 +266,14 @@ class LeaderLoop:
         for sub, sub_result in pairs:
             if isinstance(sub, CreateRuns):
                 self._mark_created(sub, sub_result)
+        for chunk in run_chunks[1:]:
+            if not self._leading():
+                return
+            create = self._proposer.make(CreateRuns, runs=chunk, now=now)
+            created = self._propose(create)
+            if created is None:
+                return
+            self._mark_created(create, created)
 
     def _collect_runs(self, state: SchedulerState, now: datetime) -> list[Any]:
         self.backpressure = state.outbox_size >= self._settings.max_outbox

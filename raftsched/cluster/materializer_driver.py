@@ -40,7 +40,7 @@ class MaterializerDriver:
         *,
         batch: int = 500,
         idle_wait: float = 5.0,
-        run_retention_sec: float = 86400.0,
+        run_retention_sec: float = 600.0,
     ) -> None:
         self._node = node
         self._proposer = proposer
