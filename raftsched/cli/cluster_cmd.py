@@ -1,4 +1,4 @@
-"""`raftsched scheduler` (run one scheduler node) and `raftsched cluster status`.
+"""`raftsched scheduler` (run one scheduler node) and `raftsched cluster ...`.
 
 ``scheduler``: migrates the metadata DB (or waits for it), starts the Raft node, the admin
 endpoint, the heartbeat thread, the leader loop and the materializer. Logs go to stderr, one
@@ -6,9 +6,14 @@ line per event. SIGTERM/SIGINT stop it cleanly and exit 0 (1 if the node hit a f
 e.g. a snapshot from a newer release). ``--address host:port`` picks this node among
 ``[cluster] nodes`` so one config file serves every node.
 
-``cluster status``: asks every node's admin endpoint (``GET /status``; ``[cluster]
-admin_bind``, else Raft port + 100) and prints role, term, indexes, lag, digest and outbox.
-Exit 0 when a leader with a quorum answers, 3 otherwise.
+``cluster status``: one gRPC GetStatus (any node answers for every member) printed as role,
+term, commit/applied index, lag, digest and outbox of each node. Exit 0 when a leader with a
+quorum is seen, 3 otherwise. ``--local-admin`` (or ``--nodes``) asks every node's HTTP admin
+endpoint instead (``GET /status``; ``[cluster] admin_bind``, else Raft port + 100), for when
+the gRPC API is down.
+
+``cluster transfer-leader [TARGET]``, ``add-node ADDRESS``, ``remove-node ADDRESS``: the
+leadership and membership RPCs (role admin). Connection flags and errors: ``connect.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
 
-from raftsched.cli.output import add_output_flag, emit
+from raftsched.cli.connect import (
+    DEFAULT_TIMEOUT,
+    add_connection_flags,
+    admin_address_for,
+    cluster_call,
+    connect,
+    to_dict,
+)
+from raftsched.cli.output import emit
 
 EXIT_OK = 0
 EXIT_FATAL = 1
@@ -41,6 +54,18 @@ STATUS_COLUMNS = (
     "digest",
     "outbox",
     "watermark",
+    "backpressure",
+)
+GRPC_STATUS_COLUMNS = (
+    "node",
+    "api_address",
+    "role",
+    "term",
+    "commit",
+    "applied",
+    "lag",
+    "digest",
+    "outbox",
     "backpressure",
 )
 
@@ -59,24 +84,58 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     sched.set_defaults(handler=_scheduler)
 
-    cluster = sub.add_parser("cluster", help="the scheduler cluster: status")
+    cluster = sub.add_parser(
+        "cluster", help="the scheduler cluster: status, leadership and membership"
+    )
     cluster.set_defaults(handler=lambda _args: _usage(cluster))
     cluster_sub = cluster.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND")
     status = cluster_sub.add_parser(
         "status",
-        help="role, term, indexes, lag and digest of every node",
-        description="Ask every node's admin endpoint for its status. Exit 0 when a leader"
-        " with a quorum answers, 3 otherwise.",
+        help="role, term, indexes, lag, digest and outbox of every node",
+        description="Ask the cluster (gRPC GetStatus, any node answers for all) for every"
+        " node's status. Exit 0 when a leader with a quorum is seen, 3 otherwise."
+        " --local-admin asks each node's HTTP admin endpoint instead, for when gRPC is down.",
+    )
+    add_connection_flags(
+        status,
+        timeout_help=f"seconds to wait ({DEFAULT_TIMEOUT:g}; with --local-admin: per node, 2)",
+    )
+    status.add_argument(
+        "--local-admin",
+        action="store_true",
+        help="ask each node's HTTP admin endpoint (GET /status; Raft port + 100 unless"
+        " [cluster] admin_bind) instead of the gRPC API",
     )
     status.add_argument(
         "--nodes",
         metavar="HOST:PORT[,HOST:PORT...]",
-        help="Raft addresses to ask (default: [cluster] nodes); admin port = Raft port + 100"
-        " unless [cluster] admin_bind is set",
+        help="with --local-admin (implies it): Raft addresses to ask (default: [cluster] nodes)",
     )
-    status.add_argument("--timeout", type=float, default=2.0, help="seconds per node (2)")
-    add_output_flag(status)
     status.set_defaults(handler=_cluster_status)
+
+    transfer = cluster_sub.add_parser(
+        "transfer-leader",
+        help="hand leadership to another node (needs role admin)",
+        description="Ask the leader to hand leadership to TARGET, or to any up-to-date"
+        " follower when TARGET is omitted. Prints the leader after the transfer.",
+    )
+    transfer.add_argument("target", nargs="?", default="", help="Raft address host:port")
+    add_connection_flags(transfer)
+    transfer.set_defaults(handler=_transfer_leader)
+
+    for name, verb, handler in (
+        ("add-node", "add a node to", _add_node),
+        ("remove-node", "remove a node from", _remove_node),
+    ):
+        change = cluster_sub.add_parser(
+            name,
+            help=f"{verb} the Raft membership (needs role admin)",
+            description=f"{verb.capitalize()} the Raft membership; prints the members after"
+            " the change. Start a new node with the new membership before adding it.",
+        )
+        change.add_argument("address", help="the node's Raft address, host:port")
+        add_connection_flags(change)
+        change.set_defaults(handler=handler)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -132,12 +191,49 @@ def _setup_logging(level: str) -> None:
     root.setLevel(level)
 
 
-# -- cluster status ---------------------------------------------------------------------------
+# -- cluster status -------------------------------------------------------------------------
 
 
 def _cluster_status(args: argparse.Namespace) -> int:
-    from raftsched.cluster.settings import admin_address_for
+    if args.local_admin or args.nodes:
+        return _local_admin_status(args)
+    from raftsched.api.gen import cluster_pb2
 
+    with connect(args) as client, cluster_call("cluster status"):
+        response = client.cluster.GetStatus(cluster_pb2.GetStatusRequest())
+    nodes = [to_dict(node) for node in response.nodes]
+    leader = next((n["node_id"] for n in nodes if n["role"] == "leader" and n["has_quorum"]), None)
+    report = {"nodes": nodes, "leader": leader, "freshness": to_dict(response.freshness)}
+    rows = [_grpc_row(node) for node in nodes]
+    emit(report, output=args.output, rows=rows, columns=GRPC_STATUS_COLUMNS)
+    if args.output != "json":
+        for node in nodes:
+            if node["error"]:
+                print(f"{node['node_id'] or node['address']}: {node['error']}")
+        print(f"leader: {leader}" if leader else "leader: none (no quorum)")
+    return EXIT_OK if leader else EXIT_UNAVAILABLE
+
+
+def _grpc_row(node: dict[str, Any]) -> dict[str, Any]:
+    name = node["node_id"] or node["address"]
+    if node["role"] == "unreachable":  # only its address and the error are known
+        return {"node": name, "api_address": node["api_address"] or None, "role": "unreachable"}
+    digest = node["digest"]
+    return {
+        "node": name,
+        "api_address": node["api_address"] or None,
+        "role": node["role"],
+        "term": node["term"],
+        "commit": node["commit_index"],
+        "applied": node["applied_index"],
+        "lag": node["lag"],
+        "digest": f"{digest[:12]}@{node['digest_index']}" if digest else None,
+        "outbox": node["outbox_backlog"],
+        "backpressure": node["backpressure"],
+    }
+
+
+def _local_admin_status(args: argparse.Namespace) -> int:
     admin_bind = ""
     if args.nodes:
         nodes = [n.strip() for n in args.nodes.split(",") if n.strip()]
@@ -149,8 +245,9 @@ def _cluster_status(args: argparse.Namespace) -> int:
         # admin_bind names ONE node's endpoint: usable only for a single-node cluster
         admin_bind = cluster.admin_bind if len(nodes) == 1 else ""
     targets = [(node, admin_address_for(node, admin_bind)) for node in nodes]
+    timeout = args.timeout or 2.0
     with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:
-        answers = list(pool.map(lambda t: fetch_status(t[1], args.timeout), targets))
+        answers = list(pool.map(lambda t: fetch_status(t[1], timeout), targets))
     report = build_report(targets, answers)
     rows = [_row(node) for node in report["nodes"]]
     emit(report, output=args.output, rows=rows, columns=STATUS_COLUMNS)
@@ -210,3 +307,49 @@ def _row(node: dict[str, Any]) -> dict[str, Any]:
         "watermark": node.get("db_watermark"),
         "backpressure": node.get("backpressure"),
     }
+
+
+# -- cluster transfer-leader | add-node | remove-node ----------------------------------------
+
+
+def _transfer_leader(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import cluster_pb2
+
+    request = cluster_pb2.TransferLeadershipRequest(target=args.target)
+    with connect(args) as client, cluster_call("cluster transfer-leader", role="admin"):
+        response = client.cluster.TransferLeadership(request)
+    if args.output == "json":
+        emit(to_dict(response), output="json")
+    else:
+        print(f"leader: {response.leader_id or 'unknown'}")
+    return EXIT_OK
+
+
+def _add_node(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import cluster_pb2
+
+    request = cluster_pb2.AddNodeRequest(address=args.address)
+    with connect(args) as client, cluster_call("cluster add-node", role="admin"):
+        response = client.cluster.AddNode(request)
+    return _membership(args, response, f"added {args.address}")
+
+
+def _remove_node(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import cluster_pb2
+
+    request = cluster_pb2.RemoveNodeRequest(address=args.address)
+    not_found = "{detail}; `raftsched cluster status` lists the members"
+    with (
+        connect(args) as client,
+        cluster_call("cluster remove-node", role="admin", not_found=not_found),
+    ):
+        response = client.cluster.RemoveNode(request)
+    return _membership(args, response, f"removed {args.address}")
+
+
+def _membership(args: argparse.Namespace, response: Any, done: str) -> int:
+    if args.output == "json":
+        emit(to_dict(response), output="json")
+    else:
+        print(f"{done}; members: {', '.join(response.nodes)}")
+    return EXIT_OK

@@ -1,20 +1,28 @@
 """`raftsched dags ...`: DAG files and schedules.
 
 Local subcommands (no cluster needed): ``parse`` checks a DAGs folder the way the scheduler
-would; ``next`` previews a DAG's next slots (in UTC and in its own time zone). Subcommands
-that talk to the cluster (list, pause, ...) register in ``register`` below as well.
+would; ``next`` previews a DAG's next slots (in UTC and in its own time zone).
+
+Subcommands that ask the cluster (through ``raftsched.api.client`` only; flags and errors in
+``connect.py``): ``list``, ``show``, ``errors`` (role viewer) and ``pause``, ``unpause``,
+``trigger`` (role operator). ``trigger --conf`` is checked to be a JSON object before any
+call (a usage error, exit 2, otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.output import add_output_flag, emit
 from raftsched.errors import DagNotFound, RaftschedError
+
+DAG_NOT_FOUND = "dag {dag_id!r} not found: `raftsched dags list` shows the known DAGs"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,6 +48,50 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     nxt.add_argument("-n", type=int, default=5, metavar="N", help="how many slots (default 5)")
     add_output_flag(nxt)
     nxt.set_defaults(handler=cmd_next)
+
+    lst = dags_sub.add_parser("list", help="DAGs the cluster knows, with next and last runs")
+    lst.add_argument("--search", default="", help="substring of dag_id or description")
+    lst.add_argument("--tag", action="append", default=[], help="only DAGs with this tag")
+    paused = lst.add_mutually_exclusive_group()
+    paused.add_argument("--paused", dest="paused", action="store_true", default=None)
+    paused.add_argument("--unpaused", dest="paused", action="store_false")
+    lst.add_argument(
+        "--include-inactive", action="store_true", help="also DAGs no file defines anymore"
+    )
+    add_connection_flags(lst)
+    lst.set_defaults(handler=cmd_list)
+
+    show = dags_sub.add_parser("show", help="one DAG: schedule, state and tasks")
+    show.add_argument("dag_id")
+    add_connection_flags(show)
+    show.set_defaults(handler=cmd_show)
+
+    for name, what in (("pause", "stop scheduling"), ("unpause", "resume scheduling")):
+        change = dags_sub.add_parser(name, help=f"{what} a DAG (needs role operator)")
+        change.add_argument("dag_id")
+        add_connection_flags(change)
+        change.set_defaults(handler=cmd_pause if name == "pause" else cmd_unpause)
+
+    trigger = dags_sub.add_parser(
+        "trigger", help="create a manual run of a DAG now (needs role operator)"
+    )
+    trigger.add_argument("dag_id")
+    trigger.add_argument(
+        "--conf", type=_json_object, metavar="JSON", help="the run's conf, a JSON object"
+    )
+    trigger.add_argument(
+        "--logical-date",
+        type=_iso_time,
+        metavar="ISO_TIME",
+        help="the run's logical date (default: now); without an offset it is UTC",
+    )
+    trigger.add_argument("--run-id", default="", help="default: manual__<logical date>")
+    add_connection_flags(trigger)
+    trigger.set_defaults(handler=cmd_trigger)
+
+    errors = dags_sub.add_parser("errors", help="DAG files that failed to load")
+    add_connection_flags(errors)
+    errors.set_defaults(handler=cmd_errors)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -171,4 +223,192 @@ def cmd_next(args: argparse.Namespace) -> int:
     emit(rows, output="table", columns=("logical_date", "local", "interval_start", "interval_end"))
     if not items:
         print("no further scheduled slots")
+    return 0
+
+
+# -- dags list | show | pause | unpause | trigger | errors (the cluster) --------------------
+
+
+def _json_object(text: str) -> str:
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object like '{{\"key\": 1}}', got {type(value).__name__}"
+        )
+    return text
+
+
+def _iso_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 time, e.g. 2024-10-27T00:00:00+02:00"
+        ) from None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _dag_row(dag: dict[str, Any]) -> dict[str, Any]:
+    recent = dag["recent_runs"]
+    return {
+        "dag_id": dag["dag_id"],
+        "paused": dag["paused"],
+        "schedule": (dag["schedule"] or {}).get("display") or None,
+        "timezone": dag["timezone"],
+        "next_run": (dag["next_run"] or {}).get("logical_date"),
+        "last_run": f"{recent[0]['state']} {recent[0]['logical_date']}" if recent else None,
+        "tasks": dag["task_count"],
+    }
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import dag_pb2
+
+    request = dag_pb2.ListDagsRequest(
+        search=args.search, tags=args.tag, include_inactive=args.include_inactive, recent_runs=5
+    )
+    if args.paused is not None:
+        request.paused = args.paused
+    dags: list[dict[str, Any]] = []
+    with connect(args) as client, cluster_call("dags list"):
+        while True:
+            response = client.dags.ListDags(request)
+            dags += [to_dict(dag) for dag in response.dags]
+            if not response.next_page_token:
+                break
+            request.page_token = response.next_page_token
+    if args.output == "json":
+        emit({"dags": dags, "total_size": len(dags)}, output="json")
+        return 0
+    columns = ("dag_id", "paused", "schedule", "timezone", "next_run", "last_run", "tasks")
+    emit([_dag_row(dag) for dag in dags], output="table", columns=columns)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import dag_pb2
+
+    not_found = DAG_NOT_FOUND.format(dag_id=args.dag_id)
+    with connect(args) as client, cluster_call("dags show", not_found=not_found):
+        response = client.dags.GetDag(dag_pb2.GetDagRequest(dag_id=args.dag_id))
+    dag, tasks = to_dict(response.dag), [to_dict(task) for task in response.tasks]
+    if args.output == "json":
+        emit({"dag": dag, "tasks": tasks}, output="json")
+        return 0
+    facts = {
+        "dag_id": dag["dag_id"],
+        "description": dag["description"] or None,
+        "file": dag["fileloc"],
+        "schedule": (dag["schedule"] or {}).get("display") or None,
+        "timezone": dag["timezone"],
+        "paused": dag["paused"],
+        "active": dag["active"],
+        "catchup": dag["catchup"],
+        "tags": dag["tags"] or None,
+        "next_run": (dag["next_run"] or {}).get("logical_date"),
+        "last_logical_date": dag["last_logical_date"],
+        "max_active_runs": dag["max_active_runs"],
+        "spec_hash": dag["spec_hash"][:12] or None,
+    }
+    emit(
+        [{"key": k, "value": v} for k, v in facts.items()], output="table", columns=("key", "value")
+    )
+    print()
+    rows = [
+        {
+            "task_id": task["task_id"],
+            "kind": task["kind"],
+            "retries": task["retries"],
+            "trigger_rule": task["trigger_rule"] or None,
+            "upstream": task["upstream"] or None,
+        }
+        for task in tasks
+    ]
+    emit(rows, output="table", columns=("task_id", "kind", "retries", "trigger_rule", "upstream"))
+    if dag["recent_runs"]:
+        print()
+        runs = [
+            {"run_id": run["run_id"], "state": run["state"], "logical_date": run["logical_date"]}
+            for run in dag["recent_runs"]
+        ]
+        emit(runs, output="table", columns=("run_id", "state", "logical_date"))
+    return 0
+
+
+def _set_paused(args: argparse.Namespace, pause: bool) -> int:
+    from raftsched.api.gen import dag_pb2
+
+    verb = "pause" if pause else "unpause"
+    not_found = DAG_NOT_FOUND.format(dag_id=args.dag_id)
+    with (
+        connect(args) as client,
+        cluster_call(f"dags {verb}", role="operator", not_found=not_found),
+    ):
+        if pause:
+            response = client.dags.PauseDag(dag_pb2.PauseDagRequest(dag_id=args.dag_id))
+        else:
+            response = client.dags.UnpauseDag(dag_pb2.UnpauseDagRequest(dag_id=args.dag_id))
+    if args.output == "json":
+        emit(
+            {"dag_id": args.dag_id, "paused": pause, "changed": response.changed},
+            output="json",
+        )
+    elif response.changed:
+        print(f"dag {args.dag_id!r} {verb}d")
+    else:
+        print(f"dag {args.dag_id!r} was already {verb}d")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    return _set_paused(args, pause=True)
+
+
+def cmd_unpause(args: argparse.Namespace) -> int:
+    return _set_paused(args, pause=False)
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import dag_pb2
+    from raftsched.cli.connect import to_timestamp
+
+    request = dag_pb2.TriggerDagRequest(
+        dag_id=args.dag_id, conf_json=args.conf or "", run_id=args.run_id
+    )
+    if args.logical_date is not None:
+        request.logical_date.CopyFrom(to_timestamp(args.logical_date))
+    not_found = DAG_NOT_FOUND.format(dag_id=args.dag_id)
+    with (
+        connect(args) as client,
+        cluster_call(
+            "dags trigger",
+            role="operator",
+            not_found=not_found,
+            already_exists="{detail}: pass another --run-id or --logical-date",
+        ),
+    ):
+        response = client.dags.TriggerDag(request)
+    run = to_dict(response.run)
+    if args.output == "json":
+        emit({"run": run}, output="json")
+        return 0
+    print(f"triggered {run['dag_id']} run {run['run_id']} (logical date {run['logical_date']})")
+    return 0
+
+
+def cmd_errors(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import dag_pb2
+
+    with connect(args) as client, cluster_call("dags errors"):
+        response = client.dags.ListImportErrors(dag_pb2.ListImportErrorsRequest())
+    errors = [to_dict(error) for error in response.import_errors]
+    if args.output == "json":
+        emit({"import_errors": errors}, output="json")
+    elif errors:
+        emit(errors, output="table", columns=("fileloc", "message"))
+    else:
+        print("no import errors")
     return 0

@@ -1,0 +1,259 @@
+"""How the admin subcommands reach the cluster: where, with which token, and what a failure
+means to the person at the terminal.
+
+Every admin command takes ``--server``, ``--token``, ``--timeout`` and ``--output``
+(:func:`add_connection_flags`). Where the cluster is, first match wins: ``--server``,
+``$RAFTSCHED_SERVER``, else the config's ``[cluster] nodes`` mapped to their gRPC addresses
+(:func:`api_address_for`: Raft port + 200; with ``[api] grpc_bind`` set, that address for a
+single-node cluster, else its port on each node's Raft host, as the servers assume). The
+token: ``--token``, else ``$RAFTSCHED_TOKEN``; it is never printed, not even as a ``--help``
+default. TLS is on when ``[api] tls_ca`` is set.
+
+:func:`cluster_call` turns an :class:`~raftsched.api.client.ApiError` into one line that says
+what to do, and picks the exit code through the error's type (see ``main.py``): UNAVAILABLE
+and DEADLINE_EXCEEDED become :class:`~raftsched.errors.NoQuorumError` (exit 3), the rest a
+:class:`~raftsched.errors.RaftschedError` (exit 1).
+
+:func:`to_dict` turns a response message into plain JSON-able data: snake_case field names,
+enums by their short lower-case name (``TASK_STATE_UP_FOR_RETRY`` -> ``"up_for_retry"``,
+UNSPECIFIED -> None), timestamps as ISO-8601 UTC (unset -> None).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from raftsched.cli.output import add_output_flag
+from raftsched.errors import ConfigError, NoQuorumError, RaftschedError
+
+if TYPE_CHECKING:  # grpc and protobuf load only when a command talks to the cluster
+    from google.protobuf.descriptor import FieldDescriptor
+    from google.protobuf.message import Message
+
+    from raftsched.api.client import ApiError, RaftschedClient
+
+API_PORT_OFFSET = 200
+ADMIN_PORT_OFFSET = 100
+DEFAULT_TIMEOUT = 10.0
+TOKEN_HINT = "use a token with that role (--token or RAFTSCHED_TOKEN)"
+
+
+def add_connection_flags(parser: argparse.ArgumentParser, *, timeout_help: str = "") -> None:
+    """--server, --token, --timeout and --output, the same on every admin command."""
+    parser.add_argument(
+        "--server",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="gRPC addresses of the scheduler nodes (default: $RAFTSCHED_SERVER, else the"
+        " config's [cluster] nodes at Raft port + 200)",
+    )
+    parser.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="API bearer token (default: $RAFTSCHED_TOKEN)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help=timeout_help or f"give up after this long, retries included ({DEFAULT_TIMEOUT:g})",
+    )
+    add_output_flag(parser)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+# -- where and who ----------------------------------------------------------------------------
+
+
+def api_address_for(raft_address: str, grpc_bind: str = "") -> str:
+    """The gRPC address of the node at ``raft_address``: ``grpc_bind`` when given (its
+    wildcard host replaced by the node's host), else the Raft host at Raft port + 200."""
+    return _sibling(raft_address, grpc_bind, API_PORT_OFFSET)
+
+
+def admin_address_for(raft_address: str, admin_bind: str = "") -> str:
+    """The HTTP admin endpoint of the node at ``raft_address`` (``cluster status
+    --local-admin``): ``admin_bind`` when given, else Raft port + 100."""
+    return _sibling(raft_address, admin_bind, ADMIN_PORT_OFFSET)
+
+
+def _sibling(raft_address: str, bind: str, offset: int) -> str:
+    host, _, port = raft_address.rpartition(":")
+    if bind:
+        bind_host, _, bind_port = bind.rpartition(":")
+        if bind_host in ("", "0.0.0.0", "::", "[::]"):
+            bind_host = host
+        return f"{bind_host}:{bind_port}"
+    return f"{host}:{int(port) + offset}"
+
+
+def resolve_servers(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> list[str]:
+    env = os.environ if env is None else env
+    text = getattr(args, "server", None) or env.get("RAFTSCHED_SERVER", "")
+    if text:
+        servers = [s.strip() for s in text.split(",") if s.strip()]
+        for server in servers:
+            if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}", server):
+                raise ConfigError(
+                    f"server address {server!r} (from --server or RAFTSCHED_SERVER): expected"
+                    " host:port[,host:port...]",
+                    key="server",
+                    value=server,
+                )
+        if servers:
+            return servers
+    from raftsched.config import load_config
+
+    config = load_config(getattr(args, "config", None), env)
+    nodes, bind = config.cluster.nodes, config.api.grpc_bind
+    if len(nodes) > 1 and bind:
+        # grpc_bind names one node's address; its peers serve on the same port on their hosts
+        bind = ":" + bind.rpartition(":")[2]
+    return [api_address_for(node, bind) for node in nodes]
+
+
+def resolve_token(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str | None:
+    env = os.environ if env is None else env
+    return getattr(args, "token", None) or env.get("RAFTSCHED_TOKEN") or None
+
+
+@contextmanager
+def connect(args: argparse.Namespace) -> Iterator[RaftschedClient]:
+    """A client of the cluster named by the flags, the environment and the config."""
+    from raftsched.api.client import RaftschedClient
+    from raftsched.config import load_config
+
+    servers = resolve_servers(args)
+    tls_ca = load_config(getattr(args, "config", None)).api.tls_ca
+    client = RaftschedClient(
+        servers,
+        token=resolve_token(args),
+        tls_ca=str(tls_ca) if tls_ca is not None else None,
+        deadline=getattr(args, "timeout", None) or DEFAULT_TIMEOUT,
+    )
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+# -- what a failure means ------------------------------------------------------------------
+
+
+@contextmanager
+def cluster_call(
+    command: str, *, role: str = "viewer", not_found: str = "", already_exists: str = ""
+) -> Iterator[None]:
+    """Turn an ApiError raised inside into one actionable line (and its exit code).
+
+    ``command``: the words after ``raftsched`` (``"dags pause"``); ``role``: the role it
+    needs; ``not_found``: the message for NOT_FOUND (``{detail}`` stands for the server's
+    message, which is used alone when it already names a ``raftsched`` command);
+    ``already_exists``: likewise for ALREADY_EXISTS.
+    """
+    from raftsched.api.client import ApiError
+
+    try:
+        yield
+    except ApiError as err:
+        raise explain(
+            err, command=command, role=role, not_found=not_found, already_exists=already_exists
+        ) from None
+
+
+def explain(
+    err: ApiError, *, command: str, role: str, not_found: str = "", already_exists: str = ""
+) -> RaftschedError:
+    import grpc
+
+    code, detail = err.code, err.message.strip() or err.code.name
+    if code is grpc.StatusCode.ALREADY_EXISTS and already_exists:
+        return RaftschedError(already_exists.replace("{detail}", detail))
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        where = f" ({err.address})" if err.address else ""
+        return NoQuorumError(
+            f"cluster unavailable{where}: {detail}; retry, or check `raftsched cluster status`"
+        )
+    if code is grpc.StatusCode.NOT_FOUND and not_found:
+        if "{detail}" in not_found and "`raftsched " in detail:
+            return RaftschedError(detail)  # the server already named the way out
+        return RaftschedError(not_found.replace("{detail}", detail))
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return RaftschedError(
+            f"`raftsched {command}` needs role {role}; {TOKEN_HINT} (server: {detail})"
+        )
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return RaftschedError(f"not authenticated: {detail}")
+    if code in (
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.FAILED_PRECONDITION,
+    ):
+        return RaftschedError(detail)
+    return RaftschedError(f"`raftsched {command}` failed ({code.name}): {detail}")
+
+
+# -- messages as plain data -----------------------------------------------------------------
+
+
+def to_dict(message: Message) -> dict[str, Any]:
+    """A message as JSON-able data (see the module docstring)."""
+    return {field.name: _field(message, field) for field in message.DESCRIPTOR.fields}
+
+
+def _field(message: Message, field: FieldDescriptor) -> Any:
+    value = getattr(message, field.name)
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        return {k: _value(v, field.message_type.fields_by_name["value"]) for k, v in value.items()}
+    if field.is_repeated:
+        return [_value(v, field) for v in value]
+    if field.has_presence and not message.HasField(field.name):
+        return None
+    return _value(value, field)
+
+
+def _value(value: Any, field: FieldDescriptor) -> Any:
+    if field.enum_type is not None:
+        return enum_name(field.enum_type.values_by_number[value].name, field.enum_type.name)
+    if field.message_type is None:
+        return value
+    if field.message_type.full_name == "google.protobuf.Timestamp":
+        return iso(value)
+    return to_dict(value)
+
+
+def enum_name(name: str, type_name: str) -> str | None:
+    """``("RUN_STATE_SUCCESS", "RunState")`` -> ``"success"``; UNSPECIFIED -> None."""
+    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", type_name).upper() + "_"
+    short = name.removeprefix(prefix).lower()
+    return None if short == "unspecified" else short
+
+
+def iso(timestamp: Any) -> str | None:
+    """A Timestamp as ISO-8601 UTC; None when unset (zero)."""
+    if not timestamp.seconds and not timestamp.nanos:
+        return None
+    return timestamp.ToDatetime(tzinfo=UTC).isoformat()
+
+
+def to_timestamp(value: datetime) -> Any:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    stamp = Timestamp()
+    stamp.FromDatetime(value.astimezone(UTC))
+    return stamp
