@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         standalone_cmd,
         tasks_cmd,
         users_cmd,
+        webserver_cmd,
         worker_cmd,
     )
 
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         standalone_cmd,
         tasks_cmd,
         users_cmd,
+        webserver_cmd,
         worker_cmd,
     ):
         module.register(sub)

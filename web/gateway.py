@@ -1,0 +1,473 @@
+"""The webserver's one door to the cluster: a :class:`Gateway` around ``RaftschedClient``.
+
+Blueprints call ``gateway()`` methods and get plain dicts, lists and datetimes back, never
+proto messages, so templates and JSON endpoints stay simple. Failures arrive as three
+exceptions (mapped to pages in ``handlers.py``):
+
+- :class:`Unavailable`: no node could answer (no quorum, every node down, deadline passed):
+  the "cluster is unreachable" banner, status 503;
+- :class:`NotFound`: the DAG, run or task does not exist: the 404 page;
+- :class:`Refused`: any other refusal (bad argument, already exists, paused...), whose
+  message is meant for the person who asked: shown in the form or as a flash message.
+
+Every upstream failure is counted in ``raftsched_web_upstream_errors_total{method,code}``.
+The client is created lazily, once per process (gunicorn forks workers; gRPC channels must be
+made after the fork), and shared by every thread: it is thread-safe.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+from flask import Flask, current_app
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from raftsched.web import metrics
+
+from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
+from raftsched.errors import NoQuorumError
+
+EXTENSION = "raftsched_gateway"
+FINISHED_TASK_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
+_UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class GatewayError(Exception):
+    """Base of the gateway's errors; ``message`` is fit to show to a person."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class Unavailable(GatewayError):
+    """No raftsched node could serve the call."""
+
+
+class NotFound(GatewayError):
+    """The cluster answered NOT_FOUND."""
+
+
+class Refused(GatewayError):
+    """The cluster refused the call (INVALID_ARGUMENT, ALREADY_EXISTS, ...)."""
+
+
+class Gateway:
+    """Typed, dict-returning calls to the cluster. Thread-safe."""
+
+    def __init__(
+        self,
+        servers: Iterable[str],
+        *,
+        token: str | None = None,
+        tls_ca: str | None = None,
+        deadline: float = 5.0,
+    ) -> None:
+        self.servers = tuple(servers)
+        self.token = token or None
+        self.tls_ca = tls_ca or None
+        self.deadline = deadline
+        self._lock = threading.Lock()
+        self._client: RaftschedClient | None = None
+        self._probes: dict[str, RaftschedClient] = {}
+
+    def __repr__(self) -> str:
+        return f"Gateway({list(self.servers)!r})"  # never the token
+
+    def _new_client(self, servers: Iterable[str], deadline: float) -> RaftschedClient:
+        return RaftschedClient(
+            list(servers), token=self.token, tls_ca=self.tls_ca, deadline=deadline
+        )
+
+    @property
+    def client(self) -> RaftschedClient:
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client(self.servers, self.deadline)
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            clients = [c for c in (self._client, *self._probes.values()) if c is not None]
+            self._client, self._probes = None, {}
+        for client in clients:
+            client.close()
+
+    def _call(self, service: str, method: str, request: Message, **kwargs: Any) -> Any:
+        try:
+            return getattr(getattr(self.client, service), method)(request, **kwargs)
+        except NoQuorumError as err:
+            metrics.upstream_error(method, "UNAVAILABLE")
+            raise Unavailable(str(err), "UNAVAILABLE") from None
+        except ApiError as err:
+            raise _translate(err, method) from None
+
+    # -- DAGs --------------------------------------------------------------------------------
+
+    def list_dags(
+        self,
+        *,
+        search: str = "",
+        paused: bool | None = None,
+        page_size: int = 50,
+        page_token: str = "",
+        recent_runs: int = 10,
+    ) -> dict[str, Any]:
+        request = dag_pb2.ListDagsRequest(
+            search=search, page_size=page_size, page_token=page_token, recent_runs=recent_runs
+        )
+        if paused is not None:
+            request.paused = paused
+        response = self._call("dags", "ListDags", request)
+        return {
+            "dags": [dag_dict(d) for d in response.dags],
+            "next_page_token": response.next_page_token,
+            "total_size": response.total_size,
+        }
+
+    def get_dag(self, dag_id: str) -> dict[str, Any]:
+        response = self._call("dags", "GetDag", dag_pb2.GetDagRequest(dag_id=dag_id))
+        dag = dag_dict(response.dag)
+        dag["tasks"] = [task_dict(t) for t in response.tasks]
+        return dag
+
+    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
+        if paused:
+            response = self._call("dags", "PauseDag", dag_pb2.PauseDagRequest(dag_id=dag_id))
+        else:
+            request = dag_pb2.UnpauseDagRequest(dag_id=dag_id)
+            response = self._call("dags", "UnpauseDag", request)
+        return {"dag": dag_dict(response.dag), "changed": response.changed}
+
+    def trigger(
+        self, dag_id: str, conf: dict[str, Any], *, run_id: str = "", logical_date: Any = None
+    ) -> dict[str, Any]:
+        request = dag_pb2.TriggerDagRequest(
+            dag_id=dag_id, conf_json=json.dumps(conf), run_id=run_id
+        )
+        if logical_date is not None:
+            request.logical_date.FromDatetime(logical_date.astimezone(UTC))
+        return run_dict(self._call("dags", "TriggerDag", request).run)
+
+    def list_runs(
+        self, dag_id: str = "", *, states: Iterable[str] = (), page_size: int = 25, page_token=""
+    ) -> dict[str, Any]:
+        request = dag_pb2.ListRunsRequest(
+            dag_id=dag_id,
+            states=[common_pb2.RunState.Value(f"RUN_STATE_{s.upper()}") for s in states],
+            page_size=page_size,
+            page_token=page_token,
+        )
+        response = self._call("dags", "ListRuns", request)
+        return {
+            "runs": [run_dict(r) for r in response.runs],
+            "next_page_token": response.next_page_token,
+        }
+
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        request = dag_pb2.ListTaskInstancesRequest(dag_id=dag_id, run_id=run_id)
+        response = self._call("dags", "ListTaskInstances", request)
+        return {
+            "run": run_dict(response.run),
+            "task_instances": [ti_dict(t) for t in response.task_instances],
+        }
+
+    def clear(
+        self, dag_id: str, run_id: str, task_ids: list[str], *, downstream: bool = False
+    ) -> list[str]:
+        request = dag_pb2.ClearTasksRequest(
+            dag_id=dag_id, run_id=run_id, task_ids=task_ids, include_downstream=downstream
+        )
+        return list(self._call("dags", "ClearTasks", request).cleared_task_ids)
+
+    def mark(self, dag_id: str, run_id: str, task_ids: list[str], state: str) -> list[str]:
+        request = dag_pb2.MarkTasksRequest(
+            dag_id=dag_id,
+            run_id=run_id,
+            task_ids=task_ids,
+            state=common_pb2.TaskState.Value(f"TASK_STATE_{state.upper()}"),
+        )
+        return list(self._call("dags", "MarkTasks", request).marked_task_ids)
+
+    def task_log(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        *,
+        try_number: int = 0,
+        after_seq: int = 0,
+        limit: int = 500,
+    ) -> list[dict[str, Any]]:
+        """Stored chunks after ``after_seq`` (at most ``limit``); never waits for new ones."""
+        request = dag_pb2.GetTaskLogRequest(
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            try_number=try_number,
+            after_seq=after_seq,
+            follow=False,
+        )
+        chunks: list[dict[str, Any]] = []
+        stream = self._call("dags", "GetTaskLog", request)
+        try:
+            for chunk in stream:
+                chunks.append(
+                    {
+                        "seq": chunk.seq,
+                        "try_number": chunk.try_number,
+                        "stream": chunk.stream,
+                        "text": chunk.text,
+                        "created_at": ts(chunk, "created_at"),
+                    }
+                )
+                if len(chunks) >= limit:
+                    break
+        except NoQuorumError as err:
+            metrics.upstream_error("GetTaskLog", "UNAVAILABLE")
+            raise Unavailable(str(err), "UNAVAILABLE") from None
+        except ApiError as err:
+            raise _translate(err, "GetTaskLog") from None
+        finally:
+            stream.close()
+        return chunks
+
+    def import_errors(self) -> list[dict[str, str]]:
+        response = self._call("dags", "ListImportErrors", dag_pb2.ListImportErrorsRequest())
+        return [
+            {"fileloc": e.fileloc, "message": e.message, "traceback": e.traceback}
+            for e in response.import_errors
+        ]
+
+    # -- cluster -----------------------------------------------------------------------------
+
+    def cluster_status(self, *, timeout: float | None = None) -> dict[str, Any]:
+        request = cluster_pb2.GetStatusRequest(local_only=False)
+        response = self._call("cluster", "GetStatus", request, timeout=timeout)
+        nodes = [node_dict(n) for n in response.nodes]
+        leaders = [n for n in nodes if n["role"] == "leader" and n["has_quorum"]]
+        contacts = [n["last_leader_contact"] for n in nodes if n["last_leader_contact"]]
+        return {
+            "nodes": nodes,
+            "leader": leaders[0]["node_id"] if leaders else None,
+            "newest_heartbeat": max(contacts) if contacts else None,
+            "answered_by": response.freshness.node_id,
+            "applied_index": response.freshness.applied_index,
+        }
+
+    def probe(self, address: str, *, timeout: float = 1.0) -> dict[str, Any]:
+        """This webserver's own view of one configured server: its local status, or why not."""
+        with self._lock:
+            client = self._probes.get(address)
+            if client is None:
+                client = self._probes[address] = self._new_client([address], timeout)
+        request = cluster_pb2.GetStatusRequest(local_only=True)
+        try:
+            response = client.cluster.GetStatus(request, timeout=timeout)
+        except (NoQuorumError, ApiError) as err:
+            code = err.code.name if isinstance(err, ApiError) else "UNAVAILABLE"
+            metrics.upstream_error("GetStatus", code)
+            return {"address": address, "reachable": False, "error": str(err)[:300]}
+        node = node_dict(response.nodes[0]) if response.nodes else {}
+        return {"address": address, "reachable": True, "error": "", **node}
+
+    # -- users -------------------------------------------------------------------------------
+
+    def verify_user(self, username: str, password: str) -> str | None:
+        """The user's role if the name and password match, else None."""
+        request = user_pb2.VerifyUserRequest(username=username, password=password)
+        response = self._call("users", "VerifyUser", request)
+        return response.role if response.ok else None
+
+    def list_users(self) -> list[dict[str, Any]]:
+        response = self._call("users", "ListUsers", user_pb2.ListUsersRequest())
+        return [
+            {"username": u.username, "role": u.role, "created_at": ts(u, "created_at")}
+            for u in response.users
+        ]
+
+    def create_user(self, username: str, password: str, role: str, *, replace: bool) -> None:
+        request = user_pb2.CreateUserRequest(
+            username=username, password=password, role=role, replace=replace
+        )
+        self._call("users", "CreateUser", request)
+
+    def delete_user(self, username: str) -> bool:
+        request = user_pb2.DeleteUserRequest(username=username)
+        return self._call("users", "DeleteUser", request).deleted
+
+
+def _translate(err: ApiError, method: str) -> GatewayError:
+    metrics.upstream_error(method, err.code.name)
+    if err.code in _UNAVAILABLE:
+        return Unavailable(err.message, err.code.name)
+    if err.code is grpc.StatusCode.NOT_FOUND:
+        return NotFound(err.message, err.code.name)
+    return Refused(err.message, err.code.name)
+
+
+# -- proto -> plain values ------------------------------------------------------------------
+
+
+def ts(message: Message, field: str) -> datetime | None:
+    """An aware UTC datetime from a Timestamp field; None when unset."""
+    if not message.HasField(field):
+        return None
+    value: Timestamp = getattr(message, field)
+    return value.ToDatetime(tzinfo=UTC)
+
+
+def enum_name(enum: Any, value: int, prefix: str) -> str:
+    """``TASK_STATE_UP_FOR_RETRY`` -> ``up_for_retry``; unknown or 0 -> ``""``."""
+    try:
+        name = enum.Name(value)
+    except ValueError:
+        return ""
+    return "" if name.endswith("_UNSPECIFIED") else name.removeprefix(prefix).lower()
+
+
+def run_state(value: int) -> str:
+    return enum_name(common_pb2.RunState, value, "RUN_STATE_")
+
+
+def task_state(value: int) -> str:
+    return enum_name(common_pb2.TaskState, value, "TASK_STATE_")
+
+
+def run_type(value: int) -> str:
+    return enum_name(common_pb2.RunType, value, "RUN_TYPE_")
+
+
+def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
+    next_run = None
+    if dag.HasField("next_run"):
+        next_run = {
+            "logical_date": ts(dag.next_run, "logical_date"),
+            "data_interval_end": ts(dag.next_run, "data_interval_end"),
+        }
+    return {
+        "dag_id": dag.dag_id,
+        "fileloc": dag.fileloc,
+        "description": dag.description,
+        "tags": list(dag.tags),
+        "schedule": dag.schedule.display or dag.schedule.cron or dag.schedule.kind or "None",
+        "schedule_kind": dag.schedule.kind,
+        "timezone": dag.timezone,
+        "start_date": ts(dag, "start_date"),
+        "end_date": ts(dag, "end_date"),
+        "catchup": dag.catchup,
+        "max_active_runs": dag.max_active_runs,
+        "max_active_tasks": dag.max_active_tasks,
+        "paused": dag.paused,
+        "active": dag.active,
+        "updated_at": ts(dag, "updated_at"),
+        "last_logical_date": ts(dag, "last_logical_date"),
+        "next_run": next_run,
+        "recent_runs": [
+            {
+                "run_id": r.run_id,
+                "state": run_state(r.state),
+                "logical_date": ts(r, "logical_date"),
+                "run_type": run_type(r.run_type),
+            }
+            for r in dag.recent_runs
+        ],
+        "task_count": dag.task_count,
+    }
+
+
+def task_dict(task: dag_pb2.TaskDefinition) -> dict[str, Any]:
+    return {
+        "task_id": task.task_id,
+        "kind": task.kind,
+        "command": task.command,
+        "callable_name": task.callable_name,
+        "retries": task.retries,
+        "trigger_rule": task.trigger_rule,
+        "upstream": list(task.upstream),
+        "execution_timeout": (
+            task.execution_timeout_seconds if task.HasField("execution_timeout_seconds") else None
+        ),
+    }
+
+
+def run_dict(run: dag_pb2.DagRun) -> dict[str, Any]:
+    return {
+        "dag_id": run.dag_id,
+        "run_id": run.run_id,
+        "logical_date": ts(run, "logical_date"),
+        "data_interval_start": ts(run, "data_interval_start"),
+        "data_interval_end": ts(run, "data_interval_end"),
+        "run_type": run_type(run.run_type),
+        "state": run_state(run.state),
+        "conf_json": run.conf_json,
+        "created_at": ts(run, "created_at"),
+        "start_date": ts(run, "start_date"),
+        "end_date": ts(run, "end_date"),
+    }
+
+
+def ti_dict(ti: dag_pb2.TaskInstance) -> dict[str, Any]:
+    return {
+        "task_id": ti.key.task_id,
+        "state": task_state(ti.state),
+        "try_number": ti.try_number,
+        "max_tries": ti.max_tries,
+        "worker_id": ti.worker_id,
+        "lease_token": ti.lease_token,
+        "queued_at": ts(ti, "queued_at"),
+        "start_date": ts(ti, "start_date"),
+        "end_date": ts(ti, "end_date"),
+        "next_retry_at": ts(ti, "next_retry_at"),
+        "exit_code": ti.exit_code if ti.HasField("exit_code") else None,
+        "message": ti.message,
+        "lease_expires_at": ts(ti, "lease_expires_at"),
+    }
+
+
+def node_dict(node: cluster_pb2.NodeStatus) -> dict[str, Any]:
+    return {
+        "node_id": node.node_id,
+        "address": node.address,
+        "api_address": node.api_address,
+        "role": enum_name(cluster_pb2.NodeRole, node.role, "NODE_ROLE_"),
+        "term": node.term,
+        "commit_index": node.commit_index,
+        "applied_index": node.applied_index,
+        "lag": node.lag,
+        "digest": node.digest,
+        "digest_index": node.digest_index,
+        "outbox_backlog": node.outbox_backlog,
+        "db_watermark": node.db_watermark if node.HasField("db_watermark") else None,
+        "db_ok": node.db_ok if node.HasField("db_ok") else None,
+        "backpressure": node.backpressure,
+        "has_quorum": node.has_quorum,
+        "last_leader_contact": ts(node, "last_leader_contact"),
+        "error": node.error,
+    }
+
+
+# -- the app's gateway ----------------------------------------------------------------------
+
+
+def init_app(app: Flask) -> None:
+    """Attach a Gateway built from the app's config (RAFTSCHED_SERVERS, RAFTSCHED_TOKEN, ...)."""
+    if EXTENSION in app.extensions:
+        return
+    app.extensions[EXTENSION] = Gateway(
+        app.config["RAFTSCHED_SERVERS"],
+        token=app.config.get("RAFTSCHED_TOKEN"),
+        tls_ca=app.config.get("RAFTSCHED_TLS_CA"),
+        deadline=float(app.config.get("RAFTSCHED_DEADLINE", 5.0)),
+    )
+
+
+def gateway() -> Gateway:
+    return current_app.extensions[EXTENSION]

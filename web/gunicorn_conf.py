@@ -1,0 +1,60 @@
+"""gunicorn settings of ``raftsched webserver``: ``-c python:raftsched.web.gunicorn_conf``.
+
+Everything comes from the raftsched config (``$RAFTSCHED_CONFIG`` / ``RAFTSCHED__WEBSERVER__*``):
+``[webserver] bind``, ``workers``, ``worker_class`` (default gthread) and ``threads``. The app
+is ``raftsched.web:create_app()``, built in each worker after the fork (gRPC channels must not
+cross a fork). With ``PROMETHEUS_MULTIPROC_DIR`` set, the directory's stale files are removed
+at start and each dead worker is marked, so /metrics sums the live workers' figures.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from raftsched.config import load_config
+
+_web = load_config().webserver
+
+# The documented default names the gthread worker by a class gunicorn does not have
+# (its class is ThreadWorker); gunicorn's own short name "gthread" is what is meant.
+_WORKER_ALIASES = {"gunicorn.workers.gthread.GThread": "gthread"}
+
+wsgi_app = "raftsched.web:create_app()"
+bind = [_web.bind]
+workers = _web.workers
+worker_class = _WORKER_ALIASES.get(_web.worker_class, _web.worker_class)
+threads = _web.threads
+proc_name = "raftsched-webserver"
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'  # no cookies, no referrer
+# A followed log or a slow cluster must not get a worker killed: pages wait at most
+# RAFTSCHED_DEADLINE seconds per call.
+timeout = 60
+graceful_timeout = 10
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+_METRICS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+
+
+def on_starting(server: Any) -> None:
+    if _METRICS_DIR:
+        directory = Path(_METRICS_DIR)
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    if _METRICS_DIR:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    if _METRICS_DIR and os.environ.get("RAFTSCHED_WEB_METRICS_DIR_OWNED") == "1":
+        shutil.rmtree(_METRICS_DIR, ignore_errors=True)

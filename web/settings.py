@@ -1,0 +1,64 @@
+"""Where the webserver's settings come from, outside tests.
+
+``create_app()`` without a test config reads the raftsched config (``$RAFTSCHED_CONFIG``, else
+``$RAFTSCHED_HOME/raftsched.cfg``; every key overridable by ``RAFTSCHED__SECTION__KEY``):
+
+    [webserver] secret_key    SECRET_KEY: signs session cookies; the same on every webserver
+    [webserver] grpc_servers  RAFTSCHED_SERVERS; empty: every [cluster] node's API address
+                              (its Raft port + 200)
+    [webserver] token         RAFTSCHED_TOKEN: the bearer token sent to the cluster (admin)
+    [api] tls_ca              RAFTSCHED_TLS_CA: turns TLS on towards the cluster
+
+Then any Flask setting from ``RAFTSCHED_WEB_<NAME>`` (values parsed as JSON when they can
+be), e.g. ``RAFTSCHED_WEB_SESSION_COOKIE_SECURE=true`` behind HTTPS,
+``RAFTSCHED_WEB_PROXY_FIX=1`` to trust one proxy's X-Forwarded-* headers, or
+``RAFTSCHED_WEB_RAFTSCHED_DEADLINE=3`` for the seconds one page may wait on the cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+API_PORT_OFFSET = 200
+
+DEFAULTS: dict[str, Any] = {
+    "SESSION_COOKIE_NAME": "raftsched_session",
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "PERMANENT_SESSION_LIFETIME": timedelta(hours=12),
+    # A form stays valid as long as the session: a page left open over lunch still posts.
+    "WTF_CSRF_TIME_LIMIT": 12 * 3600,
+    "RAFTSCHED_SERVERS": (),
+    "RAFTSCHED_TOKEN": None,
+    "RAFTSCHED_TLS_CA": None,
+    "RAFTSCHED_DEADLINE": 5.0,
+    "RAFTSCHED_HEALTH_TIMEOUT": 2.0,
+    "RAFTSCHED_USER_RECHECK_SECONDS": 30.0,
+    "DAGS_PAGE_SIZE": 50,
+    "GRID_RUNS": 12,
+    "PROXY_FIX": False,
+}
+
+
+def api_addresses(raft_nodes: tuple[str, ...]) -> tuple[str, ...]:
+    """Each node's gRPC API address: its Raft host and port + 200."""
+    out = []
+    for node in raft_nodes:
+        host, _, port = node.rpartition(":")
+        out.append(f"{host}:{int(port) + API_PORT_OFFSET}")
+    return tuple(out)
+
+
+def from_raftsched_config() -> dict[str, Any]:
+    """Flask settings from the raftsched config; raises ConfigError when it is bad."""
+    from raftsched.config import load_config
+
+    config = load_config()
+    web = config.webserver
+    return {
+        "SECRET_KEY": web.secret_key or None,
+        "RAFTSCHED_SERVERS": web.grpc_servers or api_addresses(config.cluster.nodes),
+        "RAFTSCHED_TOKEN": web.token or None,
+        "RAFTSCHED_TLS_CA": str(config.api.tls_ca) if config.api.tls_ca else None,
+    }

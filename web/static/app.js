@@ -1,0 +1,206 @@
+// raftsched web: small vanilla JS for live pages. Every page works without it; with it,
+// the DAG list, grid, graph, run page, cluster page and task logs update in place.
+"use strict";
+
+(function () {
+  const csrf = () => document.querySelector('meta[name="csrf-token"]').content;
+
+  function banner(message) {
+    const el = document.getElementById("cluster-banner");
+    if (!el) return;
+    if (message) { el.textContent = message; el.hidden = false; } else { el.hidden = true; }
+  }
+
+  async function getJSON(url) {
+    const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    const body = await response.json().catch(() => ({}));
+    if (response.status === 503) { banner(body.error || "the scheduler cluster is unreachable"); throw new Error("503"); }
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    banner("");
+    return body;
+  }
+
+  async function postJSON(url, data) {
+    const response = await fetch(url, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf(), Accept: "application/json" },
+      body: JSON.stringify(data),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    return body;
+  }
+
+  // Poll fn every ms while the tab is visible; never two at once.
+  function every(ms, fn) {
+    let busy = false;
+    setInterval(async () => {
+      if (busy || document.hidden) return;
+      busy = true;
+      try { await fn(); } catch (e) { /* shown by banner or ignored until next tick */ } finally { busy = false; }
+    }, ms);
+  }
+
+  const el = (tag, attrs, text) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const fill = (template, run, task) => template
+    .replace("__RUN__", encodeURIComponent(run)).replace("__TASK__", encodeURIComponent(task || ""));
+  const fmt = (iso) => iso ? iso.replace("T", " ").replace(/(\.\d+)?(\+00:00|Z)$/, "") : "—";
+  const stateClass = (s) => "state-" + (s || "none");
+
+  // -- DAG list: pause toggles, live run marks and next runs ---------------------------
+  function dagList(table) {
+    table.querySelectorAll("button.toggle[data-url]").forEach((button) => {
+      button.addEventListener("click", async (event) => {
+        event.preventDefault();
+        const pause = button.classList.contains("on");
+        try {
+          const result = await postJSON(button.dataset.url, { paused: pause });
+          button.classList.toggle("on", !result.paused);
+          button.classList.toggle("off", result.paused);
+          button.setAttribute("aria-checked", String(!result.paused));
+          button.form.querySelector('input[name="paused"]').value = result.paused ? "0" : "1";
+        } catch (e) { alert("Could not change the DAG: " + e.message); }
+      });
+    });
+    every(10000, async () => {
+      const page = await getJSON(table.dataset.refresh);
+      for (const dag of page.dags) {
+        const row = table.querySelector(`tr[data-dag="${CSS.escape(dag.dag_id)}"]`);
+        if (!row) continue;
+        row.querySelector(".next-run").textContent = dag.next_run ? fmt(dag.next_run.logical_date) : "—";
+        const marks = row.querySelector(".marks");
+        marks.replaceChildren(...dag.recent_runs.slice().reverse().map((run) => {
+          const a = el("a", { class: "mark " + stateClass(run.state), title: `${run.run_id}: ${run.state}` });
+          a.href = fill(table.dataset.runUrl, run.run_id).replace("__DAG__", encodeURIComponent(dag.dag_id));
+          return a;
+        }));
+      }
+    });
+  }
+
+  // -- DAG page: grid and graph ----------------------------------------------------------
+  function grid(table) {
+    every(5000, async () => {
+      const data = await getJSON(table.dataset.refresh);
+      const headRow = el("tr");
+      headRow.append(el("th", { class: "task-col" }, "Task"));
+      for (const run of data.runs) {
+        const th = el("th");
+        const a = el("a", { class: "run-bar " + stateClass(run.state), title: `${run.run_id} · ${run.state} · ${fmt(run.logical_date)}` });
+        a.href = fill(table.dataset.runUrl, run.run_id);
+        th.append(a);
+        headRow.append(th);
+      }
+      table.tHead.replaceChildren(headRow);
+      const rows = data.tasks.map((taskId) => {
+        const tr = el("tr");
+        tr.append(el("th", { class: "task-col" }, taskId));
+        data.cells[taskId].forEach((cell, i) => {
+          const td = el("td");
+          if (cell) {
+            const run = data.runs[i];
+            const a = el("a", { class: "cell " + stateClass(cell.state),
+              title: `${taskId} · ${run.run_id} · ${cell.state.replace(/_/g, " ")} · try ${cell.try_number}` });
+            a.href = fill(table.dataset.cellUrl, run.run_id, taskId);
+            td.append(a);
+          } else td.append(el("span", { class: "cell empty" }));
+          tr.append(td);
+        });
+        return tr;
+      });
+      table.tBodies[0].replaceChildren(...rows);
+      document.querySelectorAll("#graph g.node").forEach((node) => {
+        const state = data.latest[node.dataset.task] || "none";
+        node.setAttribute("class", "node " + stateClass(state));
+        node.querySelector("title").textContent = `${node.dataset.task}: ${state}`;
+      });
+      const next = document.getElementById("next-run");
+      if (next) next.textContent = data.next_run ? fmt(data.next_run.logical_date) : "—";
+    });
+  }
+
+  // -- run page: task instance states ------------------------------------------------------
+  function runPage(form) {
+    every(5000, async () => {
+      const data = await getJSON(form.dataset.refresh);
+      const badge = (s) => el("span", { class: "badge " + stateClass(s) }, (s || "none").replace(/_/g, " "));
+      document.getElementById("run-state").replaceChildren(badge(data.run.state));
+      for (const ti of data.task_instances) {
+        const row = form.querySelector(`tr[data-task="${CSS.escape(ti.task_id)}"]`);
+        if (!row) continue;
+        row.querySelector(".ti-state").replaceChildren(badge(ti.state));
+        row.querySelector(".ti-try").textContent = `${ti.try_number}/${ti.max_tries}`;
+      }
+    });
+  }
+
+  // -- task page: a log that follows the running attempt --------------------------------
+  function liveLog(pre) {
+    let afterSeq = 0, started = false;
+    const status = document.getElementById("log-status");
+    async function poll() {
+      const url = new URL(pre.dataset.url, location.href);
+      url.searchParams.set("after_seq", afterSeq);
+      const data = await getJSON(url);
+      if (!started && (data.chunks.length || data.done)) { pre.textContent = ""; started = true; }
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 20;
+      for (const chunk of data.chunks) {
+        const span = el("span", chunk.stream === "stderr" ? { class: "stderr" } : {}, chunk.text);
+        pre.append(span);
+      }
+      afterSeq = data.last_seq;
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+      if (data.done && !pre.textContent) pre.textContent = "(no output)";
+      status.textContent = data.done ? `attempt ${data.try_number}: ${data.state}` : `following attempt ${data.try_number || "…"} (${data.state})`;
+      return data;
+    }
+    (async function loop() {
+      let data = null;
+      try { data = await poll(); } catch (e) { status.textContent = "retrying: " + e.message; }
+      if (data && data.more) return loop();
+      if (!data || !data.done) setTimeout(loop, 2000);
+    })();
+  }
+
+  // -- cluster page ---------------------------------------------------------------------
+  function clusterPage(table) {
+    every(3000, async () => {
+      const data = await getJSON(table.dataset.refresh);
+      document.getElementById("cluster-leader").textContent = "leader: " + (data.leader || "none");
+      document.getElementById("cluster-updated").textContent = "updated " + new Date().toLocaleTimeString();
+      table.tBodies[0].replaceChildren(...data.nodes.map((n) => {
+        const tr = el("tr", { class: "role-row-" + n.role });
+        const cells = [
+          el("code", {}, n.node_id || n.address), el("code", {}, n.api_address || "—"),
+          el("span", { class: "badge node-" + n.role }, n.role || "?"),
+          n.has_quorum ? "yes" : "no", n.term, n.commit_index, n.applied_index, n.lag,
+          (n.db_watermark ?? "—") + (n.db_ok === false ? " (DB down)" : ""),
+          n.outbox_backlog + (n.backpressure ? " (back-pressure)" : ""),
+          fmt(n.last_leader_contact), n.error || "",
+        ];
+        for (const c of cells) {
+          const td = el("td");
+          if (c instanceof Node) td.append(c); else td.textContent = String(c);
+          tr.append(td);
+        }
+        return tr;
+      }));
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    document.querySelectorAll("form[data-confirm]").forEach((form) =>
+      form.addEventListener("submit", (e) => { if (!confirm(form.dataset.confirm)) e.preventDefault(); }));
+    const pick = (id, fn) => { const node = document.getElementById(id); if (node) fn(node); };
+    pick("dag-list", dagList);
+    pick("grid", grid);
+    pick("run-form", runPage);
+    pick("log", liveLog);
+    pick("cluster", clusterPage);
+  });
+})();
