@@ -1,13 +1,17 @@
 """`raftsched standalone`: a whole cluster on this machine, for trying raftsched out.
 
-Three (or five) scheduler nodes as separate processes on loopback, a SQLite database and the
-example DAGs, all under ``$RAFTSCHED_HOME`` (default ``~/raftsched``):
+Three (or five) scheduler nodes as separate processes on loopback, a SQLite database, the
+example DAGs, a worker, and the web UI (two webservers behind nginx when nginx is installed,
+otherwise one webserver), all under ``$RAFTSCHED_HOME`` (default ``~/raftsched``):
 
-    raftsched.cfg   written on the first run (a fresh random cluster secret); never rewritten
-    dags/           the example DAGs are copied here when the folder is empty
-    raftsched.db    the metadata database (SQLite)
-    data/           each node's Raft journal
-    logs/           each process's output
+    raftsched.cfg       written on the first run (fresh random cluster secret and web secret
+                        key); never rewritten
+    admin-password.txt  the web UI's first admin account, made on the first run
+    dags/               the example DAGs are copied here when the folder is empty
+    raftsched.db        the metadata database (SQLite)
+    data/               each node's Raft journal
+    web/                nginx's config and the webservers' run directory
+    logs/               each process's output
 
 The processes run under a :class:`~raftsched.cluster.supervisor.Supervisor`: one that dies is
 reported and restarted with backoff; Ctrl-C or SIGTERM stops them all and exits 0.
@@ -25,15 +29,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from raftsched.addresses import API_PORT_OFFSET, admin_address_for, api_address_for
 from raftsched.cluster.supervisor import ChildSpec, Supervisor
 from raftsched.errors import ConfigError
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+    from raftsched.cluster.webfarm import FarmPlan
     from raftsched.config import Config
 
 DEFAULT_BASE_PORT = 7101
 DEFAULT_NODES = 3
-ADMIN_PORT_OFFSET = 100
+WEBSERVERS_BEHIND_NGINX = 2
+ADMIN_USER = "admin"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,6 +74,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ),
     )
     parser.add_argument(
+        "--web-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="port of the web UI (nginx, or the single webserver without nginx); the"
+        " webservers behind nginx take the next ports (default: the port of [webserver] bind)",
+    )
+    parser.add_argument(
         "--home",
         type=Path,
         default=None,
@@ -79,8 +96,9 @@ def _port(text: str) -> int:
         port = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1024 <= port <= 65535 - 4 - ADMIN_PORT_OFFSET:
-        raise argparse.ArgumentTypeError(f"{port} is out of range: use 1024..65430")
+    highest = 65535 - 4 - API_PORT_OFFSET
+    if not 1024 <= port <= highest:
+        raise argparse.ArgumentTypeError(f"{port} is out of range: use 1024..{highest}")
     return port
 
 
@@ -131,6 +149,10 @@ data_dir = data
 [scheduler]
 scheduler_heartbeat_sec = 5
 min_file_process_interval = 30
+
+[webserver]
+# Signs the web UI's session cookies; every webserver of this cluster shares it.
+secret_key = {secrets.token_urlsafe(32)}
 """
 
 
@@ -187,7 +209,6 @@ def busy_ports(addresses: list[str], admin_addresses: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from raftsched.cluster.settings import admin_address_for
     from raftsched.config import load_config
     from raftsched.store.engine import create_engine_for, safe_url
     from raftsched.store.migrate import init_db
@@ -224,7 +245,10 @@ def run(args: argparse.Namespace) -> int:
         notes.append(f"copied {copied} example DAG files into {config.core.dags_folder}")
 
     admins = [admin_address_for(a, config.cluster.admin_bind) for a in addresses]
-    busy = busy_ports(addresses, admins)
+    apis = [api_address_for(a, config.api.grpc_bind) for a in addresses]
+    web_port = args.web_port or int(config.webserver.bind.rpartition(":")[2])
+    web = plan_web(layout, web_port, child_env)
+    busy = busy_ports([*addresses, *apis, *web.addresses.values()], admins)
     if busy:
         raise ConfigError(
             f"address(es) already in use: {', '.join(busy)}; is another raftsched running?"
@@ -234,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
     engine = create_engine_for(config.database.url)
     try:
         init_db(engine)
+        notes += ensure_admin_user(engine, layout.home / "admin-password.txt")
     finally:
         engine.dispose()
 
@@ -248,45 +273,47 @@ def run(args: argparse.Namespace) -> int:
         )
         for address in addresses
     ]
-    specs += extra_services(base_cmd, layout, child_env)
+    specs.append(
+        ChildSpec(
+            name="worker",
+            argv=[*base_cmd, "worker"],
+            log_path=layout.log_dir / "worker.log",
+            env=child_env,
+            cwd=layout.home,
+        )
+    )
+    specs += web.specs
 
     supervisor = Supervisor(specs)
     supervisor.install_signal_handlers()
     supervisor.start()
-    banner = Banner(layout, config, addresses, admins, specs, supervisor.pids(), notes)
+    banner = Banner(layout, config, addresses, admins, specs, supervisor.pids(), notes, web)
     print(banner.render(safe_url(config.database.url)), flush=True)
     code = supervisor.run()
     print("raftsched standalone: stopped", file=sys.stderr, flush=True)
     return code
 
 
-def extra_services(base_cmd: list[str], layout: Layout, env: dict[str, str]) -> list[ChildSpec]:
-    """THE HOOK for the processes besides the schedulers: a worker and a webserver.
+def plan_web(layout: Layout, port: int, env: dict[str, str]) -> FarmPlan:
+    """Two webservers behind nginx when nginx is installed, else one webserver."""
+    from raftsched.cluster.webfarm import nginx_available, plan_web_farm
 
-    Each is started as ``raftsched --config FILE <command>`` (reading everything it needs
-    from the config) as soon as that subcommand exists in the CLI; until then, nothing.
-    """
-    from raftsched.cli.main import build_parser
-
-    available = _subcommands(build_parser())
-    return [
-        ChildSpec(
-            name=command,
-            argv=[*base_cmd, command],
-            log_path=layout.log_dir / f"{command}.log",
-            env=env,
-            cwd=layout.home,
-        )
-        for command in ("worker", "webserver")
-        if command in available
-    ]
+    count = WEBSERVERS_BEHIND_NGINX if nginx_available() else 1
+    return plan_web_farm(layout.config_path, count, port, layout.home / "web", env=env)
 
 
-def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return set(action.choices)
-    return set()
+def ensure_admin_user(engine: Engine, password_file: Path) -> list[str]:
+    """On a database without users, create ``admin`` with a random password, kept in a file
+    readable by its owner only (as Airflow's standalone does). Returns notes for the banner."""
+    from raftsched.store.users import create_user, list_users
+
+    if list_users(engine):
+        return []
+    password = secrets.token_urlsafe(12)
+    create_user(engine, ADMIN_USER, password, "admin")
+    password_file.unlink(missing_ok=True)
+    _write_new(password_file, password + "\n")
+    return [f"created the web UI user {ADMIN_USER!r}; its password is in {password_file}"]
 
 
 @dataclass(frozen=True)
@@ -301,6 +328,7 @@ class Banner:
     specs: list[ChildSpec]
     pids: dict[str, int]
     notes: list[str]
+    web: FarmPlan
 
     def render(self, db: str) -> str:
         config, layout = self.config, self.layout
@@ -327,8 +355,15 @@ class Banner:
                 f"    {spec.name:<10} pid {self.pids.get(spec.name)}  log {spec.log_path}"
                 for spec in others
             ]
+        mode = (
+            f"nginx in front of {len(self.web.web_addresses)} webservers"
+            if self.web.lb_address
+            else "one webserver (nginx is not installed, so no load balancer)"
+        )
         lines += [
             "",
+            f"  web UI:  {self.web.url}  ({mode})",
+            f"           user {ADMIN_USER!r}, password in {layout.home / 'admin-password.txt'}",
             f"  status:  raftsched --config {layout.config_path} cluster status",
             "  stop:    press Ctrl-C (or send SIGTERM to this process)",
         ]

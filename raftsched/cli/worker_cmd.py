@@ -22,8 +22,6 @@ import threading
 from types import FrameType
 from typing import Any
 
-from raftsched.errors import ConfigError
-
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser(
@@ -76,18 +74,17 @@ def resolve(
     args: argparse.Namespace, env: dict[str, str] | None = None
 ) -> tuple[list[str], str | None]:
     """(servers, token) from the flags, the environment and the config, first match wins."""
+    from raftsched.addresses import cluster_api_addresses
     from raftsched.config import load_config
 
     env = dict(os.environ if env is None else env)
-    config = load_config(args.config).worker
+    settings = load_config(args.config, env)
+    config = settings.worker
     text = args.server or env.get("RAFTSCHED_SERVER") or ",".join(config.servers)
     servers = [s.strip() for s in text.split(",") if s.strip()]
     if not servers:
-        raise ConfigError(
-            "no cluster address: pass --server host:port[,host:port...], set RAFTSCHED_SERVER"
-            " or [worker] servers",
-            key="worker.servers",
-        )
+        # The cluster this config describes: every node's gRPC address.
+        servers = cluster_api_addresses(settings)
     token = args.token or env.get("RAFTSCHED_TOKEN") or config.token or None
     return servers, token
 

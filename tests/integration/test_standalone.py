@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -63,14 +64,24 @@ def _alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_standalone_smoke(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    base = free_ports(1, offsets=(0, 1, 2, 100, 101, 102))[0]
+    base = free_ports(1, offsets=(0, 1, 2, 100, 101, 102, 200, 201, 202))[0]
+    web_port = free_ports(1, offsets=(0, 1, 2))[0]
     out_path = tmp_path / "standalone.out"
     env = child_env()
     config = home / "raftsched.cfg"
     cli = [sys.executable, "-m", "raftsched", "--config", str(config)]
     with open(out_path, "wb") as out:
         proc = subprocess.Popen(
-            [*cli[:3], "standalone", "--home", str(home), "--base-port", str(base)],
+            [
+                *cli[:3],
+                "standalone",
+                "--home",
+                str(home),
+                "--base-port",
+                str(base),
+                "--web-port",
+                str(web_port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -124,7 +135,38 @@ def test_standalone_smoke(tmp_path: Path) -> None:
                 return 0
 
         wait_for(example_runs, timeout=90, what="example DAG runs in the DB", interval=0.5)
+
+        # The worker runs the example DAGs to green (the flaky example may still be retrying).
+        def runs_by_state() -> dict[str, int]:
+            with engine.connect() as conn:
+                rows = conn.execute(sa.text("SELECT state, count(*) FROM dag_run GROUP BY state"))
+                return {state: count for state, count in rows}
+
+        wait_for(
+            lambda: runs_by_state().get("success", 0) >= 2,
+            timeout=120,
+            what="two example runs to succeed",
+            interval=1.0,
+            describe=lambda: str(runs_by_state()),
+        )
+        assert runs_by_state().get("failed", 0) == 0, runs_by_state()
         engine.dispose()
+
+        # The web UI answers through its front door (nginx when installed), with a leader.
+        assert f"web UI:  http://127.0.0.1:{web_port}" in banner, banner
+        password_file = home / "admin-password.txt"
+        assert password_file.stat().st_mode & 0o077 == 0 and password_file.read_text().strip()
+
+        def web_health() -> bool:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{web_port}/health", timeout=5
+                ) as response:
+                    return response.status == 200
+            except OSError:
+                return False
+
+        wait_for(web_health, timeout=60, what="the web UI's /health to answer 200", interval=0.5)
 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0, output()[-3000:]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cli.main import build_parser, main
+from raftsched.cli.main import build_parser
 from raftsched.cli.worker_cmd import resolve
 
 
@@ -30,14 +30,17 @@ def test_flags_win_over_env_and_env_over_config(config_file: Path) -> None:
     assert resolve(args, {}) == (["10.0.0.1:50051", "10.0.0.2:50051"], "from-config")  # type: ignore[arg-type]
 
 
-def test_no_server_anywhere_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_without_servers_the_worker_uses_the_clusters_api_addresses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAFTSCHED_HOME", str(tmp_path))
     for var in ("RAFTSCHED_SERVER", "RAFTSCHED_CONFIG", "RAFTSCHED__WORKER__SERVERS"):
         monkeypatch.delenv(var, raising=False)
-    assert main(["worker"]) == 2
-    assert "no cluster address: pass --server" in capsys.readouterr().err
+    config_file = tmp_path / "raftsched.cfg"
+    config_file.write_text("[cluster]\nnodes = 127.0.0.1:7101,127.0.0.1:7102\n")
+    args = parse("--config", str(config_file), "worker")
+    servers, _ = resolve(args, {})  # type: ignore[arg-type]
+    assert servers == ["127.0.0.1:7301", "127.0.0.1:7302"]
 
 
 def test_concurrency_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
