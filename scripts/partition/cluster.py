@@ -3,9 +3,16 @@
 Node i runs ``python -m raftsched --config FILE scheduler --address <ip_i>:7101`` inside
 namespace i (all nodes share one config: ``[cluster] nodes`` lists the namespace addresses);
 its log goes to ``<workdir>/logs/node-<i>.log``; its admin endpoint is ``http://<ip_i>:7201``,
-reached from the root namespace over the bridge. The metadata DB is a ``PostgresServer`` on
+reached from the root namespace over the bridge, and its gRPC API (what the workers call)
+listens at ``<ip_i>:7301`` (Raft port + 200), with the bearer tokens ``api_tokens`` names
+(``{"worker_tokens": ..., "admin_tokens": ...}``). The metadata DB is a ``PostgresServer`` on
 the bridge address, or, when PostgreSQL cannot run here, a SQLite file in the workdir (the
 namespaces share the file system; the ``db-restart`` nemesis is then unavailable).
+
+DAG files can be written after the nodes are up (``write_dags``): their start_date then
+follows the moment the cluster could run them, and the nodes pick them up within
+``min_file_process_interval``. ``workers`` (a ``workload.Workers``, when set) is what the
+``kill-worker`` nemesis kills and restarts.
 
 ``Observer`` polls every node's ``/status`` in the background and keeps the leader changes
 and every (node, digest_index, digest) it saw, for the report and the checker.
@@ -28,12 +35,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scripts.partition.checker import DigestSample
+from scripts.partition.history import DigestSample
 from scripts.partition.netns import Hosts
 from scripts.partition.pgserver import PostgresServer
 
 RAFT_PORT = 7101
 ADMIN_OFFSET = 100
+API_OFFSET = 200
 STOP_TIMEOUT = 10.0
 
 
@@ -64,6 +72,7 @@ class NetnsCluster:
         db: PostgresServer | None,
         db_url: str,
         secret: str = "partition-secret-0123456789abcdef",
+        api_tokens: Mapping[str, str] | None = None,
     ) -> None:
         self.network = hosts
         self.hosts = hosts
@@ -75,8 +84,8 @@ class NetnsCluster:
         self.log_dir = workdir / "logs"
         for folder in (self.dags_folder, self.log_dir, workdir / "data"):
             folder.mkdir(parents=True, exist_ok=True)
-        for name, source in dags.items():
-            (self.dags_folder / name).write_text(source)
+        self.write_dags(dags)
+        self.workers: Any = None  # workload.Workers, for the kill-worker nemesis
         self.config_path = workdir / "raftsched.cfg"
         self.config_path.write_text(
             config_text(
@@ -95,6 +104,7 @@ class NetnsCluster:
                         "data_dir": workdir / "data",
                     },
                     "scheduler": {"scheduler_heartbeat_sec": 1, "min_file_process_interval": 2},
+                    "api": dict(api_tokens or {}),
                 }
             )
         )
@@ -154,6 +164,18 @@ class NetnsCluster:
         self._signal(i, signal.SIGCONT)
         self._paused.discard(i)
 
+    def workers_unavailable_reason(self) -> str | None:
+        return None if self.workers is not None else "no workers in this run"
+
+    def kill_worker(self, i: int) -> None:
+        self.workers.kill(i)
+
+    def restart_worker(self, i: int) -> None:
+        self.workers.restart(i)
+
+    def worker_pid(self, i: int) -> int | None:
+        return self.workers.pid(i)
+
     def db_unavailable_reason(self) -> str | None:
         return None if self.db is not None else "SQLite metadata DB: nothing to restart"
 
@@ -167,6 +189,13 @@ class NetnsCluster:
             self.db.start()
 
     # -- lifecycle ---------------------------------------------------------------------------
+
+    def write_dags(self, dags: Mapping[str, str]) -> None:
+        """Write DAG files atomically (a node never parses half a file)."""
+        for name, source in dags.items():
+            tmp = self.dags_folder / f".{name}.tmp"
+            tmp.write_text(source)
+            tmp.replace(self.dags_folder / name)
 
     def migrate(self) -> None:
         log = self.log_dir / "migrate.log"
@@ -237,6 +266,27 @@ class NetnsCluster:
 
     def statuses(self) -> dict[int, dict[str, Any] | None]:
         return {i: self.status(i) for i in range(len(self.addresses))}
+
+    @property
+    def api_addresses(self) -> list[str]:
+        return [f"{h.address}:{RAFT_PORT + API_OFFSET}" for h in self.hosts.hosts]
+
+    def grpc_serving(self, i: int, timeout: float = 2.0) -> str | None:
+        """None when node i's gRPC health check answers SERVING, else what it answered."""
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        channel = grpc.insecure_channel(self.api_addresses[i])
+        try:
+            stub = health_pb2_grpc.HealthStub(channel)
+            answer = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout)
+        except grpc.RpcError as err:
+            return f"{err.code().name}: {err.details()}"  # type: ignore[attr-defined]
+        finally:
+            channel.close()
+        if answer.status != health_pb2.HealthCheckResponse.SERVING:
+            return health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+        return None
 
     def log_path(self, i: int) -> Path:
         return self.log_dir / f"node-{i}.log"

@@ -1,23 +1,55 @@
-"""The partition suite's entry point (``scripts/partition/run``).
+"""The partition suite's entry point (``scripts/partition/run``). Needs root (namespaces,
+iptables); ``--dry-run`` does not.
 
-    scripts/partition/run --profile short --seed 7 --duration 60 --report report.json
+    scripts/partition/run --profile short --seed 1 --duration 90 --report report.json
     scripts/partition/run --seed 7 --dry-run          # print the fault schedule only
     scripts/partition/run --cleanup 1a2b3c            # remove what a crashed run left
 
 A run: N namespaces on a private bridge (``netns``), a private PostgreSQL on the bridge
 address (SQLite when PostgreSQL cannot run), N real ``raftsched scheduler`` nodes inside the
-namespaces, a workload of second-granular DAGs with catch-up whose end_date closes the fault
-window, the seeded fault schedule (``schedule`` + ``nemesis``), a settle phase, then the
-checker over the DB and the nodes' statuses, a verdict per invariant and a JSON report.
+namespaces, waiting until each serves gRPC (health SERVING), then the workload
+(``workload``): three DAGs of 1-, 2- and 5-second schedules with catch-up whose end_date
+closes the fault window, tasks of 0-3 s, one failing once and retried, one failing every try
+(its runs end failed), run by 2 ``raftsched worker`` processes in the root namespace against
+every node's gRPC address; each task records its real execution (start, end, try, pid) to
+its worker's JSONL file. Then the seeded fault schedule (``schedule`` + ``nemesis``:
+partitions, packet loss, kill -9 and SIGSTOP of nodes, DB restarts, kill -9 of a worker), a
+drain (the workers finish the due runs: bounded), the workers paused, a settle (every node at
+the same applied index, the outbox all in the DB), and the checker over the DB rows, the
+nodes' statuses and the executions: a verdict per invariant and a JSON report.
 
-Not wired yet (no workers exist in the tree at the time of writing): the workload runs no task
-attempts, so invariants 2 and 3 are checked over zero attempts; when workers exist, start
-them in the root namespace against the nodes' gRPC addresses and pass their execution
-records to ``load_history(executions=...)``.
+The short profile (CI: ``tests/chaos/test_partition_short.py``, seed 1, 90 s of faults, about
+2 minutes in all) and the long one, for a soak before a release::
+
+    sudo scripts/partition/run --profile long --duration 1800 --report long.json \
+        --workdir /tmp/partition-long        # keep node/worker logs and executions
+
+The long profile holds each fault 5-30 s (short: 3-8 s) and settles 8-15 s between faults:
+leases expire mid-partition and catch-up backlogs build. Allow ~40 minutes with setup and
+drain; the seed is printed first (``--seed`` repeats a schedule: the same faults at the same
+times, on any machine).
+
+Reading the report: the last lines printed are one ``PASS``/``FAIL`` line per invariant with
+how many things it checked (``note:`` lines add context, such as ``408 leased attempts, 408
+worker executions``), then a summary: seed, faults, leader changes and the counts (runs,
+finished and failed runs, leased attempts, executions, worker kills). ``--report FILE``
+writes the JSON (``report.py`` documents it): ``verdict``; ``invariants[]`` with
+``checked``, ``notes`` and ``violations``; a flat ``violations[]`` (each with its invariant,
+kind, a readable ``detail`` and the rows involved in ``data``); ``timeline[]`` of every
+fault's start and heal (what it hit: nodes, sides, pids) plus the drain and settle phases;
+``leader_changes[]`` as the observer saw them; ``environment`` (run id, subnet, DB, which
+nemeses were unavailable here and why, the drain's outcome). To investigate a violation,
+line its ``data`` timestamps up with ``timeline``/``leader_changes``, then read
+``<workdir>/logs/node-<i>.log`` (faults are marked in them with ``--- partition:`` lines),
+``logs/worker-<i>.log`` and ``executions/<worker>.jsonl``.
+
+Invariants 2 and 3 FAIL as VACUOUS when no attempt was leased or no execution recorded (a
+check over nothing proves nothing); a 6th verdict (liveness) FAILs a due run that is neither
+finished nor legitimately still running (STUCK).
 
 Exit: 0 all invariants hold, 1 a violation, 2 usage / environment (not root, no netns),
-3 the cluster never came up (no leader), 130 interrupted (SIGINT/SIGTERM: everything the
-run made is removed first). A cluster that never settles fails (1), saying so.
+3 the cluster never came up (no leader, or no gRPC), 130 interrupted (SIGINT/SIGTERM:
+everything the run made is removed first). A cluster that never settles fails (1), saying so.
 """
 
 from __future__ import annotations
@@ -28,13 +60,13 @@ import random
 import shutil
 import sys
 import tempfile
-import textwrap
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from scripts.partition import checker, netns, report, schedule
+from scripts.partition import checker, netns, report, schedule, workload
+from scripts.partition.history import NodeStatus, load_executions, load_history
 from scripts.partition.nemesis import Timeline, availability, execute
 
 EXIT_USAGE = 2
@@ -43,6 +75,9 @@ EXIT_INTERRUPTED = 130
 DEFAULT_DURATION = {"short": 60.0, "long": 600.0}
 SETTLE_TIMEOUT = 120.0
 LEADER_TIMEOUT = 90.0
+GRPC_TIMEOUT = 60.0
+DRAIN_TIMEOUT = {"short": 45.0, "long": 300.0}
+STALL_SECONDS = 20.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,6 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--duration", type=float, help="seconds of faults (default: short 60, long 600)"
     )
     parser.add_argument("--nodes", type=int, default=3, help="scheduler nodes (3)")
+    parser.add_argument("--workers", type=int, default=2, help="raftsched workers (2)")
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--dry-run", action="store_true", help="print the schedule and exit")
     parser.add_argument("--workdir", type=Path, help="keep node logs and data here")
@@ -66,8 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.seed = random.randrange(1 << 31)
     if args.duration is None:
         args.duration = DEFAULT_DURATION[args.profile]
-    if args.duration <= 0 or not 3 <= args.nodes <= 9:
-        parser.error("--duration must be > 0 and --nodes 3..9")
+    if args.duration <= 0 or not 3 <= args.nodes <= 9 or not 1 <= args.workers <= 8:
+        parser.error("--duration must be > 0, --nodes 3..9 and --workers 1..8")
     return args
 
 
@@ -96,38 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def workload(start: datetime, end: datetime) -> dict[str, str]:
-    """DAG files: 1-second and 5-second cron DAGs with catch-up over [start, end]."""
-
-    def dag(dag_id: str, cron: str) -> str:
-        return textwrap.dedent(
-            f"""\
-            from datetime import datetime
-
-            from raftsched import DAG, BashTask
-
-            with DAG(
-                {dag_id!r},
-                schedule={cron!r},
-                start_date=datetime.fromisoformat({start.isoformat()!r}),
-                end_date=datetime.fromisoformat({end.isoformat()!r}),
-                catchup=True,
-                max_active_runs=1000000,
-            ) as dag:
-                BashTask("noop", command="true")
-            """
-        )
-
-    return {
-        "pt_every_second.py": dag("pt_every_second", "* * * * * *"),
-        "pt_every_5s.py": dag("pt_every_5s", "* * * * * */5"),
-    }
-
-
 def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
-    import sqlalchemy as sa
-    from sqlalchemy.pool import NullPool
-
     from scripts.partition.cluster import NetnsCluster, Observer
     from scripts.partition.pgserver import PostgresServer
     from scripts.partition.pgserver import unavailable_reason as pg_unavailable
@@ -135,11 +140,11 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
     started_at = datetime.now(UTC)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="raftsched-partition-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    env: dict[str, Any] = {"nodes": args.nodes, "workdir": str(workdir)}
+    env: dict[str, Any] = {"nodes": args.nodes, "workers": args.workers, "workdir": str(workdir)}
     db = None
     cluster = None
     observer = None
-    timeline = Timeline()
+    workers = None
     with netns.Hosts(args.nodes) as hosts:
         env.update(run_id=hosts.run_id, subnet=str(hosts.subnet))
         print(f"run {hosts.run_id}: namespaces on {hosts.subnet}, workdir {workdir}")
@@ -152,51 +157,67 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 env["db_note"] = f"SQLite: {pg_unavailable()}"
                 db_url = f"sqlite:///{workdir / 'metadata.db'}"
             env["db_url"] = db_url
-            first = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
-            end = first + timedelta(seconds=args.duration)
-            cluster = NetnsCluster(hosts, workdir, dags=workload(first, end), db=db, db_url=db_url)
-            env["nemeses"] = availability(cluster)
+            cluster = NetnsCluster(
+                hosts,
+                workdir,
+                dags={},
+                db=db,
+                db_url=db_url,
+                api_tokens={
+                    "worker_tokens": workload.WORKER_TOKEN,
+                    "admin_tokens": workload.ADMIN_TOKEN,
+                },
+            )
             cluster.start()
             if not _wait(lambda: cluster.leader() is not None, LEADER_TIMEOUT):
-                return _no_cluster(args, cluster, timeline, env, started_at, "no leader elected")
+                return _no_cluster(args, cluster, env, "no leader elected")
+            if not _wait(lambda: _grpc_down(cluster) is None, GRPC_TIMEOUT, interval=1.0):
+                why = f"the nodes do not serve gRPC: {_grpc_down(cluster)}"
+                return _no_cluster(args, cluster, env, why)
+            workers = workload.Workers(workdir, cluster.api_addresses, count=args.workers)
+            cluster.workers = workers
+            env["nemeses"] = availability(cluster)
+            env["worker_settings"] = {
+                "count": args.workers,
+                "concurrency": workload.CONCURRENCY,
+                "lease_ttl": workload.LEASE_TTL,
+                "heartbeat_interval": workload.HEARTBEAT_INTERVAL,
+            }
+            script = workdir / "pt_task.sh"
+            script.write_text(workload.TASK_SCRIPT)
+            first = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+            end = first + timedelta(seconds=args.duration)
+            env["window"] = {"first": first.isoformat(), "end": end.isoformat()}
+            cluster.write_dags(workload.dag_files(first, end, script))
+            workers.start()
             timeline = Timeline()
             observer = Observer(cluster, time.monotonic())
             observer.start()
             execute(steps, cluster, timeline)
             _wait(lambda: datetime.now(UTC) > end + timedelta(seconds=2), args.duration + 30)
+            timeline.log("drain", "begin")
+            drained = _drain(db_url, end, timeout=DRAIN_TIMEOUT[args.profile])
+            timeline.log("drain", "end", **drained)
+            workers.pause()  # no lease, outcome or heartbeat from here on: the rows hold still
             timeline.log("settle", "begin")
             settled = _wait(lambda: _settled(cluster), SETTLE_TIMEOUT)
             timeline.log("settle", "end", settled=settled)
             observer.stop()
             raw = cluster.statuses()
-            statuses = [checker.NodeStatus.from_json(cluster.names[i], s) for i, s in raw.items()]
-            engine = sa.create_engine(db_url, poolclass=NullPool)
-            try:
-                history = checker.load_history(
-                    engine,
-                    statuses=statuses,
-                    due_until=end,
-                    digest_samples=sorted(observer.digests, key=lambda d: d.digest_index),
-                )
-            finally:
-                engine.dispose()
+            statuses = [NodeStatus.from_json(cluster.names[i], s) for i, s in raw.items()]
+            executions = load_executions(workers.exec_logs)  # before the rows: see _read
+            history = _read(db_url, statuses, end, executions, observer)
+            workers.close()
             verdicts = checker.check(history)
             print(checker.format_verdicts(verdicts))
-            env["settled"] = settled
+            env.update(settled=settled, drained=drained)
             data = report.build(
                 verdicts,
                 seed=args.seed,
                 profile=args.profile,
                 timeline=timeline.events,
                 leader_changes=observer.leader_changes,
-                counts={
-                    "dags": len(history.dags),
-                    "runs": len(history.runs),
-                    "attempts": len(history.attempts),
-                    "faults": sum(1 for e in timeline.events if e["action"] == "start"),
-                    "status_polls": observer.polls,
-                    "digests_sampled": len(observer.digests),
-                },
+                counts=_counts(history, timeline, observer, workers),
                 environment=env,
                 started_at=started_at,
             )
@@ -207,12 +228,127 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
         finally:
             if observer is not None:
                 observer.stop()
+            if workers is not None:
+                workers.close()
             if cluster is not None:
                 cluster.close()
             if db is not None:
                 db.cleanup()
             if args.workdir is None and not args.report:
                 shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _grpc_down(cluster: Any) -> str | None:
+    """None when every node's gRPC health check says SERVING, else the first complaint."""
+    for i, name in enumerate(cluster.names):
+        why = cluster.grpc_serving(i)
+        if why is not None:
+            return f"{cluster.api_addresses[i]} ({name}): {why}"
+    return None
+
+
+def _engine(db_url: str) -> Any:
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    return sa.create_engine(db_url, poolclass=NullPool)
+
+
+def _drain(db_url: str, end: datetime, *, timeout: float) -> dict[str, Any]:
+    """Let the workers finish the due runs: until every due slot has a finished run, the
+    count of unfinished runs has not moved for ``STALL_SECONDS``, or ``timeout``."""
+    started = time.monotonic()
+    last: tuple[int, int] | None = None
+    moved = time.monotonic()
+    progress = {"due": 0, "runs": 0, "unfinished": 0}
+    engine = _engine(db_url)
+    try:
+        while time.monotonic() - started < timeout:
+            try:
+                progress = _due_progress(engine, end)
+            except Exception as err:  # the DB may be restarting: try again
+                progress["error"] = str(err).splitlines()[0]
+            else:
+                if progress["runs"] >= progress["due"] and progress["unfinished"] == 0:
+                    break
+                now = (progress["runs"], progress["unfinished"])
+                if now != last:
+                    last, moved = now, time.monotonic()
+                elif time.monotonic() - moved > STALL_SECONDS:
+                    progress["stalled"] = True
+                    break
+            time.sleep(1.0)
+    finally:
+        engine.dispose()
+    return {**progress, "seconds": round(time.monotonic() - started, 1)}
+
+
+def _due_progress(engine: Any, end: datetime) -> dict[str, Any]:
+    import sqlalchemy as sa
+
+    from raftsched.core.model import DagSpec, ScheduleKind
+    from raftsched.core.timetable import timetable_for
+    from raftsched.store import tables as t
+
+    with engine.connect() as conn:
+        specs = [DagSpec.from_dict(row.spec) for row in conn.execute(sa.select(t.dags.c.spec))]
+        dr = t.dag_run.c
+        scheduled = sa.and_(dr.run_type == "scheduled", dr.logical_date <= end)
+        runs = conn.execute(sa.select(sa.func.count()).where(scheduled)).scalar_one()
+        unfinished = conn.execute(
+            sa.select(sa.func.count()).where(scheduled, dr.state.not_in(["success", "failed"]))
+        ).scalar_one()
+    due = 0
+    for spec in specs:
+        if spec.schedule.kind is ScheduleKind.NONE or not spec.catchup:
+            continue
+        slots = timetable_for(spec).slots_between(None, end, checker.MAX_SLOTS_PER_DAG)
+        due += sum(1 for s in slots if s.logical_date <= end)
+    return {"due": due, "runs": int(runs), "unfinished": int(unfinished)}
+
+
+def _read(
+    db_url: str,
+    statuses: list[NodeStatus],
+    end: datetime,
+    executions: list[Any],
+    observer: Any,
+) -> Any:
+    """The history. Executions are read first: each began after its lease was committed,
+    and the cluster has settled since, so its attempt row is in the DB by now."""
+    engine = _engine(db_url)
+    try:
+        return load_history(
+            engine,
+            statuses=statuses,
+            due_until=end,
+            executions=executions,
+            digest_samples=sorted(observer.digests, key=lambda d: d.digest_index),
+            expect_executions=True,
+        )
+    finally:
+        engine.dispose()
+
+
+def _counts(history: Any, timeline: Timeline, observer: Any, workers: Any) -> dict[str, Any]:
+    leased = [a for a in history.attempts if a.leased]
+    return {
+        "dags": len(history.dags),
+        "runs": len(history.runs),
+        "runs_finished": sum(1 for r in history.runs if r.state in ("success", "failed")),
+        "runs_failed": sum(1 for r in history.runs if r.state == "failed"),
+        "attempts": len(leased),
+        "attempts_failed": sum(1 for a in leased if a.state == "failed"),
+        "task_rows": len(history.attempts),
+        "executions": len(history.executions),
+        "executions_killed": sum(
+            1 for e in history.executions if e.ended_at is not None and e.exit_code is None
+        ),
+        "worker_kills": workers.kills,
+        "faults": sum(1 for e in timeline.events if e["action"] == "start"),
+        "status_polls": observer.polls,
+        "digests_sampled": len(observer.digests),
+    }
 
 
 def _settled(cluster: Any) -> bool:
@@ -239,14 +375,7 @@ def _wait(check: Any, timeout: float, interval: float = 0.5) -> bool:
     return bool(check())
 
 
-def _no_cluster(
-    args: argparse.Namespace,
-    cluster: Any,
-    timeline: Timeline,
-    env: dict[str, Any],
-    started_at: datetime,
-    why: str,
-) -> int:
+def _no_cluster(args: argparse.Namespace, cluster: Any, env: dict[str, Any], why: str) -> int:
     env["error"] = why
     env["log_tails"] = {name: cluster.log_tail(i) for i, name in enumerate(cluster.names)}
     data = report.build([], seed=args.seed, profile=args.profile, environment=env)

@@ -18,6 +18,10 @@ never a fast "unreachable" error.
 - ``delay``: ``tc qdisc netem delay`` on one node's interface; reports itself unavailable on a
   kernel without sch_netem (such as this machine's).
 - ``db-restart``: stop the metadata DB; heal starts it again.
+- ``kill-worker``: kill -9 a worker process (not its running tasks: they finish on their own,
+  as after a real crash, and their leases expire); heal starts a new worker in its place.
+  Needs a cluster with workers (``workers_unavailable_reason``, ``kill_worker``,
+  ``restart_worker``, ``worker_pid``); reports itself unavailable otherwise.
 
 Every start and stop is logged to a ``Timeline`` with the wall time. ``execute`` runs a whole
 schedule and heals everything at the end, also when interrupted.
@@ -273,8 +277,30 @@ class DbRestart(Nemesis):
         return {}
 
 
+class KillWorker(Nemesis):
+    name = "kill-worker"
+
+    def unavailable(self, cluster: Cluster) -> str | None:
+        reason = getattr(cluster, "workers_unavailable_reason", None)
+        return "the cluster has no workers" if reason is None else reason()
+
+    def start(self, cluster: Cluster) -> dict[str, Any]:
+        workers = cluster.workers  # type: ignore[attr-defined]
+        self.worker = int(self.params.get("worker", 0)) % workers.count
+        pid = cluster.worker_pid(self.worker)  # type: ignore[attr-defined]
+        if pid is None:
+            raise Skip(f"worker {self.worker} is not running")
+        cluster.kill_worker(self.worker)  # type: ignore[attr-defined]
+        return {"worker": self.worker, "pid": pid}
+
+    def stop(self, cluster: Cluster) -> dict[str, Any]:
+        cluster.restart_worker(self.worker)  # type: ignore[attr-defined]
+        return {"worker": self.worker, "pid": cluster.worker_pid(self.worker)}  # type: ignore[attr-defined]
+
+
 KINDS: dict[str, type[Nemesis]] = {
-    k.name: k for k in (IsolateLeader, Split, Bridge, Kill, PauseLeader, Loss, Delay, DbRestart)
+    k.name: k
+    for k in (IsolateLeader, Split, Bridge, Kill, PauseLeader, Loss, Delay, DbRestart, KillWorker)
 }
 
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scripts.partition.checker import Verdict
+from scripts.partition.verdict import Verdict
 
 SCHEMA_VERSION = 1
 EXIT_PASS = 0

@@ -26,6 +26,7 @@ NEMESES: tuple[str, ...] = (
     "loss",
     "delay",
     "db-restart",
+    "kill-worker",
 )
 
 
@@ -37,9 +38,11 @@ class Profile:
     weights: dict[str, int] = field(default_factory=dict)
 
 
+# kill-worker weighs double: the other eight faults all hit the cluster, it hits the workers
+WEIGHTS = {"kill-worker": 2}
 PROFILES: dict[str, Profile] = {
-    "short": Profile((3.0, 8.0), (4.0, 6.0), 5.0),
-    "long": Profile((5.0, 30.0), (8.0, 15.0), 10.0),
+    "short": Profile((3.0, 8.0), (4.0, 6.0), 5.0, WEIGHTS),
+    "long": Profile((5.0, 30.0), (8.0, 15.0), 10.0, WEIGHTS),
 }
 
 
@@ -98,6 +101,8 @@ def _params(name: str, rng: random.Random, nodes: int) -> dict[str, Any]:
     if name == "delay":
         a, b = rng.sample(range(nodes), 2)
         return {"link": [a, b], "delay_ms": rng.choice([50, 200, 500])}
+    if name == "kill-worker":
+        return {"worker": rng.randrange(2)}
     if name in ("split", "bridge"):
         return {"shuffle": rng.randrange(1 << 30)}
     return {}

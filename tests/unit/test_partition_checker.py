@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -15,17 +16,16 @@ import itertools
 
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind
 from scripts.partition import nemesis, report, schedule
-from scripts.partition.checker import (
+from scripts.partition.checker import Verdict, all_ok, check, format_verdicts
+from scripts.partition.history import (
     AttemptRow,
     DigestSample,
     Execution,
     History,
     NodeStatus,
     RunRow,
-    Verdict,
-    all_ok,
-    check,
-    format_verdicts,
+    load_executions,
+    with_tokens,
 )
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -42,9 +42,11 @@ def spec(dag_id: str = "every_5s", *, catchup: bool = True, every: int = 5) -> D
     )
 
 
-def run(i: int, dag_id: str = "every_5s", run_id: str | None = None) -> RunRow:
+def run(
+    i: int, dag_id: str = "every_5s", run_id: str | None = None, state: str = "success"
+) -> RunRow:
     when = T0 + 5 * i * S
-    return RunRow(dag_id, run_id or f"scheduled__{when.isoformat()}", when, "scheduled")
+    return RunRow(dag_id, run_id or f"scheduled__{when.isoformat()}", when, "scheduled", state)
 
 
 def attempt(
@@ -99,10 +101,13 @@ def clean() -> History:
         db_watermark=40,
         due_until=T0 + 50 * S,
         executions=[
-            Execution("every_5s", run(2).run_id, "work", 120, "w1", T0 + 11 * S, T0 + 40 * S),
-            Execution("every_5s", run(2).run_id, "work", 150, "w2", T0 + 42 * S, T0 + 44 * S),
+            Execution("every_5s", run(1).run_id, "work", 100, "w1", T0 + 6.1 * S, T0 + 8 * S, 1),
+            Execution("every_5s", run(2).run_id, "work", 120, "w1", T0 + 11 * S, T0 + 40 * S, 1),
+            Execution("every_5s", run(2).run_id, "work", 150, "w2", T0 + 42 * S, T0 + 44 * S, 2),
         ],
         digest_samples=[DigestSample("a", 300, "x"), DigestSample("b", 300, "x")],
+        expect_executions=True,
+        taken_at=T0 + 60 * S,
     )
 
 
@@ -119,6 +124,7 @@ def test_clean_history_passes_every_invariant() -> None:
         "dispatch_only_after_commit",
         "nothing_committed_lost",
         "replicas_agree",
+        "due_runs_finish",
     ]
     assert all(v.checked > 0 for v in verdicts)
     assert "PASS" in format_verdicts(verdicts)
@@ -183,8 +189,8 @@ def test_success_from_a_superseded_token_is_found() -> None:
 
 def test_overlapping_executions_are_found() -> None:
     h = clean()
-    first, second = h.executions
-    h.executions = [replace(first, ended_at=T0 + 43 * S), second]
+    other, first, second = h.executions
+    h.executions = [other, replace(first, ended_at=T0 + 43 * S), second]
     assert kinds(check(h)) == {"one_holder_per_attempt": {"DOUBLE_EXECUTION"}}
 
 
@@ -197,14 +203,14 @@ def test_clock_jitter_within_tolerance_is_not_a_double_holder() -> None:
 def test_reused_token_is_found() -> None:
     h = clean()
     h.attempts = [*h.attempts[:2], replace(h.attempts[2], lease_token=120)]
-    h.executions = []
+    h.executions, h.expect_executions = [], False
     assert kinds(check(h)) == {"dispatch_only_after_commit": {"TOKEN_REUSED"}}
 
 
 def test_token_out_of_log_order_and_beyond_commit_are_found() -> None:
     h = clean()
     h.attempts = [*h.attempts[:2], replace(h.attempts[2], lease_token=110)]
-    h.executions = []
+    h.executions, h.expect_executions = [], False
     assert kinds(check(h)) == {"dispatch_only_after_commit": {"TOKEN_ORDER"}}
     h.attempts = [*h.attempts[:2], replace(h.attempts[2], lease_token=9999)]
     assert kinds(check(h)) == {"dispatch_only_after_commit": {"TOKEN_BEYOND_COMMIT"}}
@@ -215,6 +221,121 @@ def test_execution_under_an_uncommitted_token_is_found() -> None:
     ghost = Execution("every_5s", run(5).run_id, "work", 130, "w9", T0 + 26 * S, T0 + 27 * S)
     h.executions = [*h.executions, ghost]
     assert kinds(check(h)) == {"dispatch_only_after_commit": {"UNCOMMITTED_EXECUTION"}}
+    h = clean()
+    no_row = replace(ghost, token=None, try_number=1)  # a try no attempt row has
+    h.executions = [*h.executions, no_row]
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"UNCOMMITTED_EXECUTION"}}
+
+
+def test_execution_that_began_before_its_lease_is_found() -> None:
+    h = clean()
+    early = replace(h.executions[0], started_at=T0 + 5 * S)  # leased at 6 s
+    h.executions = [early, *h.executions[1:]]
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"EXECUTED_BEFORE_LEASE"}}
+
+
+def test_no_leased_attempt_fails_as_vacuous() -> None:
+    h = clean()
+    h.attempts, h.executions, h.expect_executions = [], [], False
+    found = kinds(check(h))
+    assert found["one_holder_per_attempt"] == {"VACUOUS"}
+    assert found["dispatch_only_after_commit"] == {"VACUOUS"}
+    assert all_ok(check(h, require_attempts=False))
+    h = clean()
+    h.attempts = [replace(a, lease_token=None, worker_id=None) for a in h.attempts]
+    h.executions, h.expect_executions = [], False
+    assert "VACUOUS" in kinds(check(h))["one_holder_per_attempt"]
+
+
+def test_no_execution_recorded_fails_as_vacuous_and_success_without_one_is_phantom() -> None:
+    h = clean()
+    h.executions = []
+    assert kinds(check(h)) == {"one_holder_per_attempt": {"VACUOUS", "PHANTOM_SUCCESS"}}
+    h = clean()
+    h.executions = h.executions[1:]  # run 1's success was never executed
+    assert kinds(check(h)) == {"one_holder_per_attempt": {"PHANTOM_SUCCESS"}}
+
+
+def test_stuck_run_is_found_and_running_ones_are_not() -> None:
+    h = clean()
+    h.runs = [*h.runs[:3], replace(h.runs[3], state="queued"), *h.runs[4:]]
+    three = run(3).run_id
+    h.attempts = [
+        *h.attempts,
+        attempt(3, 1, 160, start=16, end=18, state="failed", run_id=three),
+        AttemptRow("every_5s", three, "work", 2, "queued", queued_at=T0 + 19 * S),
+    ]
+    h.executions = [
+        *h.executions,
+        Execution("every_5s", three, "work", 160, "w1", T0 + 16 * S, T0 + 18 * S, 1),
+    ]
+    verdict = check(h)[5]
+    assert [v.kind for v in verdict.violations] == ["STUCK"]
+    assert verdict.violations[0].data["run_id"] == three
+    h.taken_at = T0 + 40 * S  # queued 21 s ago: within the 30 s grace, still waiting
+    assert all_ok(check(h))
+    retrying = AttemptRow("every_5s", three, "work", 2, "up_for_retry")
+    h.attempts = [*h.attempts[:-1], retrying]
+    h.taken_at = T0 + 600 * S
+    assert all_ok(check(h))
+    h.attempts = [
+        *h.attempts[:-1],
+        replace(
+            h.attempts[-2],
+            try_number=2,
+            state="running",
+            lease_token=170,
+            start_date=T0 + 20 * S,
+            end_date=None,
+        ),
+    ]
+    assert kinds(check(h)) == {}
+
+
+def test_executions_are_loaded_from_worker_records_with_tokens_from_the_db(
+    tmp_path: Path,
+) -> None:
+    t0 = T0.timestamp()
+    rid = run(2).run_id
+
+    def line(event: str, pid: int, t: float, tried: int = 1, **extra: object) -> str:
+        rec = {
+            "event": event,
+            "dag_id": "every_5s",
+            "run_id": rid,
+            "task_id": "work",
+            "try": tried,
+            "pid": pid,
+            "worker": "w1",
+            "t": t0 + t,
+            **extra,
+        }
+        return json.dumps(rec)
+
+    (tmp_path / "w1.jsonl").write_text(
+        "\n".join(
+            [
+                line("start", 10, 11.0),
+                line("gone", 10, 40.05),
+                line("end", 10, 40.0, rc=1),
+                line("start", 11, 42.0, tried=2),  # killed: only the watcher saw it go
+                line("gone", 11, 43.5, tried=2),
+                line("start", 12, 50.0, tried=3),  # still running
+                '{"event": "end", "pid": 1',  # torn by a kill -9
+            ]
+        )
+    )
+    found = load_executions([tmp_path / "w1.jsonl", tmp_path / "missing.jsonl"])
+    assert [(e.pid, e.try_number, e.exit_code) for e in found] == [
+        (10, 1, 1),
+        (11, 2, None),
+        (12, 3, None),
+    ]
+    assert found[0].ended_at == T0 + 40 * S
+    assert found[1].ended_at == T0 + 43.5 * S
+    assert found[2].ended_at is None
+    tokened = with_tokens(found, clean().attempts)
+    assert [e.token for e in tokened] == [120, 150, None]
 
 
 def test_diverging_digests_are_found() -> None:
@@ -400,3 +521,116 @@ def test_leader_nemeses_skip_without_a_leader_and_the_rest_heal() -> None:
     ]
     assert ("kill", 1) in cluster.calls and ("restart", 1) in cluster.calls
     assert cluster.calls[-1] == ("db_start", -1)  # heal_everything ends with the DB
+
+
+class FakeWorkers:
+    count = 2
+
+    def __init__(self) -> None:
+        self.pids = {0: 500, 1: 501}
+
+    def kill(self, i: int) -> None:
+        self.pids[i] = None
+
+    def restart(self, i: int) -> None:
+        self.pids[i] = 600 + i
+
+
+class WorkerCluster(FakeCluster):
+    def __init__(self) -> None:
+        super().__init__(3, leader=0)
+        self.workers = FakeWorkers()
+
+    def workers_unavailable_reason(self) -> str | None:
+        return None
+
+    def kill_worker(self, i: int) -> None:
+        self.workers.kill(i)
+
+    def restart_worker(self, i: int) -> None:
+        self.workers.restart(i)
+
+    def worker_pid(self, i: int) -> int | None:
+        return self.workers.pids[i]
+
+
+def test_kill_worker_kills_and_restarts_a_worker_and_needs_workers() -> None:
+    assert nemesis.make("kill-worker").unavailable(FakeCluster()) == "the cluster has no workers"
+    cluster = WorkerCluster()
+    timeline = nemesis.Timeline()
+    steps = [
+        schedule.Step(0.0, 0.0, 0.0, "kill-worker", {"worker": 3}),
+        schedule.Step(0.0, 0.0, 0.0, "kill-worker", {"worker": 3}),
+    ]
+    nemesis.execute(steps, cluster, timeline)
+    events = [(e["action"], e["details"]) for e in timeline.events]
+    assert events[0] == ("start", {"planned_heal_at": 0.0, "worker": 1, "pid": 501})
+    assert events[1] == ("stop", {"worker": 1, "pid": 601})
+    assert events[2][1]["pid"] == 601
+    assert cluster.workers.pids == {0: 500, 1: 601}
+
+
+def test_task_script_records_normal_and_killed_executions(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from scripts.partition.workload import TASK_SCRIPT
+
+    script = tmp_path / "pt_task.sh"
+    script.write_text(TASK_SCRIPT)
+    log = tmp_path / "w.jsonl"
+    env = {
+        **os.environ,
+        "PT_EXEC_LOG": str(log),
+        "PT_WORKER": "w",
+        "RAFTSCHED_DAG_ID": "d",
+        "RAFTSCHED_RUN_ID": "r",
+        "RAFTSCHED_TASK_ID": "t",
+        "RAFTSCHED_TRY_NUMBER": "1",
+        "RAFTSCHED_LOGICAL_DATE": "2024-05-01T12:00:03+00:00",
+    }
+
+    def attempt(max_seconds: int, fail_until: int) -> subprocess.Popen[bytes]:
+        # as the worker runs it: bash -c, its own session, output on pipes
+        return subprocess.Popen(
+            ["bash", "-c", f"exec bash {script} {max_seconds} {fail_until}"],
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    assert attempt(0, 0).wait(timeout=20) == 0
+    assert attempt(0, 1).wait(timeout=20) == 1  # try 1 <= fail_until
+    victim = attempt(3, 0)
+    deadline = time.monotonic() + 10
+    while log.read_text().count('"start"') < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(victim.pid, signal.SIGKILL)
+    killed_at = datetime.now(UTC)
+    victim.communicate(timeout=10)  # the watcher holds none of the attempt's pipes
+    while log.read_text().count('"gone"') < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    found = load_executions([log])
+    assert [(e.exit_code, e.try_number) for e in found] == [(0, 1), (1, 1), (None, 1)]
+    assert all(e.ended_at is not None for e in found)
+    assert abs(found[2].ended_at - killed_at) < timedelta(seconds=1)
+
+
+def test_workload_dag_files_parse(tmp_path: Path) -> None:
+    from raftsched.dags.parser import parse_folder
+    from scripts.partition.workload import dag_files
+
+    for name, source in dag_files(T0, T0 + 60 * S, tmp_path / "pt_task.sh").items():
+        (tmp_path / name).write_text(source)
+    parsed = parse_folder(tmp_path, timeout=60, output_limit=10_000)
+    assert not parsed.errors, parsed.errors
+    tasks = {spec.dag_id: sorted(t.task_id for t in spec.tasks) for spec in parsed.specs}
+    assert tasks == {
+        "pt_every_second": ["quick", "work"],
+        "pt_every_2s": ["after", "flaky"],
+        "pt_every_5s": ["doomed", "wide_a", "wide_b"],
+    }
+    assert all(spec.catchup and spec.end_date == T0 + 60 * S for spec in parsed.specs)

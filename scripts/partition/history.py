@@ -1,0 +1,309 @@
+"""What a partition run recorded, as plain data: the ``History`` the checker judges.
+
+A ``History`` holds the DAG specs, the ``dag_run`` and ``task_instance`` rows read from the
+metadata DB after the cluster settled, the DB watermark, every node's ``/status`` (and the
+digests sampled during the run), and what the workers really executed. ``load_history``
+reads one from a live DB; tests build them by hand.
+
+Worker executions come from the workload's own side-effect log (see ``workload.py``): every
+task appends JSON lines to its worker's file, ``start`` before it does anything, ``end`` when
+it exits normally and ``gone`` from an outside watcher when its process is gone (also after
+a SIGKILL, which no process can record itself). ``load_executions`` folds them into one
+``Execution`` per attempt process; ``with_tokens`` names each one's fencing token from the
+DB attempt row of its (task, try_number), since the worker does not pass the token to the
+task. An execution whose try has no leased attempt row keeps ``token=None``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from raftsched.core.model import DagSpec
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    dag_id: str
+    run_id: str
+    logical_date: datetime
+    run_type: str = "scheduled"
+    state: str = "queued"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    state: str
+    worker_id: str | None = None
+    lease_token: int | None = None
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+    queued_at: datetime | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.dag_id, self.run_id, self.task_id)
+
+    @property
+    def leased(self) -> bool:
+        """A real attempt: a worker held it under a token (not a queued/waiting row)."""
+        return self.lease_token is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What a worker really ran (from the workload's own side-effect log)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    token: int | None  # None: no leased attempt row carries this try
+    worker_id: str
+    started_at: datetime
+    ended_at: datetime | None  # None: still running when the history was taken
+    try_number: int | None = None
+    pid: int | None = None
+    exit_code: int | None = None  # None: killed, or still running
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.dag_id, self.run_id, self.task_id)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """The fields of a node's ``GET /status`` the checker uses; ``reachable=False``: no answer."""
+
+    node: str
+    reachable: bool = True
+    role: str | None = None
+    term: int | None = None
+    leader: str | None = None
+    commit_index: int | None = None
+    applied_index: int | None = None
+    digest: str | None = None
+    digest_index: int | None = None
+    outbox_last_seq: int | None = None
+    outbox_acked_seq: int | None = None
+    db_watermark: int | None = None
+
+    @classmethod
+    def from_json(cls, node: str, data: Mapping[str, Any] | None) -> NodeStatus:
+        if data is None:
+            return cls(node, reachable=False)
+
+        def num(name: str) -> int | None:
+            value = data.get(name)
+            return None if value is None else int(value)
+
+        return cls(
+            node=node,
+            role=data.get("role"),
+            term=num("term"),
+            leader=data.get("leader"),
+            commit_index=num("commit_index"),
+            applied_index=num("applied_index"),
+            digest=data.get("digest"),
+            digest_index=num("digest_index"),
+            outbox_last_seq=num("outbox_last_seq"),
+            outbox_acked_seq=num("outbox_acked_seq"),
+            db_watermark=num("db_watermark"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DigestSample:
+    node: str
+    digest_index: int
+    digest: str
+
+
+@dataclass
+class History:
+    dags: Sequence[DagSpec]
+    runs: Sequence[RunRow]
+    attempts: Sequence[AttemptRow]
+    statuses: Sequence[NodeStatus]
+    db_watermark: int | None
+    due_until: datetime
+    paused: frozenset[str] = frozenset()
+    executions: Sequence[Execution] = ()
+    digest_samples: Sequence[DigestSample] = ()
+    leader_runs: frozenset[tuple[str, str]] | None = None  # (dag_id, run_id), when known
+    expect_executions: bool = False  # workers ran the workload: no execution is a failure
+    taken_at: datetime | None = None  # when the rows were read (run liveness is judged then)
+
+
+# -- loading from a live DB -----------------------------------------------------------------
+
+
+def load_history(
+    engine: Any,
+    *,
+    statuses: Sequence[NodeStatus],
+    due_until: datetime,
+    executions: Sequence[Execution] = (),
+    digest_samples: Sequence[DigestSample] = (),
+    leader_runs: frozenset[tuple[str, str]] | None = None,
+    expect_executions: bool = False,
+) -> History:
+    """Read the DAGs, runs, attempts and watermark from the metadata DB behind ``engine``.
+
+    ``executions`` without tokens (``token=None``) get theirs from the attempt rows read here.
+    """
+    import sqlalchemy as sa
+
+    from raftsched.store import tables as t
+
+    taken_at = datetime.now(UTC)
+    with engine.connect() as conn:
+        dag_rows = conn.execute(sa.select(t.dags.c.spec, t.dags.c.paused)).all()
+        dr = t.dag_run.c
+        runs = [
+            RunRow(r.dag_id, r.run_id, r.logical_date, r.run_type, r.state)
+            for r in conn.execute(
+                sa.select(dr.dag_id, dr.run_id, dr.logical_date, dr.run_type, dr.state)
+            )
+        ]
+        ti = t.task_instance.c
+        attempts = [
+            AttemptRow(
+                r.dag_id,
+                r.run_id,
+                r.task_id,
+                r.try_number,
+                r.state,
+                r.worker_id,
+                r.lease_token,
+                r.start_date,
+                r.end_date,
+                r.queued_at,
+            )
+            for r in conn.execute(
+                sa.select(
+                    ti.dag_id,
+                    ti.run_id,
+                    ti.task_id,
+                    ti.try_number,
+                    ti.state,
+                    ti.worker_id,
+                    ti.lease_token,
+                    ti.start_date,
+                    ti.end_date,
+                    ti.queued_at,
+                )
+            )
+        ]
+        watermark = conn.execute(
+            sa.select(t.materialize_watermark.c.seq).where(
+                t.materialize_watermark.c.id == t.WATERMARK_ROW_ID
+            )
+        ).scalar_one_or_none()
+    specs = [DagSpec.from_dict(row.spec) for row in dag_rows]
+    paused = frozenset(row.spec["dag_id"] for row in dag_rows if row.paused)
+    return History(
+        dags=specs,
+        runs=runs,
+        attempts=attempts,
+        statuses=statuses,
+        db_watermark=None if watermark is None else int(watermark),
+        due_until=due_until,
+        paused=paused,
+        executions=with_tokens(executions, attempts),
+        digest_samples=digest_samples,
+        leader_runs=leader_runs,
+        expect_executions=expect_executions,
+        taken_at=taken_at,
+    )
+
+
+# -- worker executions ----------------------------------------------------------------------
+
+
+def load_executions(paths: Iterable[Path]) -> list[Execution]:
+    """One ``Execution`` per attempt process found in the workload's JSONL files.
+
+    Lines are ``{"event": "start"|"end"|"gone", "dag_id", "run_id", "task_id", "try",
+    "pid", "worker", "t": unix seconds, "rc"?}``; a process is (worker, pid, start time).
+    A torn last line (the writer was killed mid-write) is skipped. ``ended_at`` is the
+    earliest of ``end`` and ``gone``; None when neither came (still running).
+    """
+    starts: dict[tuple[str, int], dict[str, Any]] = {}
+    ends: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for path in paths:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+                ident = (str(rec["worker"]), int(rec["pid"]))
+                event = rec["event"]
+                float(rec["t"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if event == "start":
+                starts[ident] = rec
+            elif event in ("end", "gone"):
+                ends.setdefault(ident, []).append(rec)
+    out = []
+    for ident, rec in starts.items():
+        started = float(rec["t"])
+        # a pid may be reused by a later process: only ends after this start belong to it
+        mine = [e for e in ends.get(ident, []) if float(e["t"]) >= started]
+        normal = [e for e in mine if e["event"] == "end"]
+        out.append(
+            Execution(
+                dag_id=str(rec["dag_id"]),
+                run_id=str(rec["run_id"]),
+                task_id=str(rec["task_id"]),
+                token=None,
+                worker_id=ident[0],
+                started_at=_when(started),
+                ended_at=_when(min(float(e["t"]) for e in mine)) if mine else None,
+                try_number=int(rec["try"]),
+                pid=ident[1],
+                exit_code=int(normal[0]["rc"]) if normal and "rc" in normal[0] else None,
+            )
+        )
+    out.sort(key=lambda e: (e.started_at, e.worker_id, e.pid or 0))
+    return _split_reused_pids(out)
+
+
+def _split_reused_pids(executions: list[Execution]) -> list[Execution]:
+    """With a reused pid, an ``end`` of the later process also follows the earlier start;
+    cap each execution's end at the next start of the same (worker, pid)."""
+    last: dict[tuple[str, int | None], int] = {}
+    for i, ex in enumerate(executions):
+        ident = (ex.worker_id, ex.pid)
+        if ident in last:
+            j = last[ident]
+            prev = executions[j]
+            if prev.ended_at is None or prev.ended_at > ex.started_at:
+                executions[j] = replace(prev, ended_at=ex.started_at)
+        last[ident] = i
+    return executions
+
+
+def with_tokens(executions: Sequence[Execution], attempts: Sequence[AttemptRow]) -> list[Execution]:
+    """Each execution's token from the leased attempt row of its (task, try_number)."""
+    tokens = {(a.key, a.try_number): a.lease_token for a in attempts if a.leased}
+    return [
+        ex
+        if ex.token is not None or ex.try_number is None
+        else replace(ex, token=tokens.get((ex.key, ex.try_number)))
+        for ex in executions
+    ]
+
+
+def _when(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
