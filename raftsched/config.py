@@ -101,14 +101,15 @@ class SchedulerConfig(_Section):
     min_file_process_interval: float = setting("30", s.number(ge=0))
     max_outbox: int = setting("50000", s.integer(ge=1))
     materialize_batch: int = setting("500", s.integer(ge=1))
-    run_retention_sec: float = setting("86400", s.number(ge=0))
+    run_retention_sec: float = setting("600", s.number(ge=0))
     max_runs_per_tick: int = setting("500", s.integer(ge=1))
     catchup_by_default: bool = setting("true", s.boolean)
 
 
 @dataclass(frozen=True, repr=False)
 class ApiConfig(_Section):
-    grpc_bind: str = setting("127.0.0.1:50051", s.address())
+    # Empty: the node's Raft host with port = Raft port + 200 (127.0.0.1:7101 -> :7301).
+    grpc_bind: str = setting("", s.address(optional=True))
     admin_tokens: tuple[str, ...] = setting("", s.words, secret=True)
     operator_tokens: tuple[str, ...] = setting("", s.words, secret=True)
     viewer_tokens: tuple[str, ...] = setting("", s.words, secret=True)

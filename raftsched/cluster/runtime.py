@@ -5,6 +5,10 @@ metadata DB engine included); tests build one from ``RaftSettings`` + ``LoopSett
 ``OutboxSink`` (e.g. ``MemoryMaterializer``). ``start()`` then ``stop()`` (idempotent: stops
 the threads, destroys the SyncObj, disposes the engine). ``status()`` is the JSON of
 ``GET /status``.
+
+With an ``api_config`` (``from_config`` passes ``[api]``) the node also serves the raftsched.v1
+gRPC API (``raftsched.api.node_api.NodeApi``) on ``[api] grpc_bind``, or on its Raft host
+with Raft port + 200; it starts once the Raft node exists and stops first.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ class NodeRuntime:
         heartbeat_write: Callable[[NodeHeartbeat], None] | None = None,
         admin: bool = True,
         on_close: Callable[[], None] | None = None,
+        api_config: Any = None,
+        engine: Any = None,
+        default_lease_ttl: float = 30.0,
     ) -> None:
         self.settings = settings
         self.loop_settings = loop_settings
@@ -51,6 +58,10 @@ class NodeRuntime:
         self._heartbeat_write = heartbeat_write
         self._admin_enabled = admin
         self._on_close = on_close
+        self.api_config = api_config
+        self.engine = engine
+        self.default_lease_ttl = default_lease_ttl
+        self.api: Any = None  # raftsched.api.node_api.NodeApi once started
         self.node: SchedulerNode | None = None
         self.proposer: Proposer | None = None
         self.leader_loop: LeaderLoop | None = None
@@ -90,6 +101,9 @@ class NodeRuntime:
             materialize_batch=sched.materialize_batch,
             heartbeat_write=lambda beat: record_heartbeat(engine, beat),
             on_close=engine.dispose,
+            api_config=config.api,
+            engine=engine,
+            default_lease_ttl=config.worker.lease_ttl,
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -128,6 +142,16 @@ class NodeRuntime:
             self.heartbeats.start()
         if self.admin is not None:
             self.admin.start()
+        if self.api_config is not None:
+            from raftsched.api.node_api import NodeApi
+
+            self.api = NodeApi(
+                self,
+                self.api_config,
+                engine=self.engine,
+                default_lease_ttl=self.default_lease_ttl,
+            )
+            self.api.start()
 
     def stop(self) -> None:
         with self._lock:
@@ -135,7 +159,7 @@ class NodeRuntime:
                 return
             self._stopped = True
         log.info("stopping node %s", self.settings.self_address)
-        for part in (self.admin, self.heartbeats, self.leader_loop, self.materializer):
+        for part in (self.api, self.admin, self.heartbeats, self.leader_loop, self.materializer):
             if part is not None:
                 try:
                     part.stop()
@@ -164,6 +188,7 @@ class NodeRuntime:
             "node_id": self.settings.self_address,
             "address": self.settings.self_address,
             "admin_address": self.admin.address if self.admin else self.settings.admin_address,
+            "api_address": self.api.address if self.api is not None else None,
             "pid": os.getpid(),
             "role": node.role,
             "term": node.term,

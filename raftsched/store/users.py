@@ -99,3 +99,11 @@ def list_users(engine: Engine) -> list[User]:
             sa.select(table.c.username, table.c.role, table.c.created_at).order_by(table.c.username)
         ).all()
     return [User(username=r.username, role=r.role, created_at=r.created_at) for r in rows]
+
+
+def delete_user(engine: Engine, username: str) -> bool:
+    """Delete a user; True if one was deleted, False when none had that name."""
+    table = t.users
+    with translate_errors(engine), engine.begin() as conn:
+        deleted = conn.execute(sa.delete(table).where(table.c.username == username)).rowcount
+    return bool(deleted)

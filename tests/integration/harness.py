@@ -42,6 +42,7 @@ from sqlalchemy.pool import NullPool
 T = TypeVar("T")
 
 ADMIN_PORT_OFFSET = 100
+API_PORT_OFFSET = 200  # each node serves gRPC at its Raft port + 200
 STOP_TIMEOUT = 10.0
 LOG_TAIL_LINES = 80
 
@@ -84,7 +85,9 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def free_ports(count: int, *, offsets: Iterable[int] = (0, ADMIN_PORT_OFFSET)) -> list[int]:
+def free_ports(
+    count: int, *, offsets: Iterable[int] = (0, ADMIN_PORT_OFFSET, API_PORT_OFFSET)
+) -> list[int]:
     """``count`` ports P such that every P + offset is free on 127.0.0.1 right now.
 
     Drawn at random below the kernel's ephemeral range, so outgoing connections do not take

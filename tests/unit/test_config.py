@@ -59,7 +59,7 @@ def test_defaults(home: Path) -> None:
     assert cfg.scheduler.scheduler_heartbeat_sec == 5.0
     assert cfg.scheduler.min_file_process_interval == 30.0
     assert cfg.scheduler.max_outbox == 50_000
-    assert cfg.api.grpc_bind == "127.0.0.1:50051"
+    assert cfg.api.grpc_bind == ""  # derived per node: Raft port + 200
     assert cfg.api.admin_tokens == ()
     assert cfg.api.tls_cert is None and not cfg.api.tls_enabled
     assert cfg.webserver.workers == 4

@@ -1,0 +1,110 @@
+"""The gRPC API of one scheduler node: servicers wired to the node, the server, its health.
+
+``NodeApi(runtime, api_config, ...)`` builds the four raftsched.v1 servicers around the
+runtime's Raft node, proposer and DB engine; ``start()`` binds (``[api] grpc_bind``, or the
+node's Raft host with Raft port + 200) and serves; ``stop()`` refuses new calls, lets running
+ones finish for a short grace, and removes the apply listener.
+
+Health (``grpc.health.v1``): SERVING only while the node is part of a cluster with a leader
+(a known leader and a quorum), polled every :data:`HEALTH_INTERVAL` seconds; NOT_SERVING
+otherwise, so a load balancer routes around a node cut off from the majority.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from raftsched.api.server import ApiServer, build_server
+from raftsched.api.servicers import (
+    ApiContext,
+    ClusterServicer,
+    DagServicer,
+    QueueSignal,
+    UserServicer,
+    WorkerServicer,
+    api_address_for,
+)
+
+if TYPE_CHECKING:
+    from raftsched.cluster.runtime import NodeRuntime
+    from raftsched.config import ApiConfig
+
+log = logging.getLogger(__name__)
+
+HEALTH_INTERVAL = 0.5
+STOP_GRACE = 1.0
+
+
+class NodeApi:
+    def __init__(
+        self,
+        runtime: NodeRuntime,
+        api: ApiConfig,
+        *,
+        engine: Any = None,
+        default_lease_ttl: float = 30.0,
+        max_workers: int = 64,
+    ) -> None:
+        node, proposer = runtime.node, runtime.proposer
+        assert node is not None and proposer is not None, "NodeApi after the node started"
+        self.ctx = ApiContext(
+            node=node,
+            proposer=proposer,
+            api=api,
+            engine=engine,
+            secret=runtime.settings.secret,
+            default_lease_ttl=default_lease_ttl,
+            status=runtime.status,
+            grpc_bind=api.grpc_bind,
+        )
+        self.bind = api_address_for(runtime.settings.self_address, api.grpc_bind)
+        self.signal = QueueSignal(node)
+        self.cluster = ClusterServicer(self.ctx)
+        servicers = [
+            self.cluster,
+            DagServicer(self.ctx),
+            WorkerServicer(self.ctx, self.signal),
+            UserServicer(self.ctx),
+        ]
+        self.server: ApiServer = build_server(
+            api, servicers, bind=self.bind, max_workers=max_workers
+        )
+        self._stop = threading.Event()
+        self._health: threading.Thread | None = None
+        self._serving: bool | None = None
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def start(self) -> None:
+        self.ctx.node.add_apply_listener(self.signal.on_apply)
+        self.server.start()
+        self._update_health()
+        self._health = threading.Thread(target=self._health_loop, name="api-health", daemon=True)
+        self._health.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.ctx.node.remove_apply_listener(self.signal.on_apply)
+        self.signal.notify()  # long polls re-check and end with the server's grace
+        self.server.stop(grace=STOP_GRACE)
+        self.cluster.close()
+        if self._health is not None:
+            self._health.join(2.0)
+
+    def _health_loop(self) -> None:
+        while not self._stop.wait(HEALTH_INTERVAL):
+            try:
+                self._update_health()
+            except Exception:
+                log.exception("health update failed")
+
+    def _update_health(self) -> None:
+        serving = self.ctx.has_leader()
+        if serving != self._serving:
+            self._serving = serving
+            self.server.set_serving(serving)
+            log.info("API health: %s", "SERVING" if serving else "NOT_SERVING (no leader)")

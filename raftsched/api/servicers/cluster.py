@@ -1,0 +1,281 @@
+"""ClusterService: every node's status, leadership transfer, membership changes.
+
+GetStatus. The answering node reports itself from ``NodeRuntime.status()``; unless
+``local_only`` it asks every other member's API (``GetStatus(local_only=True)`` at the peer's
+API address, see ``context.peer_api_address``) with a short timeout, forwarding the caller's
+own bearer token, and reports a silent peer as NODE_ROLE_UNREACHABLE with the error. ``lag``
+is the leader's commit index minus the node's applied index.
+
+TransferLeadership. Sent to the current leader's Raft port as a pysyncobj utility message
+(``transfer``; it runs on the leader's tick thread), then waits (bounded) until another node
+leads. The leader refuses when the target is not a connected, fully caught-up follower.
+
+AddNode / RemoveNode (pysyncobj dynamic membership, one change at a time). To grow the
+cluster by one node:
+
+1. On the new host, start ``raftsched scheduler --address NEW`` with ``[cluster] nodes``
+   listing the current members *and* NEW (same secret). It waits: the members ignore it.
+2. Call AddNode(NEW) on any node (``raftsched cluster add-node NEW``). When it answers, NEW is
+   a member and catches up from the leader.
+3. Add NEW to ``[cluster] nodes`` in every other node's config, for their next restart.
+
+To shrink: RemoveNode(OLD) (transfer leadership away from OLD first), stop OLD, then drop it
+from every config. A second change while one is in flight is refused (FAILED_PRECONDITION
+"another membership change is in progress").
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from pysyncobj import FAIL_REASON
+from pysyncobj.utility import TcpUtility, UtilityException
+
+from raftsched.api import tls
+from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
+from raftsched.api.servicers import convert
+from raftsched.api.servicers.context import ApiContext
+from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.cluster.settings import split_address
+from raftsched.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+PEER_TIMEOUT = 1.0  # seconds for a peer's GetStatus
+TRANSFER_WAIT = 5.0  # seconds for leadership to move
+MEMBERSHIP_WAIT = 10.0
+_RETRYABLE = {
+    FAIL_REASON.QUEUE_FULL,
+    FAIL_REASON.MISSING_LEADER,
+    FAIL_REASON.DISCARDED,
+    FAIL_REASON.NOT_LEADER,
+    FAIL_REASON.LEADER_CHANGED,
+}
+Code = grpc.StatusCode
+
+
+class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="peer-status")
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._membership_lock = threading.Lock()
+        self._done: OrderedDict[str, Any] = OrderedDict()  # request_id -> response
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
+
+    # -- GetStatus ---------------------------------------------------------------------------
+
+    @translate_errors
+    def GetStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        local = self._local_status()
+        nodes = [local]
+        if not request.local_only:
+            metadata = _auth_metadata(context)
+            peers = [a for a in self.ctx.members() if a != self.ctx.node_id]
+            nodes += list(self._pool.map(lambda a: self._peer_status(a, metadata), peers))
+        leaders = [
+            n.commit_index for n in nodes if n.role == cluster_pb2.NODE_ROLE_LEADER and n.has_quorum
+        ]
+        top = max(leaders) if leaders else max(n.commit_index for n in nodes)
+        for node in nodes:
+            if node.role != cluster_pb2.NODE_ROLE_UNREACHABLE:
+                node.lag = max(0, top - node.applied_index)
+        return cluster_pb2.GetStatusResponse(nodes=nodes, freshness=self.ctx.freshness())
+
+    def _local_status(self) -> cluster_pb2.NodeStatus:
+        assert self.ctx.status is not None, "ClusterServicer needs the runtime's status()"
+        return convert.node_status(self.ctx.status(), self.ctx.peer_api(self.ctx.node_id))
+
+    def _peer_status(self, address: str, metadata: tuple[Any, ...]) -> cluster_pb2.NodeStatus:
+        api = self.ctx.peer_api(address)
+        try:
+            stub = cluster_pb2_grpc.ClusterServiceStub(self._channel(api))
+            answer = stub.GetStatus(
+                cluster_pb2.GetStatusRequest(local_only=True),
+                timeout=PEER_TIMEOUT,
+                metadata=metadata,
+            )
+            if answer.nodes:
+                node = answer.nodes[0]
+                node.api_address = node.api_address or api
+                return node
+            error = "answered without a status"
+        except grpc.RpcError as err:
+            error = f"{err.code().name}: {err.details()}"  # type: ignore[attr-defined]
+        except Exception as err:  # a bad address, a closed channel
+            error = str(err)
+        return cluster_pb2.NodeStatus(
+            node_id=address,
+            address=address,
+            api_address=api,
+            role=cluster_pb2.NODE_ROLE_UNREACHABLE,
+            error=error,
+        )
+
+    def _channel(self, address: str) -> grpc.Channel:
+        with self._lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                options = [("grpc.max_reconnect_backoff_ms", 1000)]
+                if self.ctx.api.tls_cert is not None:
+                    creds = tls.channel_credentials(self.ctx.api.tls_ca)
+                    channel = grpc.secure_channel(address, creds, options=options)
+                else:
+                    channel = grpc.insecure_channel(address, options=options)
+                self._channels[address] = channel
+            return channel
+
+    # -- leadership --------------------------------------------------------------------------
+
+    @translate_errors
+    def TransferLeadership(self, request: Any, context: grpc.ServicerContext) -> Any:
+        target = request.target
+        members = self.ctx.members()
+        if target:
+            _check_address(target, "target")
+            if target not in members:
+                raise invalid_argument(
+                    "target", target, f"not a member; members: {', '.join(sorted(members))}"
+                )
+        leader = self.ctx.node.leader_address
+        if leader is None or not self.ctx.node.quorum:
+            raise self.ctx.no_quorum()
+        if target and target == leader:
+            return cluster_pb2.TransferLeadershipResponse(
+                leader_id=leader, freshness=self.ctx.freshness()
+            )
+        answer = self._utility(leader, ["transfer", target])
+        if not answer.startswith("SUCCESS"):
+            raise StatusError(
+                Code.FAILED_PRECONDITION,
+                f"leader {leader} refused to transfer leadership"
+                f"{' to ' + target if target else ''}: the target must be a connected follower"
+                " holding every log entry (busy clusters: retry in a moment)",
+            )
+        end = time.monotonic() + TRANSFER_WAIT
+        while time.monotonic() < end:
+            now = self.ctx.node.leader_address
+            if now is not None and now != leader and (not target or now == target):
+                log.info("leadership moved from %s to %s", leader, now)
+                return cluster_pb2.TransferLeadershipResponse(
+                    leader_id=now, freshness=self.ctx.freshness()
+                )
+            time.sleep(0.05)
+        raise StatusError(
+            Code.FAILED_PRECONDITION,
+            f"leadership did not move within {TRANSFER_WAIT:g}s (leader now:"
+            f" {self.ctx.node.leader_address or 'none'}); the target may have lost the"
+            " election, retry",
+        )
+
+    def _utility(self, raft_address: str, message: list[str]) -> str:
+        utility = TcpUtility(password=self.ctx.secret or None, timeout=2.0)
+        try:
+            return str(utility.executeCommand(raft_address, message))
+        except UtilityException as err:
+            raise StatusError(
+                Code.UNAVAILABLE, f"cannot reach the leader's Raft port {raft_address}: {err}"
+            ) from None
+
+    # -- membership --------------------------------------------------------------------------
+
+    @translate_errors
+    def AddNode(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._change(request, add=True)
+
+    @translate_errors
+    def RemoveNode(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._change(request, add=False)
+
+    def _change(self, request: Any, *, add: bool) -> Any:
+        address = request.address
+        _check_address(address, "address")
+        done = self._done.get(request.request_id) if request.request_id else None
+        if done is not None:
+            return done
+        members = self.ctx.members()
+        if add and address in members:
+            raise StatusError(Code.ALREADY_EXISTS, f"{address} is already a member")
+        if not add and address not in members:
+            raise StatusError(
+                Code.NOT_FOUND,
+                f"{address} is not a member; members: {', '.join(sorted(members))}",
+            )
+        if not add and address == self.ctx.node.leader_address:
+            raise StatusError(
+                Code.FAILED_PRECONDITION,
+                f"{address} leads the cluster: transfer leadership first"
+                " (`raftsched cluster transfer-leader`)",
+            )
+        with self._membership_lock:
+            self._apply_change(address, add)
+        response = cluster_pb2.MembershipResponse(
+            nodes=sorted(self.ctx.members()), freshness=self.ctx.freshness()
+        )
+        if request.request_id:
+            self._done[request.request_id] = response
+            while len(self._done) > 1000:
+                self._done.popitem(last=False)
+        log.info("membership: %s %s", "added" if add else "removed", address)
+        return response
+
+    def _apply_change(self, address: str, add: bool) -> None:
+        node = self.ctx.node
+        end = time.monotonic() + MEMBERSHIP_WAIT
+        while True:
+            box: list[Any] = []
+            event = threading.Event()
+
+            def callback(_result: Any, error: int, box: list[Any] = box, ev: Any = event) -> None:
+                box.append(error)
+                ev.set()
+
+            change = node.addNodeToCluster if add else node.removeNodeFromCluster
+            change(address, callback=callback)
+            left = end - time.monotonic()
+            if not event.wait(max(0.1, left)):
+                break
+            error = box[0]
+            if error == FAIL_REASON.SUCCESS:
+                return
+            if error == FAIL_REASON.REQUEST_DENIED:
+                raise StatusError(
+                    Code.FAILED_PRECONDITION,
+                    "another membership change is in progress; retry once it has committed",
+                )
+            if error not in _RETRYABLE or time.monotonic() >= end:
+                break
+            time.sleep(0.1)
+        if not self.ctx.has_leader():
+            raise self.ctx.no_quorum()
+        raise StatusError(
+            Code.DEADLINE_EXCEEDED,
+            f"the membership change for {address} was not confirmed in {MEMBERSHIP_WAIT:g}s;"
+            " check `raftsched cluster status` before retrying",
+        )
+
+
+def _check_address(address: str, field: str) -> None:
+    try:
+        split_address(address, key=field)
+    except ConfigError:
+        raise invalid_argument(field, address, "expected host:port") from None
+
+
+def _auth_metadata(context: grpc.ServicerContext) -> tuple[Any, ...]:
+    return tuple(
+        (key, value) for key, value in context.invocation_metadata() if key == "authorization"
+    )

@@ -1,0 +1,440 @@
+"""DagService: DAGs, runs, task instances and logs; live state merged with DB history.
+
+Reads of live state run under the node's apply lock and carry its Freshness; history
+(finished runs, past attempts, log chunks) comes from the metadata DB. Writes (pause, trigger,
+clear, mark) go through Raft with the request's ``request_id``.
+
+- ListDags: filter and page (token = last dag_id) over the replicated DAGs; each DAG gets its
+  next run from its timetable and its newest runs (live + DB; DB down: live only).
+- TriggerDag: the replicated state forgets finished runs after retention, the DB does not;
+  so unless the live state knows the slot, the DB is asked first (ALREADY_EXISTS if taken).
+- ListTaskInstances: every attempt of every task (DB rows, the live current attempt on top),
+  sorted by task_id then try_number: the last entry of a task is its current attempt.
+- GetTaskLog: the attempt's chunks from the DB after ``after_seq``; with ``follow`` it polls
+  every :data:`FOLLOW_INTERVAL` s while the attempt runs, and ends once the attempt finished
+  and every chunk it wrote is in the DB (or the client cancels).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+
+from raftsched.api.gen import dag_pb2, dag_pb2_grpc
+from raftsched.api.servicers import convert, history
+from raftsched.api.servicers.context import ApiContext
+from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
+from raftsched.core import commands as c
+from raftsched.core import results as r
+from raftsched.core.model import RunType, TaskKey, TaskState
+from raftsched.errors import DagNotFound, StoreUnavailable
+from raftsched.store import queries
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PAGE, MAX_PAGE = 100, 1000
+DEFAULT_RECENT, MAX_RECENT = 10, 100
+MAX_ID = 250
+FOLLOW_INTERVAL = 0.5
+LOG_BATCH = 1000
+
+
+def _required_id(value: str, field: str) -> str:
+    if not value:
+        raise invalid_argument(field, value, "must not be empty")
+    if len(value) > MAX_ID:
+        raise invalid_argument(field, value, f"at most {MAX_ID} characters")
+    return value
+
+
+def _bounded(value: int, field: str, default: int, most: int) -> int:
+    if value == 0:
+        return default
+    if value > most:
+        raise invalid_argument(field, value, f"expected 0 (default {default}) to {most}")
+    return value
+
+
+class DagServicer(dag_pb2_grpc.DagServiceServicer):
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    # -- DAGs --------------------------------------------------------------------------------
+
+    @translate_errors
+    def ListDags(self, request: Any, context: grpc.ServicerContext) -> Any:
+        page_size = _bounded(request.page_size, "page_size", DEFAULT_PAGE, MAX_PAGE)
+        recent = _bounded(request.recent_runs, "recent_runs", DEFAULT_RECENT, MAX_RECENT)
+
+        def read(state: Any) -> tuple[int, list[Any], dict[str, list[Any]]]:
+            chosen = sorted(
+                (rec for rec in state.dags.values() if history.matches(rec, request)),
+                key=lambda rec: rec.dag_id,
+            )
+            total = len(chosen)
+            after = [rec for rec in chosen if rec.dag_id > request.page_token]
+            page = after[: page_size + 1]
+            live = {rec.dag_id: [replace(run) for run in state.runs(rec.dag_id)] for rec in page}
+            return total, page, live
+
+        (total, page, live), fresh = self.ctx.read(read)
+        more = len(page) > page_size
+        page = page[:page_size]
+        now = datetime.now(UTC)
+        engine = self._engine_or_none()
+        dags = []
+        for record in page:
+            runs = self._recent(engine, record.dag_id, live[record.dag_id], recent)
+            dags.append(convert.dag(record, next_run=history.next_run(record, now), recent=runs))
+        return dag_pb2.ListDagsResponse(
+            dags=dags,
+            next_page_token=page[-1].dag_id if more and page else "",
+            total_size=total,
+            freshness=fresh,
+        )
+
+    @translate_errors
+    def GetDag(self, request: Any, context: grpc.ServicerContext) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        record, runs, fresh = self._dag_and_runs(dag_id)
+        recent = self._recent(self._engine_or_none(), dag_id, runs, DEFAULT_RECENT)
+        dag = convert.dag(
+            record, next_run=history.next_run(record, datetime.now(UTC)), recent=recent
+        )
+        tasks = [
+            convert.task_definition(t) for t in sorted(record.spec.tasks, key=lambda t: t.task_id)
+        ]
+        return dag_pb2.GetDagResponse(dag=dag, tasks=tasks, freshness=fresh)
+
+    @translate_errors
+    def PauseDag(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._set_paused(request, context, paused=True)
+
+    @translate_errors
+    def UnpauseDag(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return self._set_paused(request, context, paused=False)
+
+    def _set_paused(self, request: Any, context: grpc.ServicerContext, *, paused: bool) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        command = self.ctx.make(c.SetPaused, request.request_id, dag_id=dag_id, paused=paused)
+        result = self.ctx.propose(command, context)
+        raise_for_result(result, dag_id=dag_id)
+        record, _runs, fresh = self._dag_and_runs(dag_id)
+        dag = convert.dag(record, next_run=history.next_run(record, datetime.now(UTC)))
+        return dag_pb2.PauseDagResponse(
+            dag=dag, changed=result.ok and result.reason != r.UNCHANGED, freshness=fresh
+        )
+
+    @translate_errors
+    def TriggerDag(self, request: Any, context: grpc.ServicerContext) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        conf = self._conf(request.conf_json)
+        logical = convert.from_ts(request, "logical_date") or datetime.now(UTC)
+        run_id = request.run_id
+        if len(run_id) > MAX_ID:
+            raise invalid_argument("run_id", run_id, f"at most {MAX_ID} characters")
+
+        def known(state: Any) -> tuple[bool, bool]:
+            if state.dag(dag_id) is None:
+                raise DagNotFound(dag_id)
+            runs = list(state.runs(dag_id))
+            return (
+                any(run.logical_date == logical for run in runs),
+                bool(run_id) and any(run.run_id == run_id for run in runs),
+            )
+
+        (date_live, id_live), _ = self.ctx.read(known)
+        if not date_live and not id_live:
+            self._check_history(dag_id, logical, run_id)
+        decision = c.RunDecision(
+            dag_id, logical, logical, logical, run_type=RunType.MANUAL, conf=conf, run_id=run_id
+        )
+        command = self.ctx.make(c.CreateRuns, request.request_id, runs=(decision,))
+        result = self.ctx.propose(command, context)
+        item = result.value[0] if isinstance(result.value, tuple) and result.value else result
+        raise_for_result(item, dag_id=dag_id, run_id=run_id or None)
+        created = item.value if isinstance(item.value, str) else run_id
+        run, fresh = self.ctx.read(lambda st: _copy(st.run(dag_id, created)))
+        if run is None:  # evicted already (tiny retention): the DB has it
+            run = queries.get_run(self.ctx.require_engine(), dag_id, created)
+        if run is None:
+            raise StatusError(grpc.StatusCode.INTERNAL, f"run {created!r} created but not found")
+        return dag_pb2.TriggerDagResponse(run=convert.dag_run(run), freshness=fresh)
+
+    def _conf(self, text: str) -> dict[str, Any]:
+        limit = self.ctx.api.max_conf_bytes
+        size = len(text.encode())
+        if size > limit:
+            raise invalid_argument(
+                "conf_json", f"<{size} bytes>", f"at most {limit} bytes ([api] max_conf_bytes)"
+            )
+        if not text.strip():
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise invalid_argument("conf_json", text, f"not valid JSON: {err}") from None
+        if not isinstance(value, dict):
+            raise invalid_argument("conf_json", text, "expected a JSON object ({...})")
+        return value
+
+    def _check_history(self, dag_id: str, logical: datetime, run_id: str) -> None:
+        engine = self.ctx.require_engine()
+        newest = queries.list_runs(engine, dag_id, before=logical + history._US, limit=1)
+        taken = bool(newest) and newest[0].logical_date == logical
+        if not taken and run_id:
+            taken = queries.get_run(engine, dag_id, run_id) is not None
+        if taken:
+            raise StatusError(
+                grpc.StatusCode.ALREADY_EXISTS,
+                f"DAG {dag_id!r} already has a run at logical date {logical.isoformat()}"
+                f"{' or with run id ' + repr(run_id) if run_id else ''} (in the run history);"
+                " pick another logical date",
+            )
+
+    # -- runs --------------------------------------------------------------------------------
+
+    @translate_errors
+    def ListRuns(self, request: Any, context: grpc.ServicerContext) -> Any:
+        page_size = _bounded(request.page_size, "page_size", DEFAULT_PAGE, MAX_PAGE)
+        dag_id = request.dag_id or None
+        states = [convert.run_state(n, f"states[{i}]") for i, n in enumerate(request.states)]
+        wanted = {s for s in states if s is not None}
+        run_type = convert.run_type(request.run_type, "run_type")
+        cursor = history.RunCursor.decode(request.page_token)
+
+        def read(state: Any) -> list[Any]:
+            return [
+                replace(run)
+                for run in state.runs(dag_id)
+                if run_type is None or run.run_type == run_type
+            ]
+
+        live, fresh = self.ctx.read(read)
+        db, more = history.db_runs_after(
+            self.ctx.require_engine(),
+            cursor,
+            page_size + 1,
+            dag_id=dag_id,
+            states=sorted(wanted) or None,
+            run_type=run_type,
+        )
+        runs = history.merge_runs(
+            db, live, cursor=cursor, keep=lambda run: not wanted or run.state in wanted
+        )
+        more = more or len(runs) > page_size
+        page = runs[:page_size]
+        token = history.RunCursor.of(page[-1]).encode() if more and page else ""
+        return dag_pb2.ListRunsResponse(
+            runs=[convert.dag_run(run) for run in page], next_page_token=token, freshness=fresh
+        )
+
+    @translate_errors
+    def ListTaskInstances(self, request: Any, context: grpc.ServicerContext) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        run_id = _required_id(request.run_id, "run_id")
+
+        def read(state: Any) -> tuple[Any, list[Any]]:
+            return _copy(state.run(dag_id, run_id)), [
+                replace(ti) for ti in state.task_instances(dag_id, run_id)
+            ]
+
+        (run, live), fresh = self.ctx.read(read)
+        engine = self.ctx.require_engine() if run is None else self._engine_or_none()
+        rows: list[Any] = []
+        if engine is not None:
+            try:
+                rows = queries.list_task_instances(engine, dag_id, run_id)
+                if run is None:
+                    run = queries.get_run(engine, dag_id, run_id)
+            except StoreUnavailable:
+                if run is None:
+                    raise
+                log.info("metadata DB unavailable: listing live task instances only")
+        if run is None:
+            raise StatusError(
+                grpc.StatusCode.NOT_FOUND,
+                f"run {run_id!r} of DAG {dag_id!r} not found; `raftsched runs list {dag_id}`"
+                " shows its runs",
+            )
+        max_tries = {ti.key.task_id: ti.max_tries for ti in live}
+        out = []
+        for task_id, _, value in history.merge_attempts(rows, live):
+            if hasattr(value, "key"):
+                out.append(convert.task_instance(value))
+            else:
+                out.append(convert.attempt(value, max_tries.get(task_id, 0)))
+        return dag_pb2.ListTaskInstancesResponse(
+            run=convert.dag_run(run), task_instances=out, freshness=fresh
+        )
+
+    @translate_errors
+    def ClearTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        run_id = _required_id(request.run_id, "run_id")
+        command = self.ctx.make(
+            c.ClearTasks,
+            request.request_id,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_ids=tuple(request.task_ids),
+            include_downstream=request.include_downstream,
+        )
+        result = self.ctx.propose(command, context)
+        _raise_for_run(result, dag_id, run_id)
+        return dag_pb2.ClearTasksResponse(
+            cleared_task_ids=sorted(result.value or ()), freshness=self.ctx.freshness()
+        )
+
+    @translate_errors
+    def MarkTasks(self, request: Any, context: grpc.ServicerContext) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        run_id = _required_id(request.run_id, "run_id")
+        if not request.task_ids:
+            raise invalid_argument("task_ids", [], "name at least one task")
+        state = convert.task_state(request.state, "state")
+        if state not in (TaskState.SUCCESS, TaskState.FAILED):
+            raise invalid_argument(
+                "state", request.state, "expected TASK_STATE_SUCCESS or TASK_STATE_FAILED"
+            )
+        command = self.ctx.make(
+            c.MarkTasks,
+            request.request_id,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_ids=tuple(request.task_ids),
+            state=state,
+        )
+        result = self.ctx.propose(command, context)
+        _raise_for_run(result, dag_id, run_id)
+        return dag_pb2.MarkTasksResponse(
+            marked_task_ids=sorted(result.value or ()), freshness=self.ctx.freshness()
+        )
+
+    # -- logs and errors ---------------------------------------------------------------------
+
+    @translate_errors
+    def GetTaskLog(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        key = TaskKey(
+            _required_id(request.dag_id, "dag_id"),
+            _required_id(request.run_id, "run_id"),
+            _required_id(request.task_id, "task_id"),
+        )
+        engine = self.ctx.require_engine()
+        try_number = request.try_number or self._latest_try(engine, key)
+        after = int(request.after_seq)
+        finished_at_seq: int | None = None
+        while True:
+            chunks = queries.read_log(
+                engine, key.dag_id, key.run_id, key.task_id, try_number,
+                after_seq=after, limit=LOG_BATCH,
+            )  # fmt: skip
+            for chunk in chunks:
+                yield convert.log_chunk(chunk, try_number)
+                after = chunk.chunk_seq
+            if len(chunks) == LOG_BATCH:
+                continue
+            if not request.follow or not context.is_active():
+                return
+            if finished_at_seq is not None:
+                if self.ctx.node.read(lambda st: st.outbox_acked_seq) >= finished_at_seq:
+                    if not queries.read_log(
+                        engine, key.dag_id, key.run_id, key.task_id, try_number,
+                        after_seq=after, limit=1,
+                    ):  # fmt: skip
+                        return
+                    continue
+            else:
+                running, seq, try_now = self.ctx.node.read(
+                    functools.partial(_attempt_state, key=key, try_number=try_number)
+                )
+                if try_number == 0 and try_now:
+                    try_number = try_now
+                    continue
+                if not running:
+                    finished_at_seq = seq
+                    continue
+            time.sleep(FOLLOW_INTERVAL)
+
+    def _latest_try(self, engine: Any, key: TaskKey) -> int:
+        live = self.ctx.node.read(lambda st: getattr(st.task_instance(key), "try_number", None))
+        if live:
+            return int(live)
+        rows = queries.list_task_instances(engine, key.dag_id, key.run_id, task_id=key.task_id)
+        tries = [row.try_number for row in rows if row.try_number > 0]
+        if tries:
+            return max(tries)
+        if live is None and not rows:
+            raise StatusError(
+                grpc.StatusCode.NOT_FOUND,
+                f"task {key.task_id!r} of run {key.run_id!r} of DAG {key.dag_id!r} not found,"
+                " or it never ran",
+            )
+        return 0  # exists, not started yet
+
+    @translate_errors
+    def ListImportErrors(self, request: Any, context: grpc.ServicerContext) -> Any:
+        errors, fresh = self.ctx.read(lambda st: list(st.import_errors))
+        return dag_pb2.ListImportErrorsResponse(
+            import_errors=[
+                dag_pb2.DagImportError(fileloc=e.fileloc, message=e.message, traceback=e.traceback)
+                for e in sorted(errors, key=lambda e: e.fileloc)
+            ],
+            freshness=fresh,
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _dag_and_runs(self, dag_id: str) -> tuple[Any, list[Any], Any]:
+        def read(state: Any) -> tuple[Any, list[Any]]:
+            record = state.dag(dag_id)
+            if record is None:
+                raise DagNotFound(dag_id)
+            return record, [replace(run) for run in state.runs(dag_id)]
+
+        (record, runs), fresh = self.ctx.read(read)
+        return record, runs, fresh
+
+    def _engine_or_none(self) -> Any:
+        return self.ctx.engine
+
+    def _recent(self, engine: Any, dag_id: str, live: list[Any], count: int) -> list[Any]:
+        try:
+            return history.recent_runs(engine, dag_id, live, count)
+        except StoreUnavailable:
+            return history.recent_runs(None, dag_id, live, count)
+
+
+def _copy(run: Any) -> Any:
+    return None if run is None else replace(run)
+
+
+def _attempt_state(state: Any, key: TaskKey, try_number: int) -> tuple[bool, int, int]:
+    """(attempt ``try_number`` still running?, the outbox's last seq, the TI's try now)."""
+    ti = state.task_instance(key)
+    last_seq = int(state.outbox_last_seq)
+    if ti is None:
+        return False, last_seq, 0
+    if try_number == 0:  # waiting for a first attempt
+        unfinished = ti.state in (TaskState.NONE, TaskState.QUEUED)
+        return unfinished, last_seq, int(ti.try_number)
+    running = ti.try_number == try_number and ti.state is TaskState.RUNNING
+    return running, last_seq, int(ti.try_number)
+
+
+def _raise_for_run(result: r.Result, dag_id: str, run_id: str) -> None:
+    task_ids = result.value if isinstance(result.value, tuple) else ()
+    task = ", ".join(map(str, task_ids)) if task_ids else None
+    if result.reason == r.UNKNOWN_TASK:
+        raise_for_result(
+            r.Result(False, r.UNKNOWN_TASK), dag_id=dag_id, run_id=run_id, task_id=task
+        )
+    raise_for_result(result, dag_id=dag_id, run_id=run_id)

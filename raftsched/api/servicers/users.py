@@ -1,0 +1,92 @@
+"""UserService: web UI accounts in the metadata DB (not replicated: users are not decisions).
+
+Validation follows user.proto: usernames of 1-64 characters of ``[A-Za-z0-9_.@-]``, passwords
+of at least 8 characters, roles admin/operator/viewer. VerifyUser answers ``ok=false`` for an
+unknown user and for a wrong password alike, in about the same time (store.users hashes a
+dummy password for unknown users).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import grpc
+
+from raftsched.api.gen import user_pb2, user_pb2_grpc
+from raftsched.api.servicers import convert
+from raftsched.api.servicers.context import ApiContext
+from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.store import users
+
+USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+ROLES = ("admin", "operator", "viewer")
+MIN_PASSWORD = 8
+MAX_PASSWORD = 1024
+
+
+class UserServicer(user_pb2_grpc.UserServiceServicer):
+    def __init__(self, ctx: ApiContext) -> None:
+        self.ctx = ctx
+
+    @translate_errors
+    def CreateUser(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if not USERNAME.fullmatch(request.username):
+            raise invalid_argument(
+                "username", request.username, "expected 1-64 characters of A-Z a-z 0-9 _ . @ -"
+            )
+        if not MIN_PASSWORD <= len(request.password) <= MAX_PASSWORD:
+            raise invalid_argument(
+                "password",
+                f"<{len(request.password)} characters>",
+                f"expected {MIN_PASSWORD} to {MAX_PASSWORD} characters",
+            )
+        if request.role not in ROLES:
+            raise invalid_argument("role", request.role, f"expected one of {', '.join(ROLES)}")
+        engine = self.ctx.require_engine()
+        if not request.replace and any(
+            u.username == request.username for u in users.list_users(engine)
+        ):
+            raise _exists(request.username)
+        try:
+            user = users.create_user(
+                engine, request.username, request.password, request.role, replace=request.replace
+            )
+        except users.UserError as err:
+            if "exists" in str(err):
+                raise _exists(request.username) from None
+            raise StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from None
+        return user_pb2.User(
+            username=user.username, role=user.role, created_at=convert.ts(user.created_at)
+        )
+
+    @translate_errors
+    def VerifyUser(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if len(request.password) > MAX_PASSWORD or len(request.username) > 250:
+            return user_pb2.VerifyUserResponse(ok=False)
+        role = users.verify_user(self.ctx.require_engine(), request.username, request.password)
+        return user_pb2.VerifyUserResponse(ok=role is not None, role=role or "")
+
+    @translate_errors
+    def ListUsers(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return user_pb2.ListUsersResponse(
+            users=[
+                user_pb2.User(username=u.username, role=u.role, created_at=convert.ts(u.created_at))
+                for u in users.list_users(self.ctx.require_engine())
+            ]
+        )
+
+    @translate_errors
+    def DeleteUser(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if not request.username:
+            raise invalid_argument("username", request.username, "must not be empty")
+        deleted = users.delete_user(self.ctx.require_engine(), request.username)
+        return user_pb2.DeleteUserResponse(deleted=deleted)
+
+
+def _exists(username: str) -> StatusError:
+    return StatusError(
+        grpc.StatusCode.ALREADY_EXISTS,
+        f"user {username!r} exists already; pick another name, or pass replace to change its"
+        " password and role",
+    )

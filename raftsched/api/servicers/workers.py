@@ -1,0 +1,248 @@
+"""WorkerService: leases (long poll), heartbeats, outcomes, logs, releases, all through Raft.
+
+Invariant 3 (dispatch only after commit): a lease is answered only from the result of a
+committed LeaseTasks command; the fencing token is that command's log index.
+
+Long poll. ``Lease`` proposes LeaseTasks at once; when nothing was granted it waits on a
+:class:`QueueSignal` (a Condition that an apply listener notifies whenever a committed
+command leaves tasks queued), so a task queued on any node's replica wakes the waiting polls
+of that node immediately, with no busy loop; then it proposes again, until ``wait_seconds``
+(at most :data:`MAX_WAIT`) has passed. Each proposal's request id is the request's
+``request_id`` plus ``#<attempt>``: a client retrying the same Lease replays the same
+sequence and gets the grants it may have lost, instead of a second set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import grpc
+
+from raftsched.api.gen import worker_pb2, worker_pb2_grpc
+from raftsched.api.servicers import convert
+from raftsched.api.servicers.context import ApiContext
+from raftsched.api.status import (
+    StatusError,
+    invalid_argument,
+    raise_for_result,
+    translate_errors,
+)
+from raftsched.cluster.proposer import new_request_id
+from raftsched.core import commands as c
+from raftsched.core import results as r
+from raftsched.core.model import TaskKey
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT = 30.0  # seconds a Lease may wait for work
+MAX_TASKS = 1000
+MAX_LEASE_TTL = 86400.0
+MAX_REFS = 10_000
+CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
+# Commands that never make a queued task leasable: they do not wake long polls.
+_QUIET = (c.LeaseTasks, c.HeartbeatLeases, c.AppendLogs)
+STREAMS = ("stdout", "stderr")
+
+
+class QueueSignal:
+    """Wakes long polls when committed commands leave tasks queued. ``on_apply`` is an apply
+    listener (tick thread, under the state lock: it only reads a counter and notifies)."""
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
+        self._cond = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        with self._cond:
+            return self._generation
+
+    def on_apply(self, log_index: int, command: c.Command, result: r.Result) -> None:
+        if isinstance(command, _QUIET):
+            return
+        if self._node.read(lambda st: st.queued_count) <= 0:
+            return
+        self.notify()
+
+    def notify(self) -> None:
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def wait(self, seen: int, timeout: float) -> bool:
+        """Wait until the generation moves past ``seen``; True if it did."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._generation != seen, max(0.0, timeout))
+
+
+class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
+    def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
+        self.ctx = ctx
+        self.signal = signal
+
+    # -- Lease -------------------------------------------------------------------------------
+
+    @translate_errors
+    def Lease(self, request: Any, context: grpc.ServicerContext) -> Any:
+        worker_id = _worker_id(request.worker_id)
+        if not 1 <= request.max_tasks <= MAX_TASKS:
+            raise invalid_argument("max_tasks", request.max_tasks, f"expected 1..{MAX_TASKS}")
+        if not request.wait_seconds >= 0:
+            raise invalid_argument("wait_seconds", request.wait_seconds, "expected >= 0")
+        ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
+        wait = min(request.wait_seconds, MAX_WAIT)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait = min(wait, max(0.0, remaining - 1.0))  # leave time to answer
+        end = time.monotonic() + wait
+        base = request.request_id or new_request_id()
+        attempt = 0
+        while True:
+            seen = self.signal.generation
+            command = self.ctx.make(
+                c.LeaseTasks,
+                f"{base}#{attempt}",
+                worker_id=worker_id,
+                max_tasks=request.max_tasks,
+                lease_ttl_seconds=ttl,
+            )
+            attempt += 1
+            result = self.ctx.propose(command, context)
+            raise_for_result(result, detail=f"LeaseTasks refused ({result.reason})")
+            grants = tuple(result.value or ())
+            if grants:
+                log.debug("leased %d task(s) to %s", len(grants), worker_id)
+                return worker_pb2.LeaseResponse(leases=[convert.task_lease(g) for g in grants])
+            if result.duplicate:
+                continue  # a retried Lease replaying its earlier attempts: no waiting
+            if not self._wait_for_work(seen, end, context):
+                return worker_pb2.LeaseResponse()
+
+    def _wait_for_work(self, seen: int, end: float, context: grpc.ServicerContext) -> bool:
+        """Wait until tasks may be queued (True) or the wait is over / the caller left."""
+        while True:
+            left = end - time.monotonic()
+            if left <= 0 or not context.is_active():
+                return False
+            if self.signal.wait(seen, min(left, CANCEL_CHECK)):
+                return True
+
+    # -- Heartbeat, Complete, AppendLogs, Release --------------------------------------------
+
+    @translate_errors
+    def Heartbeat(self, request: Any, context: grpc.ServicerContext) -> Any:
+        worker_id = _worker_id(request.worker_id)
+        ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
+        refs = _refs(request.leases)
+        command = self.ctx.make(
+            c.HeartbeatLeases,
+            request.request_id,
+            worker_id=worker_id,
+            leases=refs,
+            lease_ttl_seconds=ttl,
+        )
+        result = self.ctx.propose(command, context)
+        if not isinstance(result.value, tuple):
+            raise_for_result(result, detail=f"heartbeat refused ({result.reason})")
+        statuses = []
+        for pb_ref, item in zip(request.leases, result.value or (), strict=False):
+            status = worker_pb2.LeaseStatus(lease=pb_ref, ok=bool(item.ok), reason=item.reason)
+            if item.ok and item.value is not None:
+                status.expires_at.CopyFrom(convert.ts(item.value))
+            statuses.append(status)
+        return worker_pb2.HeartbeatResponse(leases=statuses)
+
+    @translate_errors
+    def Complete(self, request: Any, context: grpc.ServicerContext) -> Any:
+        _worker_id(request.worker_id, required=False)
+        key = convert.core_key(request)
+        command = self.ctx.make(
+            c.CompleteAttempt,
+            request.request_id,
+            key=key,
+            token=request.token,
+            success=request.success,
+            exit_code=request.exit_code if request.HasField("exit_code") else None,
+            message=request.message,
+            chunks=_chunks(request.chunks),
+        )
+        result = self.ctx.propose(command, context)
+        _raise_for_lease(result, key, request.token)
+        return worker_pb2.CompleteResponse(state=convert.task_state_pb(result.value))
+
+    @translate_errors
+    def AppendLogs(self, request: Any, context: grpc.ServicerContext) -> Any:
+        _worker_id(request.worker_id, required=False)
+        key = convert.core_key(request)
+        chunks = _chunks(request.chunks)
+        command = self.ctx.make(
+            c.AppendLogs, request.request_id, key=key, token=request.token, chunks=chunks
+        )
+        result = self.ctx.propose(command, context)
+        _raise_for_lease(result, key, request.token)
+        return worker_pb2.AppendLogsResponse(last_seq=int(result.value or 0))
+
+    @translate_errors
+    def Release(self, request: Any, context: grpc.ServicerContext) -> Any:
+        worker_id = _worker_id(request.worker_id)
+        refs = _refs(request.leases)
+        command = self.ctx.make(
+            c.ReleaseLeases, request.request_id, worker_id=worker_id, leases=refs
+        )
+        result = self.ctx.propose(command, context)
+        items = result.value if isinstance(result.value, tuple) else ()
+        released = [pb for pb, item in zip(request.leases, items, strict=False) if item.ok]
+        return worker_pb2.ReleaseResponse(released=released)
+
+    def _ttl(self, value: float, field: str) -> float:
+        if value == 0:
+            return self.ctx.default_lease_ttl
+        if not 0 < value <= MAX_LEASE_TTL:
+            raise invalid_argument(field, value, f"expected 0 (default) or up to {MAX_LEASE_TTL:g}")
+        return float(value)
+
+
+def _worker_id(value: str, *, required: bool = True) -> str:
+    if required and not value:
+        raise invalid_argument("worker_id", value, "must not be empty")
+    if len(value) > 250:
+        raise invalid_argument("worker_id", value, "at most 250 characters")
+    return value
+
+
+def _refs(leases: Any) -> tuple[c.LeaseRef, ...]:
+    if len(leases) > MAX_REFS:
+        raise invalid_argument("leases", f"{len(leases)} leases", f"at most {MAX_REFS}")
+    return tuple(c.LeaseRef(convert.core_key(ref), ref.token) for ref in leases)
+
+
+def _chunks(chunks: Any) -> tuple[c.LogChunk, ...]:
+    out = []
+    for i, chunk in enumerate(chunks):
+        if chunk.stream not in STREAMS:
+            raise invalid_argument(f"chunks[{i}].stream", chunk.stream, "expected stdout or stderr")
+        out.append(c.LogChunk(chunk.stream, chunk.text))
+    return tuple(out)
+
+
+def _raise_for_lease(result: r.Result, key: TaskKey, token: int) -> None:
+    if result.ok:
+        return
+    task = f"{key.dag_id}/{key.run_id}/{key.task_id}"
+    if result.reason == r.STALE_TOKEN:
+        raise StatusError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"stale fencing token {token} for {task}: the lease expired and was granted"
+            " again (or the task was cleared or marked); the worker must drop this attempt",
+        )
+    if result.reason == r.WRONG_WORKER:
+        raise StatusError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"fencing token {token} for {task} belongs to another worker; the worker must"
+            " drop this attempt",
+        )
+    raise_for_result(result, dag_id=key.dag_id, run_id=key.run_id, task_id=key.task_id, token=token)
