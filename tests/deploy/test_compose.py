@@ -1,0 +1,226 @@
+"""docker-compose.yml, read as YAML: the services fit together.
+
+No Docker engine runs here, so this is structural: every service a production cluster needs
+is there with a restart policy and a health check; the Raft node list names exactly the
+scheduler services; webservers and workers point at every node's gRPC port and hold no
+secret they do not need; nginx's mounted config is fresh and lists both webservers.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import run_webservers  # noqa: E402
+
+RAFT_PORT = 7101
+API_OFFSET = 200
+WEB_PORT = 8080
+LONG_RUNNING = ("always", "unless-stopped")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return compose["services"]
+
+
+def named(services: dict[str, dict[str, Any]], prefix: str) -> list[str]:
+    return sorted(name for name in services if re.fullmatch(rf"{prefix}-\d+", name))
+
+
+def env(service: dict[str, Any]) -> dict[str, str]:
+    raw = service.get("environment") or {}
+    if isinstance(raw, list):
+        raw = dict(item.split("=", 1) for item in raw)
+    return {key: str(value) for key, value in raw.items()}
+
+
+def command(service: dict[str, Any]) -> list[str]:
+    cmd = service.get("command") or []
+    return cmd.split() if isinstance(cmd, str) else list(cmd)
+
+
+def flag(cmd: list[str], name: str) -> str:
+    assert name in cmd, f"{name} missing from {cmd}"
+    return cmd[cmd.index(name) + 1]
+
+
+def csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def healthcheck_text(service: dict[str, Any]) -> str:
+    check = service.get("healthcheck")
+    assert check and not check.get("disable"), "no health check"
+    test = check["test"]
+    return " ".join(test) if isinstance(test, list) else str(test)
+
+
+def test_every_service_is_there(services: dict[str, dict[str, Any]]) -> None:
+    assert "postgres" in services
+    assert "nginx" in services
+    assert "migrate" in services
+    assert len(named(services, "scheduler")) == 3
+    assert len(named(services, "web")) == 2
+    assert len(named(services, "worker")) == 2
+
+
+def test_restart_policies(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        policy = service.get("restart")
+        if name == "migrate":
+            assert policy == "on-failure", "the one-shot migration retries only on failure"
+        else:
+            assert policy in LONG_RUNNING, f"{name}: restart is {policy!r}"
+
+
+def test_health_checks(services: dict[str, dict[str, Any]]) -> None:
+    assert "pg_isready" in healthcheck_text(services["postgres"])
+    for name in named(services, "scheduler"):
+        text = healthcheck_text(services[name])
+        assert "grpc_health" in text and f"{name}:{RAFT_PORT + API_OFFSET}" in text, name
+    for name in named(services, "web"):
+        assert f"127.0.0.1:{WEB_PORT}/health" in healthcheck_text(services[name]), name
+    assert "/lb-health" in healthcheck_text(services["nginx"])
+    for name in named(services, "worker"):
+        assert "grpc_health" in healthcheck_text(services[name]), name
+
+
+def test_raft_nodes_match_the_scheduler_services(services: dict[str, dict[str, Any]]) -> None:
+    schedulers = named(services, "scheduler")
+    expected = {f"{name}:{RAFT_PORT}" for name in schedulers}
+    secrets = set()
+    for name in schedulers:
+        service = services[name]
+        values = env(service)
+        nodes = csv(values["RAFTSCHED__CLUSTER__NODES"])
+        assert len(nodes) == len(set(nodes)) and set(nodes) == expected, name
+        address = flag(command(service), "--address")
+        assert address == f"{name}:{RAFT_PORT}", f"{name} runs as {address}"
+        assert service.get("hostname", name) == name
+        secrets.add(values["RAFTSCHED__CLUSTER__SECRET"])
+        assert "@postgres:5432/" in values["RAFTSCHED__DATABASE__URL"]
+        volumes = [str(v) for v in service.get("volumes", [])]
+        assert any(v.endswith(":/var/lib/raftsched/data") for v in volumes), (
+            f"{name}: its Raft journal must live on a volume of its own"
+        )
+    assert len(secrets) == 1, "every node needs the same Raft secret"
+    journals = [
+        v.split(":")[0]
+        for name in schedulers
+        for v in map(str, services[name]["volumes"])
+        if v.endswith(":/var/lib/raftsched/data")
+    ]
+    assert len(set(journals)) == len(schedulers), "nodes must not share a journal volume"
+
+
+def test_scheduler_grpc_ports_are_published_on_loopback(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    published = []
+    for name in named(services, "scheduler"):
+        ports = [str(p) for p in services[name].get("ports", [])]
+        assert len(ports) == 1, name
+        host_ip, host_port, container_port = ports[0].split(":")
+        assert host_ip == "127.0.0.1" and int(container_port) == RAFT_PORT + API_OFFSET
+        published.append(host_port)
+    assert len(set(published)) == len(published)
+
+
+def test_webservers_and_workers_reach_every_node_over_grpc(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    grpc = {f"{name}:{RAFT_PORT + API_OFFSET}" for name in named(services, "scheduler")}
+    web_keys = set()
+    for name in named(services, "web"):
+        values = env(services[name])
+        assert set(csv(values["RAFTSCHED__WEBSERVER__GRPC_SERVERS"])) == grpc, name
+        assert values["RAFTSCHED__WEBSERVER__TOKEN"]
+        web_keys.add(values["RAFTSCHED__WEBSERVER__SECRET_KEY"])
+        assert flag(command(services[name]), "--bind") == f"0.0.0.0:{WEB_PORT}"
+    assert len(web_keys) == 1, "session cookies need one secret_key on every webserver"
+    for name in named(services, "worker"):
+        values = env(services[name])
+        assert set(csv(values["RAFTSCHED__WORKER__SERVERS"])) == grpc, name
+        assert values["RAFTSCHED__WORKER__TOKEN"]
+        assert command(services[name])[0] == "worker"
+
+
+def test_least_privilege(services: dict[str, dict[str, Any]]) -> None:
+    """Webservers and workers get neither the Raft secret nor the database."""
+    for name in [*named(services, "web"), *named(services, "worker")]:
+        keys = set(env(services[name]))
+        assert not keys & {"RAFTSCHED__CLUSTER__SECRET", "RAFTSCHED__DATABASE__URL"}, name
+        # [cluster] nodes off loopback would demand the secret; they use gRPC addresses only.
+        assert "RAFTSCHED__CLUSTER__NODES" not in keys, name
+
+
+def test_secrets_come_from_the_environment(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in services.items():
+        for key, value in env(service).items():
+            if re.search(r"SECRET|TOKEN|PASSWORD", key):
+                assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]*\}", value), f"{name}: {key}={value}"
+
+
+def test_dags_folder_is_shared_at_one_path(services: dict[str, dict[str, Any]]) -> None:
+    mounts = set()
+    for name in [*named(services, "scheduler"), *named(services, "worker")]:
+        values = env(services[name])
+        volumes = [str(v) for v in services[name].get("volumes", [])]
+        dags = [v for v in volumes if ":/var/lib/raftsched/dags" in v]
+        assert len(dags) == 1, f"{name}: {volumes}"
+        mounts.add(dags[0])
+        if name.startswith("scheduler"):
+            assert values["RAFTSCHED__CORE__DAGS_FOLDER"] == "/var/lib/raftsched/dags"
+    assert len(mounts) == 1, f"schedulers and workers must see the same DAG files: {mounts}"
+
+
+def test_depends_on_order(services: dict[str, dict[str, Any]]) -> None:
+    assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    for name in named(services, "scheduler"):
+        deps = services[name]["depends_on"]
+        assert deps["postgres"]["condition"] == "service_healthy"
+        assert deps["migrate"]["condition"] == "service_completed_successfully"
+    assert set(services["nginx"]["depends_on"]) == set(named(services, "web"))
+
+
+def test_nginx_serves_both_webservers_from_a_fresh_config(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    nginx = services["nginx"]
+    assert any(str(p).split(":")[-1] == str(WEB_PORT) for p in nginx["ports"])
+    mount = next(str(v) for v in nginx["volumes"] if str(v).endswith(":/etc/nginx/nginx.conf:ro"))
+    conf_path = ROOT / mount.split(":")[0]
+    text = conf_path.read_text()
+    upstream = re.search(r"upstream raftsched_web \{(.*?)\n    \}", text, re.S)
+    assert upstream, "no upstream block"
+    servers = re.findall(r"^\s*server (\S+)", upstream.group(1), re.M)
+    assert servers == [f"{name}:{WEB_PORT}" for name in named(services, "web")]
+    assert "add_header X-Upstream $upstream_addr always;" in text
+    assert re.search(r"^\s*proxy_next_upstream error timeout;", text, re.M)
+    assert text == run_webservers.compose_conf_text(tuple(servers)), (
+        f"{conf_path} is stale: run python scripts/run_webservers.py --write-compose-conf"
+    )
+
+
+def test_dockerfile_runs_raftsched_unprivileged() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11", text, re.M)
+    assert re.search(r'^ENTRYPOINT \["raftsched"\]', text, re.M)
+    user = re.findall(r"^USER (\S+)", text, re.M)
+    assert user and user[-1] not in ("root", "0")
+    assert "COPY web " in text, "the webserver package (raftsched.web) lives in web/"
