@@ -2,9 +2,9 @@
 
 A node at Raft address ``host:port`` serves its loopback status endpoint at ``port + 100``
 and its gRPC API at ``port + 200`` (127.0.0.1:7101 -> :7201 and :7301), unless the config
-names them: ``[cluster] admin_bind`` and ``[api] grpc_bind``. With a bind set, every node
-serves on that bind's port on its own Raft host (one config file serves all nodes), so a
-client reaches node N at N's Raft host and the bind's port.
+names them: ``[cluster] admin_bind`` and ``[api] grpc_bind``. A node *binds* a configured
+address as written (a wildcard host like 0.0.0.0 included); since one config file serves all
+nodes, a client *dials* node N at N's Raft host and the bind's port.
 
 Used by the nodes themselves, the CLI, the worker and the webserver, so that all of them
 agree; it needs nothing but the config.
@@ -41,8 +41,18 @@ def api_address_for(raft_address: str, grpc_bind: str = "") -> str:
 
 
 def admin_address_for(raft_address: str, admin_bind: str = "") -> str:
-    """Where the status endpoint of the node at ``raft_address`` listens."""
+    """Where clients reach the status endpoint of the node at ``raft_address``."""
     return _derive(raft_address, admin_bind, ADMIN_PORT_OFFSET)
+
+
+def api_bind_for(raft_address: str, grpc_bind: str = "") -> str:
+    """What the node at ``raft_address`` binds its gRPC server to."""
+    return grpc_bind or api_address_for(raft_address)
+
+
+def admin_bind_for(raft_address: str, admin_bind: str = "") -> str:
+    """What the node at ``raft_address`` binds its status endpoint to."""
+    return admin_bind or admin_address_for(raft_address)
 
 
 def cluster_api_addresses(config: Config) -> list[str]:

@@ -20,8 +20,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-API_PORT_OFFSET = 200
-
 DEFAULTS: dict[str, Any] = {
     "SESSION_COOKIE_NAME": "raftsched_session",
     "SESSION_COOKIE_HTTPONLY": True,
@@ -41,24 +39,16 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def api_addresses(raft_nodes: tuple[str, ...]) -> tuple[str, ...]:
-    """Each node's gRPC API address: its Raft host and port + 200."""
-    out = []
-    for node in raft_nodes:
-        host, _, port = node.rpartition(":")
-        out.append(f"{host}:{int(port) + API_PORT_OFFSET}")
-    return tuple(out)
-
-
 def from_raftsched_config() -> dict[str, Any]:
     """Flask settings from the raftsched config; raises ConfigError when it is bad."""
+    from raftsched.addresses import cluster_api_addresses
     from raftsched.config import load_config
 
     config = load_config()
     web = config.webserver
     return {
         "SECRET_KEY": web.secret_key or None,
-        "RAFTSCHED_SERVERS": web.grpc_servers or api_addresses(config.cluster.nodes),
+        "RAFTSCHED_SERVERS": web.grpc_servers or tuple(cluster_api_addresses(config)),
         "RAFTSCHED_TOKEN": web.token or None,
         "RAFTSCHED_TLS_CA": str(config.api.tls_ca) if config.api.tls_ca else None,
     }

@@ -16,6 +16,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from raftsched.addresses import api_bind_for
 from raftsched.api.server import ApiServer, build_server
 from raftsched.api.servicers import (
     ApiContext,
@@ -24,7 +25,6 @@ from raftsched.api.servicers import (
     QueueSignal,
     UserServicer,
     WorkerServicer,
-    api_address_for,
 )
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class NodeApi:
             status=runtime.status,
             grpc_bind=api.grpc_bind,
         )
-        self.bind = api_address_for(runtime.settings.self_address, api.grpc_bind)
+        self.bind = api_bind_for(runtime.settings.self_address, api.grpc_bind)
         self.signal = QueueSignal(node)
         self.cluster = ClusterServicer(self.ctx)
         servicers = [

@@ -30,10 +30,10 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
 
+from raftsched.addresses import admin_address_for
 from raftsched.cli.connect import (
     DEFAULT_TIMEOUT,
     add_connection_flags,
-    admin_address_for,
     cluster_call,
     connect,
     to_dict,
@@ -242,8 +242,7 @@ def _local_admin_status(args: argparse.Namespace) -> int:
 
         cluster = load_config(args.config).cluster
         nodes = list(cluster.nodes)
-        # admin_bind names ONE node's endpoint: usable only for a single-node cluster
-        admin_bind = cluster.admin_bind if len(nodes) == 1 else ""
+        admin_bind = cluster.admin_bind
     targets = [(node, admin_address_for(node, admin_bind)) for node in nodes]
     timeout = args.timeout or 2.0
     with ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool:

@@ -4,8 +4,7 @@ means to the person at the terminal.
 Every admin command takes ``--server``, ``--token``, ``--timeout`` and ``--output``
 (:func:`add_connection_flags`). Where the cluster is, first match wins: ``--server``,
 ``$RAFTSCHED_SERVER``, else the config's ``[cluster] nodes`` mapped to their gRPC addresses
-(:func:`api_address_for`: Raft port + 200; with ``[api] grpc_bind`` set, that address for a
-single-node cluster, else its port on each node's Raft host, as the servers assume). The
+(:mod:`raftsched.addresses`: Raft port + 200, or ``[api] grpc_bind``'s port). The
 token: ``--token``, else ``$RAFTSCHED_TOKEN``; it is never printed, not even as a ``--help``
 default. TLS is on when ``[api] tls_ca`` is set.
 
@@ -29,6 +28,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from raftsched.addresses import cluster_api_addresses
 from raftsched.cli.output import add_output_flag
 from raftsched.errors import ConfigError, NoQuorumError, RaftschedError
 
@@ -38,8 +38,6 @@ if TYPE_CHECKING:  # grpc and protobuf load only when a command talks to the clu
 
     from raftsched.api.client import ApiError, RaftschedClient
 
-API_PORT_OFFSET = 200
-ADMIN_PORT_OFFSET = 100
 DEFAULT_TIMEOUT = 10.0
 TOKEN_HINT = "use a token with that role (--token or RAFTSCHED_TOKEN)"
 
@@ -79,28 +77,6 @@ def _positive_float(text: str) -> float:
 # -- where and who ----------------------------------------------------------------------------
 
 
-def api_address_for(raft_address: str, grpc_bind: str = "") -> str:
-    """The gRPC address of the node at ``raft_address``: ``grpc_bind`` when given (its
-    wildcard host replaced by the node's host), else the Raft host at Raft port + 200."""
-    return _sibling(raft_address, grpc_bind, API_PORT_OFFSET)
-
-
-def admin_address_for(raft_address: str, admin_bind: str = "") -> str:
-    """The HTTP admin endpoint of the node at ``raft_address`` (``cluster status
-    --local-admin``): ``admin_bind`` when given, else Raft port + 100."""
-    return _sibling(raft_address, admin_bind, ADMIN_PORT_OFFSET)
-
-
-def _sibling(raft_address: str, bind: str, offset: int) -> str:
-    host, _, port = raft_address.rpartition(":")
-    if bind:
-        bind_host, _, bind_port = bind.rpartition(":")
-        if bind_host in ("", "0.0.0.0", "::", "[::]"):
-            bind_host = host
-        return f"{bind_host}:{bind_port}"
-    return f"{host}:{int(port) + offset}"
-
-
 def resolve_servers(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if env is None else env
     text = getattr(args, "server", None) or env.get("RAFTSCHED_SERVER", "")
@@ -118,12 +94,7 @@ def resolve_servers(args: argparse.Namespace, env: Mapping[str, str] | None = No
             return servers
     from raftsched.config import load_config
 
-    config = load_config(getattr(args, "config", None), env)
-    nodes, bind = config.cluster.nodes, config.api.grpc_bind
-    if len(nodes) > 1 and bind:
-        # grpc_bind names one node's address; its peers serve on the same port on their hosts
-        bind = ":" + bind.rpartition(":")[2]
-    return [api_address_for(node, bind) for node in nodes]
+    return cluster_api_addresses(load_config(getattr(args, "config", None), env))
 
 
 def resolve_token(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> str | None:

@@ -2,7 +2,7 @@
 
 A tiny stdlib HTTP server (``ThreadingHTTPServer``) on ``[cluster] admin_bind``, or, when that
 is empty, on the node's Raft host with port = Raft port + 100 (127.0.0.1:7101 ->
-127.0.0.1:7201; see ``settings.admin_address_for``). Read-only, no secrets in it, meant for
+127.0.0.1:7201; see ``raftsched.addresses``). Read-only, no secrets in it, meant for
 loopback (``raftsched cluster status``, the test harness, local probes): keep the Raft and
 admin ports off public networks.
 """

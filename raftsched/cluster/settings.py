@@ -32,9 +32,9 @@ from typing import Any
 
 from pysyncobj import SyncObjConf
 
+from raftsched.addresses import admin_bind_for
 from raftsched.errors import ConfigError
 
-ADMIN_PORT_OFFSET = 100
 JOURNAL_FILE = "raft.journal"
 DUMP_FILE = "raft.dump"
 
@@ -83,7 +83,7 @@ class RaftSettings:
 
     @property
     def admin_address(self) -> str:
-        return admin_address_for(self.self_address, self.admin_bind)
+        return admin_bind_for(self.self_address, self.admin_bind)
 
     def validate(self) -> None:
         """Raise ConfigError naming the key and value that cannot work."""
@@ -190,15 +190,6 @@ def node_dir(data_dir: Path, address: str) -> Path:
     host, port = split_address(address, key="self_address")
     safe_host = re.sub(r"[^A-Za-z0-9.-]", "_", host)
     return Path(data_dir) / f"{safe_host}_{port}"
-
-
-def admin_address_for(raft_address: str, admin_bind: str = "") -> str:
-    """The admin (status) endpoint of a node: ``admin_bind`` when set, else the node's Raft
-    host with port = Raft port + 100 (127.0.0.1:7101 -> 127.0.0.1:7201)."""
-    if admin_bind:
-        return admin_bind
-    host, port = split_address(raft_address, key="nodes")
-    return f"{host}:{port + ADMIN_PORT_OFFSET}"
 
 
 def split_address(address: str, *, key: str) -> tuple[str, int]:

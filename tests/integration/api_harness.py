@@ -23,20 +23,16 @@ from typing import Any
 
 from harness import ClusterHarness, Node, child_env, free_ports, wait_for
 
+from raftsched.addresses import ADMIN_PORT_OFFSET, API_PORT_OFFSET, api_address_for
 from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import common_pb2, dag_pb2
 
-API_PORT_OFFSET = 200
 ADMIN = "admin-token-0123456789"
 OPERATOR = "operator-token-0123456789"
 VIEWER = "viewer-token-0123456789"
 WORKER = "worker-token-0123456789"
-OFFSETS = (0, 100, API_PORT_OFFSET)
-
-
-def api_address(raft_address: str) -> str:
-    host, _, port = raft_address.rpartition(":")
-    return f"{host}:{int(port) + API_PORT_OFFSET}"
+OFFSETS = (0, ADMIN_PORT_OFFSET, API_PORT_OFFSET)
+api_address = api_address_for
 
 
 @dataclass

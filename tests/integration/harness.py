@@ -39,10 +39,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
+from raftsched.addresses import ADMIN_PORT_OFFSET, API_PORT_OFFSET
+
 T = TypeVar("T")
 
-ADMIN_PORT_OFFSET = 100
-API_PORT_OFFSET = 200  # each node serves gRPC at its Raft port + 200
 STOP_TIMEOUT = 10.0
 LOG_TAIL_LINES = 80
 

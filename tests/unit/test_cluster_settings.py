@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from raftsched.addresses import admin_address_for, admin_bind_for, api_address_for, api_bind_for
 from raftsched.cluster.settings import (
     RaftSettings,
-    admin_address_for,
     build_conf,
     is_loopback,
     settings_from_config,
@@ -87,8 +87,13 @@ def test_secret_not_in_repr(tmp_path: Path) -> None:
 
 
 def test_admin_address() -> None:
-    assert admin_address_for("127.0.0.1:7101") == "127.0.0.1:7201"
-    assert admin_address_for("127.0.0.1:7101", "127.0.0.1:9000") == "127.0.0.1:9000"
+    assert admin_bind_for("127.0.0.1:7101") == "127.0.0.1:7201"
+    assert admin_bind_for("127.0.0.1:7101", "0.0.0.0:9000") == "0.0.0.0:9000"
+    # clients dial a node at its Raft host and the bind's port
+    assert admin_address_for("10.0.0.2:7101", "0.0.0.0:9000") == "10.0.0.2:9000"
+    assert api_address_for("10.0.0.2:7101") == "10.0.0.2:7301"
+    assert api_bind_for("10.0.0.2:7101", "0.0.0.0:50051") == "0.0.0.0:50051"
+    assert api_address_for("10.0.0.2:7101", "0.0.0.0:50051") == "10.0.0.2:50051"
     assert is_loopback("127.0.0.1:1") and is_loopback("localhost:1") and is_loopback("[::1]:1")
     assert not is_loopback("10.1.2.3:7101")
 

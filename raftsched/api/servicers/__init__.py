@@ -1,7 +1,7 @@
 """The raftsched.v1 servicers of one scheduler node (built by ``raftsched.api.node_api``)."""
 
 from raftsched.api.servicers.cluster import ClusterServicer
-from raftsched.api.servicers.context import ApiContext, api_address_for, peer_api_address
+from raftsched.api.servicers.context import ApiContext
 from raftsched.api.servicers.dags import DagServicer
 from raftsched.api.servicers.users import UserServicer
 from raftsched.api.servicers.workers import QueueSignal, WorkerServicer
@@ -13,6 +13,4 @@ __all__ = [
     "QueueSignal",
     "UserServicer",
     "WorkerServicer",
-    "api_address_for",
-    "peer_api_address",
 ]

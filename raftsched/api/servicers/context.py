@@ -13,10 +13,7 @@ Contract:
   CommitTimeout (DEADLINE_EXCEEDED).
 - :meth:`ApiContext.require_engine` is the metadata DB engine, or StoreUnavailable when this
   node has none (tests of the Raft part alone).
-- API addresses: a node's gRPC API listens on ``[api] grpc_bind``, or when that is empty on
-  its Raft host with port = Raft port + 200 (127.0.0.1:7101 -> 127.0.0.1:7301). A peer's API
-  address is derived the same way; with ``grpc_bind`` set, peers are assumed to use the same
-  port on their own Raft host.
+- API addresses: :mod:`raftsched.addresses` (Raft port + 200 unless ``[api] grpc_bind``).
 
 Thread-safe: gRPC calls run on many threads at once; everything here is read-only or locked.
 """
@@ -31,10 +28,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
+from raftsched.addresses import api_address_for
 from raftsched.api.gen import common_pb2
 from raftsched.api.status import StatusError, no_quorum
 from raftsched.cluster.proposer import new_request_id
-from raftsched.cluster.settings import split_address
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
 from raftsched.errors import CommitTimeout, NoQuorumError, StoreUnavailable
@@ -47,29 +44,10 @@ if TYPE_CHECKING:
     from raftsched.config import ApiConfig
     from raftsched.core.state import SchedulerState
 
-API_PORT_OFFSET = 200
 MAX_REQUEST_ID = 200  # characters
 NO_LEADER_WAIT = 3.0  # seconds a write waits for a leader (an election) before UNAVAILABLE
 T = TypeVar("T")
 C = TypeVar("C", bound=Command)
-
-
-def api_address_for(raft_address: str, grpc_bind: str = "") -> str:
-    """This node's API address: ``grpc_bind``, or Raft host with Raft port + 200."""
-    if grpc_bind:
-        return grpc_bind
-    host, port = split_address(raft_address, key="nodes")
-    return f"{host}:{port + API_PORT_OFFSET}"
-
-
-def peer_api_address(raft_address: str, grpc_bind: str = "") -> str:
-    """Where a peer's API is, from its Raft address: Raft port + 200, or (``grpc_bind`` set)
-    the same port as ours on the peer's Raft host."""
-    host, port = split_address(raft_address, key="nodes")
-    if not grpc_bind:
-        return f"{host}:{port + API_PORT_OFFSET}"
-    _, bind_port = split_address(grpc_bind, key="grpc_bind")
-    return f"{host}:{bind_port}"
 
 
 @dataclass
@@ -166,9 +144,7 @@ class ApiContext:
         return self.engine
 
     def peer_api(self, raft_address: str) -> str:
-        if raft_address == self.node_id:
-            return api_address_for(raft_address, self.grpc_bind)
-        return peer_api_address(raft_address, self.grpc_bind)
+        return api_address_for(raft_address, self.grpc_bind)
 
 
 def _time_remaining(context: grpc.ServicerContext | None) -> float | None:
