@@ -6,6 +6,11 @@
   (``Assignment.task_env``). The working directory is a fresh temporary folder, removed after.
 - Each attempt leads its own session and process group, so every signal goes to the group:
   whatever the task started dies with it.
+- On Linux the command runs under a guard (``_guard.py``, the group's leader, CMD its child)
+  that kills the whole attempt when the worker dies, SIGKILL included (invariant 2: no orphan
+  beside the retry), and kills what escaped the group when the task ends. Its parent-death
+  signal is tied to the thread that forks it: the thread in :meth:`Attempt.run`, which returns
+  only once the guard is reaped. Exit codes and signals are still the task's own.
 - ``execution_timeout``: SIGTERM to the group, SIGKILL ``kill_grace`` seconds later; the
   attempt fails with "execution_timeout of Ns exceeded".
 - :meth:`Attempt.kill` (lease refused, worker shutting down): SIGKILL to the group at once; the
@@ -57,6 +62,15 @@ class Outcome:
 
 def _format_seconds(seconds: float) -> str:
     return f"{seconds:g}s"
+
+
+GUARD = str(Path(__file__).with_name("_guard.py"))
+GUARDED = sys.platform.startswith("linux")  # prctl(PR_SET_PDEATHSIG): elsewhere, no guard
+
+
+def guarded(command: list[str], worker_pid: int) -> list[str]:
+    """``command`` under the guard, which watches ``worker_pid`` (see ``_guard.py``)."""
+    return [sys.executable, "-I", "-S", GUARD, str(worker_pid), "--", *command]
 
 
 def command_for(assignment: Assignment) -> list[str]:
@@ -144,8 +158,9 @@ class Attempt:
     def _start(self, workdir: str) -> subprocess.Popen[bytes]:
         a = self.assignment
         python = a.kind == "python"
+        command = command_for(a)
         proc = subprocess.Popen(
-            command_for(a),
+            guarded(command, os.getpid()) if GUARDED else command,
             stdin=subprocess.PIPE if python else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
