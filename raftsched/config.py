@@ -128,7 +128,7 @@ class ApiConfig(_Section):
 @dataclass(frozen=True, repr=False)
 class WebserverConfig(_Section):
     workers: int = setting("4", s.integer(ge=1))
-    worker_class: str = setting("gunicorn.workers.gthread.GThread", s.text(required=True))
+    worker_class: str = setting("gunicorn.workers.gthread.ThreadWorker", s.text(required=True))
     threads: int = setting("4", s.integer(ge=1))
     bind: str = setting("127.0.0.1:8080", s.address())
     secret_key: str = setting("", s.text(), secret=True)

@@ -18,9 +18,9 @@ from raftsched.config import load_config
 
 _web = load_config().webserver
 
-# The documented default names the gthread worker by a class gunicorn does not have
-# (its class is ThreadWorker); gunicorn's own short name "gthread" is what is meant.
-_WORKER_ALIASES = {"gunicorn.workers.gthread.GThread": "gthread"}
+# Earlier designs named the threaded worker gunicorn.workers.gthread.GThread, a class gunicorn
+# does not have (it is ThreadWorker); configs written that way keep working.
+_WORKER_ALIASES = {"gunicorn.workers.gthread.GThread": "gunicorn.workers.gthread.ThreadWorker"}
 
 wsgi_app = "raftsched.web:create_app()"
 bind = [_web.bind]

@@ -63,7 +63,7 @@ def test_defaults(home: Path) -> None:
     assert cfg.api.admin_tokens == ()
     assert cfg.api.tls_cert is None and not cfg.api.tls_enabled
     assert cfg.webserver.workers == 4
-    assert cfg.webserver.worker_class == "gunicorn.workers.gthread.GThread"
+    assert cfg.webserver.worker_class == "gunicorn.workers.gthread.ThreadWorker"
     assert cfg.webserver.grpc_servers == ()
     assert cfg.worker.heartbeat_interval == 5.0
     assert cfg.worker.lease_ttl == 30.0
