@@ -88,9 +88,11 @@ def _grid_runs() -> int:
 def detail(dag_id: str) -> Any:
     dag = gateway().get_dag(dag_id)
     shape = graph.layout(dag["tasks"])
-    cells = grid.build(gateway(), dag_id, shape.order, _grid_runs())
+    dag["tasks"] = graph.topological(dag["tasks"])
+    runs_shown = _grid_runs()
+    cells = grid.build(gateway(), dag_id, shape.order, runs_shown)
     return render_template(
-        "dags/detail.html", dag=dag, graph=shape, grid=cells, runs_shown=_grid_runs()
+        "dags/detail.html", dag=dag, graph=shape, grid=cells, runs_shown=runs_shown
     )
 
 

@@ -254,9 +254,22 @@ class Gateway:
         nodes = [node_dict(n) for n in response.nodes]
         leaders = [n for n in nodes if n["role"] == "leader" and n["has_quorum"]]
         contacts = [n["last_leader_contact"] for n in nodes if n["last_leader_contact"]]
+        # The DB watermark is only known by the leader (its materializer reads it): one
+        # cluster-wide figure, from the leader, or from whichever node reports one.
+        reporting = leaders + [n for n in nodes if n["db_watermark"] is not None]
+        source = reporting[0] if reporting else None
         return {
             "nodes": nodes,
             "leader": leaders[0]["node_id"] if leaders else None,
+            "db_watermark": source["db_watermark"] if source else None,
+            "db_ok": source["db_ok"] if source else None,
+            "outbox_backlog": (
+                source["outbox_backlog"]
+                if source
+                else max((n["outbox_backlog"] for n in nodes), default=None)
+            ),
+            "backpressure": source["backpressure"] if source else False,
+            "watermark_per_node": any(n["db_watermark"] is not None for n in nodes),
             "newest_heartbeat": max(contacts) if contacts else None,
             "answered_by": response.freshness.node_id,
             "applied_index": response.freshness.applied_index,
@@ -345,6 +358,21 @@ def run_type(value: int) -> str:
     return enum_name(common_pb2.RunType, value, "RUN_TYPE_")
 
 
+MANUAL_ONLY = "manual only"
+
+
+def is_manual_only(schedule: dag_pb2.Schedule) -> bool:
+    """True for ``schedule=None`` (kind "none"): the DAG only runs when triggered."""
+    return schedule.kind in ("", "none") and not (schedule.cron or schedule.interval_seconds)
+
+
+def schedule_text(schedule: dag_pb2.Schedule) -> str:
+    """What the author wrote ("@daily", "0 6 * * *"), or "manual only" for no schedule."""
+    if is_manual_only(schedule):
+        return MANUAL_ONLY
+    return schedule.display or schedule.cron or schedule.kind
+
+
 def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
     next_run = None
     if dag.HasField("next_run"):
@@ -357,8 +385,9 @@ def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
         "fileloc": dag.fileloc,
         "description": dag.description,
         "tags": list(dag.tags),
-        "schedule": dag.schedule.display or dag.schedule.cron or dag.schedule.kind or "None",
+        "schedule": schedule_text(dag.schedule),
         "schedule_kind": dag.schedule.kind,
+        "manual_only": is_manual_only(dag.schedule),
         "timezone": dag.timezone,
         "start_date": ts(dag, "start_date"),
         "end_date": ts(dag, "end_date"),

@@ -50,6 +50,13 @@ def layers(tasks: list[dict[str, Any]]) -> dict[str, int]:
     return layer
 
 
+def topological(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tasks in dependency order as the graph reads, left to right: by layer, then by
+    task id (every task after all of its upstream tasks)."""
+    layer = layers(tasks)
+    return sorted(tasks, key=lambda t: (layer.get(t["task_id"], 0), t["task_id"]))
+
+
 def layout(tasks: list[dict[str, Any]]) -> Layout:
     layer = layers(tasks)
     upstream = {t["task_id"]: t["upstream"] for t in tasks}

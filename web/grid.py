@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 from typing import Any
 
 from raftsched.web.gateway import Gateway, NotFound
@@ -10,8 +11,11 @@ from raftsched.web.gateway import Gateway, NotFound
 
 def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> dict[str, Any]:
     """{"runs": [run, ...], "tasks": [task_id, ...], "cells": {task_id: [cell|None, ...]},
-    "latest": {task_id: state}} where a cell is {"state", "try_number"}."""
+    "latest": {task_id: state}} where a cell is {"state", "try_number"} and each run has
+    its column header's ``label``."""
     runs = list(reversed(gw.list_runs(dag_id, page_size=runs_limit)["runs"]))
+    for run in runs:
+        run["label"] = run_label(run)
 
     def instances(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
         try:
@@ -39,3 +43,12 @@ def _cell(ti: dict[str, Any] | None) -> dict[str, Any] | None:
     if ti is None:
         return None
     return {"state": ti["state"] or "none", "try_number": ti["try_number"]}
+
+
+def run_label(run: dict[str, Any]) -> str:
+    """A run column's short header: its logical date as ``MM-DD HH:MM:SS`` (UTC), else the
+    start of its run id."""
+    if run.get("logical_date") is not None:
+        return run["logical_date"].astimezone(UTC).strftime("%m-%d %H:%M:%S")
+    run_id = run["run_id"]
+    return run_id if len(run_id) <= 14 else run_id[:13] + "…"

@@ -106,7 +106,11 @@ class CannedCluster:
             fileloc=f"/dags/{dag_id}.py",
             description="Extract, transform, load" if etl else "",
             tags=["etl", "daily"] if etl else [],
-            schedule=dag_pb2.Schedule(kind="cron", cron="0 0 * * *", display="@daily"),
+            schedule=(
+                dag_pb2.Schedule(kind="none", display="None")  # schedule=None: manual only
+                if dag_id == "paused_dag"
+                else dag_pb2.Schedule(kind="cron", cron="0 0 * * *", display="@daily")
+            ),
             timezone="UTC",
             catchup=True,
             max_active_runs=1,

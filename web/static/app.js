@@ -88,18 +88,23 @@
     every(5000, async () => {
       const data = await getJSON(table.dataset.refresh);
       const headRow = el("tr");
-      headRow.append(el("th", { class: "task-col" }, "Task"));
+      headRow.append(table.tHead.querySelector("th.corner"));  // keep the row header as rendered
       for (const run of data.runs) {
-        const th = el("th");
-        const a = el("a", { class: "run-bar " + stateClass(run.state), title: `${run.run_id} · ${run.state} · ${fmt(run.logical_date)}` });
+        const th = el("th", { class: "run-col", scope: "col" });
+        const when = run.logical_date ? ` · ${fmt(run.logical_date)} UTC` : "";
+        const a = el("a", { class: "run-head", title: `${run.run_id} · ${run.state || "none"}${when}` });
         a.href = fill(table.dataset.runUrl, run.run_id);
+        a.append(el("span", { class: "run-label" }, run.label || run.run_id),
+          el("span", { class: "run-bar " + stateClass(run.state) }));
         th.append(a);
         headRow.append(th);
       }
       table.tHead.replaceChildren(headRow);
+      const empty = document.getElementById("grid-empty");
+      if (empty) empty.hidden = data.runs.length > 0;
       const rows = data.tasks.map((taskId) => {
         const tr = el("tr");
-        tr.append(el("th", { class: "task-col" }, taskId));
+        tr.append(el("th", { class: "task-col", scope: "row" }, taskId));
         data.cells[taskId].forEach((cell, i) => {
           const td = el("td");
           if (cell) {
@@ -173,13 +178,28 @@
       const data = await getJSON(table.dataset.refresh);
       document.getElementById("cluster-leader").textContent = "leader: " + (data.leader || "none");
       document.getElementById("cluster-updated").textContent = "updated " + new Date().toLocaleTimeString();
+      const db = document.getElementById("cluster-db");
+      if (db) {
+        db.textContent = (data.db_watermark == null ? "DB watermark unknown" : `DB watermark ${data.db_watermark}`)
+          + `, outbox backlog ${data.outbox_backlog ?? "?"}`;
+        if (data.db_ok === false) db.append(" ", el("span", { class: "badge state-failed" }, "DB down"));
+        if (data.backpressure) db.append(" ", el("span", { class: "badge state-up_for_retry" }, "back-pressure"));
+      }
+      const perNode = Boolean(data.watermark_per_node);
+      if (perNode !== Boolean(table.dataset.watermarkCol)) {  // the column comes and goes
+        table.dataset.watermarkCol = perNode ? "1" : "";
+        const outbox = [...table.tHead.rows[0].cells].find((th) => th.textContent === "Outbox backlog");
+        const column = table.tHead.querySelector("th.db-col");
+        if (perNode && !column && outbox) outbox.before(el("th", { class: "db-col", title: "Reported by the leader only" }, "DB watermark"));
+        if (!perNode && column) column.remove();
+      }
       table.tBodies[0].replaceChildren(...data.nodes.map((n) => {
         const tr = el("tr", { class: "role-row-" + n.role });
         const cells = [
           el("code", {}, n.node_id || n.address), el("code", {}, n.api_address || "—"),
           el("span", { class: "badge node-" + n.role }, n.role || "?"),
           n.has_quorum ? "yes" : "no", n.term, n.commit_index, n.applied_index, n.lag,
-          (n.db_watermark ?? "—") + (n.db_ok === false ? " (DB down)" : ""),
+          ...(perNode ? [(n.db_watermark ?? "") + (n.db_ok === false ? " (DB down)" : "")] : []),
           n.outbox_backlog + (n.backpressure ? " (back-pressure)" : ""),
           fmt(n.last_leader_contact), n.error || "",
         ];
