@@ -6,7 +6,8 @@ servers``; the token likewise from ``--token``, ``$RAFTSCHED_TOKEN``, ``[worker]
 
 Logs one line per attempt start and finish on stderr. SIGTERM or Ctrl-C: stop leasing, let
 running attempts finish for up to ``[worker] grace_period`` seconds, then kill them and hand
-their leases back; exit 0. ``--noop`` (benchmarks): complete every lease at once without
+their leases back; exit 0, a few seconds after the grace period at most, even when no node
+answers any more. ``--noop`` (benchmarks): complete every lease at once without
 running anything; ``--record FILE`` appends one JSON line per lease with the moment it arrived.
 """
 
@@ -110,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
     )
     tls_ca = str(config.api.tls_ca) if config.api.tls_ca is not None else None
     client = RaftschedClient(servers, token=token, tls_ca=tls_ca)
-    transport = GrpcWorkerTransport(client, worker_id=args.worker_id or "", lease_ttl=cfg.lease_ttl)
+    # Long polls get a client of their own: SIGTERM closes it to end an outstanding poll.
+    poll_client = RaftschedClient(servers, token=token, tls_ca=tls_ca)
+    transport = GrpcWorkerTransport(
+        client, poll_client=poll_client, worker_id=args.worker_id or "", lease_ttl=cfg.lease_ttl
+    )
     record = _recorder(args.record) if args.record else None
     worker = Worker(transport, settings, worker_id=args.worker_id, record=record)
 
@@ -138,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         while thread.is_alive():  # the main thread stays free for the signal handlers
             thread.join(0.5)
     finally:
-        client.close()
+        client.close()  # ends any call still under way (each was bounded once stopping)
+        poll_client.close()
     if failed and isinstance(failed[0], WorkerRejected):
         raise failed[0]
     return 1 if failed else 0

@@ -9,11 +9,8 @@ failure message. DAGs the file builds while importing are collected and discarde
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
 import os
-import re
 import sys
 import traceback
 from pathlib import Path
@@ -21,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from raftsched.dags.authoring import collect_dags
+from raftsched.dags.loading import load_dag_module
 from raftsched.dags.validation import resolve_callable
 
 
@@ -29,22 +27,15 @@ class TaskLoadError(Exception):
 
 
 def import_dag_file(path: str) -> ModuleType:
-    file = Path(path)
-    if not file.is_file():
+    if not Path(path).is_file():
         raise TaskLoadError(
             f"DAG file {path} not found on this worker; workers need the same DAG files, at"
             " the same paths, as the scheduler"
         )
-    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
-    name = f"raftsched_dagfile_{digest}_{re.sub(r'[^0-9A-Za-z_]', '_', file.stem)}"
-    sys.path.insert(0, str(file.parent))
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise TaskLoadError(f"cannot import DAG file {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     with collect_dags():
-        spec.loader.exec_module(module)
+        module = load_dag_module(path)
+    if module is None:
+        raise TaskLoadError(f"cannot import DAG file {path}")
     return module
 
 

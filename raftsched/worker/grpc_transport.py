@@ -10,11 +10,18 @@ same grants and a retried Complete is applied once). Mapping of outcomes:
   mean "refused": False.
 - UNAUTHENTICATED / PERMISSION_DENIED raise :class:`WorkerRejected`: retrying cannot help,
   the worker stops with that message.
+
+Long polls go through ``poll_client`` when given: a client of their own, which
+:meth:`~GrpcWorkerTransport.interrupt` closes, so that an outstanding Lease ends at once
+(gRPC cancels every call on a closed channel, and the server stops waiting for the caller).
+Without one, an outstanding poll runs to its end (up to its ``wait_seconds``, or its deadline
+when no node answers) and only later polls are skipped.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
@@ -31,26 +38,44 @@ REJECTED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 
 
 class GrpcWorkerTransport:
-    """Thread-safe (the client is). ``lease_ttl``: lease lifetime asked for at Lease and each
+    """Thread-safe (the clients are). ``lease_ttl``: lease lifetime asked for at Lease and each
     Heartbeat (0: the server's default). ``worker_id`` is learnt from the first ``lease()``
-    when not given; Complete and AppendLogs carry it."""
+    when not given; Complete and AppendLogs carry it. ``poll_client``: see the module
+    docstring; the transport closes it on :meth:`interrupt`, the caller closes ``client``."""
 
     def __init__(
-        self, client: RaftschedClient, *, worker_id: str = "", lease_ttl: float = 0.0
+        self,
+        client: RaftschedClient,
+        *,
+        poll_client: RaftschedClient | None = None,
+        worker_id: str = "",
+        lease_ttl: float = 0.0,
     ) -> None:
         self.client = client
+        self.poll_client = poll_client or client
         self.worker_id = worker_id
         self.lease_ttl = lease_ttl
+        self._interrupted = threading.Event()
+        self._call_timeout: float | None = None  # set by interrupt(): the cap of every call
 
     def lease(self, worker_id: str, max_tasks: int, wait_seconds: float) -> list[Assignment]:
         self.worker_id = self.worker_id or worker_id
+        if self._interrupted.is_set():
+            return []
         request = worker_pb2.LeaseRequest(
             worker_id=worker_id,
             max_tasks=max_tasks,
             wait_seconds=wait_seconds,
             lease_ttl_seconds=self.lease_ttl,
         )
-        response = self._call("Lease", request, timeout=wait_seconds + self.client.deadline)
+        timeout = wait_seconds + self.poll_client.deadline
+        try:
+            response = self._call("Lease", request, timeout=timeout, client=self.poll_client)
+        except Exception:
+            # Closed under it by interrupt(): CANCELLED, or "closed" when between attempts.
+            if self._interrupted.is_set():
+                return []
+            raise
         return [assignment_from(lease) for lease in response.leases]
 
     def heartbeat(
@@ -92,6 +117,12 @@ class GrpcWorkerTransport:
         )
         self._call("Release", request)
 
+    def interrupt(self, call_timeout: float) -> None:
+        self._call_timeout = call_timeout
+        self._interrupted.set()
+        if self.poll_client is not self.client:
+            self.poll_client.close()
+
     def _refusable(self, method: str, request: Any) -> bool:
         try:
             self._call(method, request)
@@ -101,9 +132,20 @@ class GrpcWorkerTransport:
             raise
         return True
 
-    def _call(self, method: str, request: Any, *, timeout: float | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        client: RaftschedClient | None = None,
+    ) -> Any:
+        client = client or self.client
+        timeout = timeout or client.deadline
+        if self._call_timeout is not None:
+            timeout = min(timeout, self._call_timeout)
         try:
-            return getattr(self.client.workers, method)(request, timeout=timeout)
+            return getattr(client.workers, method)(request, timeout=timeout)
         except ApiError as err:
             if err.code in REJECTED:
                 raise WorkerRejected(f"the cluster rejected this worker: {err}") from None

@@ -9,8 +9,11 @@
   accepted heartbeat: by then the cluster has expired the lease.
 - An attempt that ends is reported with ``complete`` (its logs are shipped first), retried
   while the lease lives; a refused ``complete`` is logged at info and dropped.
-- :meth:`Worker.stop` (SIGTERM): stop leasing; running attempts get ``grace_period`` to end,
-  then are killed and their leases released, and :meth:`run` returns.
+- :meth:`Worker.stop` (SIGTERM): stop leasing (an outstanding long poll is cut short, see
+  ``WorkerTransport.interrupt``); running attempts get ``grace_period`` to end, then are
+  killed and their leases released, and :meth:`run` returns. Shutdown is bounded even when the
+  cluster is gone: each call from then on gives up after ``SHUTDOWN_CALL_TIMEOUT``, an
+  outcome is retried only until the grace period ends, and no thread is awaited past that.
 - ``noop``: every lease is completed at once as a success without starting a process; the
   moment it arrived is recorded (``arrivals``, and ``record`` if given) for the benchmarks.
 """
@@ -35,9 +38,10 @@ from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTranspo
 
 log = logging.getLogger(__name__)
 
-LEASE_WAIT = 5.0  # long-poll length: also how long stop() may wait for an outstanding poll
+LEASE_WAIT = 5.0  # long-poll length
 MAX_BACKOFF = 5.0
 LOG_CLOSE_TIMEOUT = 10.0
+SHUTDOWN_CALL_TIMEOUT = 2.0  # once stopping: the most any call, or the last logs, may take
 
 
 def default_worker_id() -> str:
@@ -90,6 +94,7 @@ class Worker:
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        self._grace_ends = float("inf")  # monotonic; set by stop()
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -122,11 +127,15 @@ class Worker:
         finally:
             self._shutdown()
             self._stopped.set()
-            beats.join()
+            beats.join(SHUTDOWN_CALL_TIMEOUT)  # a daemon: a beat sent before stop() may hang
 
     def stop(self) -> None:
-        """Stop leasing and begin the graceful shutdown; safe from a signal handler."""
-        self._stopping.set()
+        """Stop leasing and begin the graceful shutdown. Safe from a signal handler of a thread
+        that only waits (see ``WorkerTransport.interrupt``); a second call changes nothing."""
+        if not self._stopping.is_set():
+            self._grace_ends = time.monotonic() + self.settings.grace_period
+            self._stopping.set()
+        self.transport.interrupt(SHUTDOWN_CALL_TIMEOUT)
         with self._changed:
             self._changed.notify_all()
 
@@ -200,7 +209,7 @@ class Worker:
                     outcome.message,
                 )
                 return
-            r.shipper.close(timeout=LOG_CLOSE_TIMEOUT)
+            r.shipper.close(self._call_budget(LOG_CLOSE_TIMEOUT))
             if outcome.killed:  # by _shutdown: the lease is still ours, hand it back
                 log.info(
                     "killed %s after %.1fs: %s; handing it back",
@@ -250,7 +259,10 @@ class Worker:
             if r is None or r.lost or time.monotonic() - r.last_ok > self.settings.lease_ttl:
                 log.info("outcome of %s dropped: the lease has expired", describe(a.key))
                 return
-            time.sleep(backoff)
+            if time.monotonic() >= self._grace_ends:
+                log.info("outcome of %s dropped: the grace period is over", describe(a.key))
+                return
+            time.sleep(min(backoff, max(0.0, self._grace_ends - time.monotonic())))
             backoff = min(MAX_BACKOFF, backoff * 2)
 
     def _lose(self, r: _Running, why: str) -> None:
@@ -299,10 +311,13 @@ class Worker:
                 self._lose(r, f"no heartbeat accepted for lease_ttl ({self.settings.lease_ttl:g}s)")
 
     # -- shutdown ------------------------------------------------------------------------------
+    def _call_budget(self, normal: float) -> float:
+        return min(normal, SHUTDOWN_CALL_TIMEOUT) if self._stopping.is_set() else normal
+
     def _shutdown(self) -> None:
         grace = self.settings.grace_period
-        deadline = time.monotonic() + grace
-        with self._changed:
+        deadline = min(self._grace_ends, time.monotonic() + grace)  # stop() set it, unless
+        with self._changed:  # run() ended otherwise (WorkerRejected)
             if self._running:
                 log.info("stopping: waiting up to %gs for %d attempt(s)", grace, len(self._running))
             while self._running and (left := deadline - time.monotonic()) > 0:
@@ -310,7 +325,10 @@ class Worker:
             leftovers = list(self._running.values())
         for r in leftovers:
             r.attempt.kill(f"killed: the worker is shutting down (grace_period of {grace:g}s)")
+        # Each ends within its last logs and its release, both bounded; a complete sent before
+        # stop() may still hang on its own deadline: not waited for (closing the client ends it).
+        join_by = time.monotonic() + 3 * SHUTDOWN_CALL_TIMEOUT + 1.0
         for r in leftovers:
             if r.thread is not None:
-                r.thread.join()
+                r.thread.join(max(0.0, join_by - time.monotonic()))
         log.info("worker %s stopped", self.worker_id)

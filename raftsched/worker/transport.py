@@ -16,6 +16,9 @@ Contract, for every method:
   ``complete`` and ``append_logs`` return False. The worker then kills the attempt (if it
   still runs) and reports nothing more for it.
 - :class:`WorkerRejected` (bad token, wrong role) is not retried: the worker stops.
+- After :meth:`~WorkerTransport.interrupt` (the worker is stopping) no call outlasts the
+  shutdown: an outstanding ``lease`` returns [] at once, and every call made from then on gives
+  up after ``call_timeout`` seconds at most.
 """
 
 from __future__ import annotations
@@ -103,4 +106,13 @@ class WorkerTransport(Protocol):
     def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:
         """Hand leases back (worker shutting down) so they are queued again without waiting
         for them to expire. Best effort: an unanswered release just lets the lease expire."""
+        ...
+
+    def interrupt(self, call_timeout: float) -> None:
+        """The worker is stopping. An outstanding ``lease()`` returns [] at once (grants it
+        may have won meanwhile are lost to this worker and expire), later ones return []
+        without asking, and every other call made from now on raises RaftschedError after
+        at most ``call_timeout`` seconds unanswered. Calls already under way keep their own
+        deadline. Idempotent; callable from any thread that is not inside a transport call
+        (a signal handler of a thread that only waits)."""
         ...

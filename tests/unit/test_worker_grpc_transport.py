@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -21,7 +22,7 @@ from typing import Any
 import grpc
 import pytest
 
-from raftsched.api.client import RaftschedClient
+from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2, worker_pb2_grpc
 from raftsched.core.model import TaskKey
 from raftsched.worker.grpc_transport import GrpcWorkerTransport
@@ -48,8 +49,10 @@ class Scripted(worker_pb2_grpc.WorkerServiceServicer):
 
     def Lease(self, request: Any, context: grpc.ServicerContext) -> Any:
         self._seen(request, context)
-        if self.offers <= 0:
-            time.sleep(min(request.wait_seconds, 1.0))
+        if self.offers <= 0:  # hold the poll open for its wait, or until the caller goes
+            end = time.monotonic() + request.wait_seconds
+            while time.monotonic() < end and context.is_active():
+                time.sleep(0.02)
             return worker_pb2.LeaseResponse()
         self.offers -= 1
         lease = worker_pb2.TaskLease(
@@ -165,6 +168,37 @@ def test_a_refused_role_raises_worker_rejected(
     servicer.reject = True
     with pytest.raises(WorkerRejected, match="PERMISSION_DENIED"):
         transport.lease("w1", 1, 0.1)
+
+
+def test_interrupt_ends_an_outstanding_poll_and_caps_every_later_call(
+    server: tuple[Scripted, str],
+) -> None:
+    servicer, address = server
+    servicer.offers = 0
+    client = RaftschedClient([address], deadline=60.0)
+    transport = GrpcWorkerTransport(client, poll_client=RaftschedClient([address]))
+    polled: list[list[object]] = []
+    poll = threading.Thread(target=lambda: polled.append(transport.lease("w1", 1, 600)))
+    poll.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not servicer.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert servicer.requests, "the poll never reached the server"
+        transport.interrupt(0.5)
+        poll.join(20)  # a bound far below the poll's 600s
+        assert not poll.is_alive() and polled == [[]]
+        assert transport.lease("w1", 1, 600) == []  # later polls: not even sent
+        assert len(servicer.requests) == 1
+        transport.release("w1", [(KEY, 41)])  # other calls still go, on the main client...
+        assert len(servicer.requests) == 2
+        # ...but none waits for an answer past call_timeout (here, a poll the server holds
+        # for 30s, sent as any other call: the client's own deadline is 60s).
+        held = worker_pb2.LeaseRequest(worker_id="w1", max_tasks=1, wait_seconds=30)
+        with pytest.raises(ApiError, match="DEADLINE_EXCEEDED"):
+            transport._call("Lease", held)
+    finally:
+        client.close()
 
 
 def test_the_worker_command_runs_noop_against_the_service_and_stops_on_sigterm(

@@ -13,7 +13,7 @@ import pytest
 
 from raftsched.core.model import TaskKey
 from raftsched.errors import NoQuorumError
-from raftsched.worker.loop import Worker, WorkerSettings
+from raftsched.worker.loop import SHUTDOWN_CALL_TIMEOUT, Worker, WorkerSettings
 from raftsched.worker.transport import Assignment
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,6 +37,8 @@ class FakeTransport:
         self.logs: dict[TaskKey, list[tuple[str, str]]] = {}
         self.released: list[tuple[TaskKey, int]] = []
         self.unavailable = 0  # the next N calls of lease/complete raise NoQuorumError
+        self.polling = 0  # lease() calls under way
+        self.interrupted: list[float] = []  # call_timeout of each interrupt()
 
     def offer(self, *assignments: Assignment) -> None:
         with self.cond:
@@ -44,8 +46,16 @@ class FakeTransport:
             self.cond.notify_all()
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+        """Wait (bounded) for ``predicate``, re-checked on every call and every 20 ms: it may
+        read what no call of the transport changes (a file, /proc)."""
+        deadline = time.monotonic() + timeout
         with self.cond:
-            return self.cond.wait_for(predicate, timeout)
+            while not predicate():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.02))
+            return True
 
     def _maybe_fail(self) -> None:
         if self.unavailable:
@@ -55,8 +65,16 @@ class FakeTransport:
     def lease(self, worker_id: str, max_tasks: int, wait_seconds: float) -> list[Assignment]:
         with self.cond:
             self._maybe_fail()
+            if self.interrupted:
+                return []
             self.lease_requests.append(max_tasks)
-            self.cond.wait_for(lambda: self.queue, wait_seconds)
+            self.polling += 1
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: self.queue or self.interrupted, wait_seconds)
+            self.polling -= 1
+            if self.interrupted:  # cut short (a real poll's grants would be lost, not kept)
+                self.cond.notify_all()
+                return []
             taken, self.queue = self.queue[:max_tasks], self.queue[max_tasks:]
             self.outstanding.update(a.key for a in taken)
             self.max_outstanding = max(self.max_outstanding, len(self.outstanding))
@@ -100,6 +118,11 @@ class FakeTransport:
             self.outstanding.difference_update(key for key, _ in leases)
             self.cond.notify_all()
 
+    def interrupt(self, call_timeout: float) -> None:
+        with self.cond:
+            self.interrupted.append(call_timeout)
+            self.cond.notify_all()
+
 
 def task(task_id: str, command: str, token: int = 1) -> Assignment:
     return Assignment(
@@ -107,12 +130,29 @@ def task(task_id: str, command: str, token: int = 1) -> Assignment:
     )
 
 
-def alive(pid: int) -> bool:
+def _stat(pid: int) -> list[str] | None:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+class Process:
+    """A process seen by pid and start time: a reused pid is not it."""
+
+    def __init__(self, pid: int) -> None:
+        stat = _stat(pid)
+        assert stat is not None, f"process {pid} is already gone"
+        self.pid, self.started = pid, stat[19]
+
+    def alive(self) -> bool:
+        stat = _stat(self.pid)
+        return stat is not None and stat[19] == self.started and stat[0] not in ("Z", "X")
+
+
+def alive(pid: int) -> bool:
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X")
 
 
 FAST = WorkerSettings(
@@ -198,12 +238,12 @@ def test_a_refused_heartbeat_kills_the_attempt_at_once_and_it_is_not_completed(
     a = task("long", f"sleep 1000 & echo $! > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; wait")
     transport.offer(a)
     assert transport.wait_for(pid_file.exists)
-    child = int(pid_file.read_text())
+    child = Process(int(pid_file.read_text()))
     with transport.cond:
         transport.refused.add(a.key)
-    assert transport.wait_for(lambda: not alive(child))
+    assert transport.wait_for(lambda: not child.alive())
     assert wait_idle(worker)
-    assert a.key not in transport.completed
+    assert a.key not in transport.completed and a.key not in transport.complete_calls
     assert transport.released == []
 
 
@@ -288,6 +328,118 @@ def test_stop_kills_and_releases_attempts_still_running_after_the_grace_period(
     assert not alive(child)
     assert transport.released == [(a.key, a.token)]
     assert a.key not in transport.completed
+
+
+def test_stop_ends_an_outstanding_long_poll_at_once(transport: FakeTransport) -> None:
+    worker = Worker(transport, replace(FAST, lease_wait=600), worker_id="w1")  # type: ignore[arg-type]
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    assert transport.wait_for(lambda: transport.polling == 1)
+    worker.stop()
+    runner.join(30)  # a bound far below the poll's 600s, not a timing assertion
+    assert not runner.is_alive()
+    assert transport.interrupted and transport.polling == 0
+
+
+def test_a_lease_that_arrives_after_stop_is_handed_back() -> None:
+    class SigtermMeanwhile(FakeTransport):  # stop() lands while the grants are on their way
+        worker: Worker
+
+        def lease(self, worker_id: str, max_tasks: int, wait_seconds: float) -> list[Assignment]:
+            taken = super().lease(worker_id, max_tasks, wait_seconds)
+            if taken:
+                self.worker.stop()
+            return taken
+
+    transport = SigtermMeanwhile()
+    worker = transport.worker = Worker(transport, FAST, worker_id="w1")  # type: ignore[arg-type]
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    a = task("late", "echo never")
+    transport.offer(a)
+    runner.join(30)
+    assert not runner.is_alive()
+    assert transport.released == [(a.key, a.token)]
+    assert a.key not in transport.complete_calls
+
+
+class Gone(FakeTransport):
+    """Once ``gone``, no node answers: a call hangs for its deadline, then raises NoQuorumError,
+    as the real client does: ``DEADLINE`` before interrupt(), its call_timeout after. A lease
+    poll ends at interrupt()."""
+
+    DEADLINE = 10.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone = False
+        self.calls_while_gone: list[str] = []
+
+    def _unanswered(self, name: str) -> None:
+        with self.cond:
+            if not self.gone:
+                return
+            self.calls_while_gone.append(name)
+            self.cond.notify_all()
+            timeout = self.interrupted[0] if self.interrupted else self.DEADLINE
+            self.cond.wait(timeout)
+        raise NoQuorumError(f"no node answers {name} (fake)")
+
+    def lease(self, worker_id: str, max_tasks: int, wait_seconds: float) -> list[Assignment]:
+        with self.cond:
+            if self.gone and not self.cond.wait_for(lambda: self.interrupted, self.DEADLINE):
+                raise NoQuorumError("no node answers lease (fake)")
+        return super().lease(worker_id, max_tasks, wait_seconds)
+
+    def heartbeat(
+        self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]
+    ) -> dict[TaskKey, bool]:
+        self._unanswered("heartbeat")
+        return super().heartbeat(worker_id, leases)
+
+    def complete(
+        self, key: TaskKey, token: int, *, success: bool, exit_code: int | None, message: str
+    ) -> bool:
+        self._unanswered("complete")
+        return super().complete(key, token, success=success, exit_code=exit_code, message=message)
+
+    def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:
+        self._unanswered("append_logs")
+        return super().append_logs(key, token, chunks)
+
+    def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:
+        self._unanswered("release")
+        super().release(worker_id, leases)
+
+
+def test_shutdown_is_bounded_when_the_cluster_is_gone(tmp_path: Path) -> None:
+    gone = Gone()
+    # A lease_ttl of 600s: an outcome retried "while the lease may be ours" would outlast the
+    # test's bound; so would a release or a last append_logs on the client's full deadline.
+    settings = WorkerSettings(
+        concurrency=2, lease_ttl=600, heartbeat_interval=0.1, grace_period=3, lease_wait=0.1
+    )
+    worker = Worker(gone, settings, worker_id="w1")  # type: ignore[arg-type]
+    runner = threading.Thread(target=worker.run, daemon=True)
+    runner.start()
+    gate, pid_file = tmp_path / "gate", tmp_path / "pid"
+    ending = task("ending", f"until [ -e {gate} ]; do sleep 0.05; done; echo bye")
+    stuck = task(
+        "stuck", f"sleep 1000 & echo $! > {pid_file}.tmp; mv {pid_file}.tmp {pid_file}; wait"
+    )
+    gone.offer(ending, stuck)
+    assert gone.wait_for(lambda: pid_file.exists() and len(worker.running) == 2)
+    child = Process(int(pid_file.read_text()))
+    with gone.cond:
+        gone.gone = True
+    worker.stop()
+    gate.touch()  # "ending" ends within the grace period; its outcome cannot be reported
+    runner.join(30)  # a bound: grace 3s + a few calls of SHUTDOWN_CALL_TIMEOUT
+    assert not runner.is_alive(), "the worker did not stop"
+    assert gone.interrupted == [SHUTDOWN_CALL_TIMEOUT]
+    assert not child.alive()
+    assert "complete" in gone.calls_while_gone and "release" in gone.calls_while_gone
+    assert gone.completed == {} and gone.released == []
 
 
 def test_no_accepted_heartbeat_for_lease_ttl_kills_the_attempt(
