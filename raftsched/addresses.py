@@ -12,6 +12,7 @@ agree; it needs nothing but the config.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +20,18 @@ if TYPE_CHECKING:
 
 ADMIN_PORT_OFFSET = 100
 API_PORT_OFFSET = 200
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``host:port`` (port 0 allowed, ``[v6]:port``) names a loopback host:
+    ``localhost`` in any case, or a loopback IP. False for anything else; never raises."""
+    host = address.rsplit(":", 1)[0].strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _host_port(address: str) -> tuple[str, int]:

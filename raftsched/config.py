@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from raftsched import config_schema as s
+from raftsched.addresses import is_loopback
 from raftsched.config_schema import setting
 from raftsched.errors import ConfigError
 
@@ -324,7 +325,7 @@ def _check_together(v: dict[str, dict[str, Any]], raw: _Raw) -> None:
     elif cluster["self_address"] not in nodes:
         reason = f"expected one of [cluster] nodes: {', '.join(nodes)}"
         raise _bad(raw, ("cluster", "self_address"), reason)
-    outside = [node for node in nodes if not s.is_loopback(node)]
+    outside = [node for node in nodes if not is_loopback(node)]
     if not cluster["secret"] and outside:
         reason = (
             f"an empty [cluster] secret is allowed only when every node is on loopback, and"

@@ -172,16 +172,6 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def is_loopback(address: str) -> bool:
-    host, _ = split_host_port(address)
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 _HOST_PORT = "expected host:port with a port in 1..65535 (e.g. 127.0.0.1:7101 or [::1]:7101)"
 
 

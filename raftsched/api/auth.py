@@ -24,7 +24,6 @@ scheduler on a network would let anyone run commands on the workers.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
@@ -32,6 +31,7 @@ from typing import Any
 
 import grpc
 
+from raftsched.addresses import is_loopback
 from raftsched.config import ApiConfig
 from raftsched.errors import ConfigError
 
@@ -132,17 +132,6 @@ class TokenTable:
             if hmac.compare_digest(given, known):
                 found = role
         return found
-
-
-def is_loopback(address: str) -> bool:
-    """Whether ``host:port`` (port 0 allowed, ``[v6]:port``) names a loopback host."""
-    host = address.rsplit(":", 1)[0].strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_open_allowed(api: ApiConfig, bind: str | None = None) -> None:

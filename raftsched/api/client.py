@@ -48,8 +48,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
+from raftsched.addresses import is_loopback
 from raftsched.api import tls
-from raftsched.api.auth import is_loopback
 from raftsched.api.gen import (
     cluster_pb2,
     cluster_pb2_grpc,

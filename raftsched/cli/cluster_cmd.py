@@ -22,7 +22,6 @@ import argparse
 import json
 import logging
 import signal
-import sys
 import threading
 import urllib.error
 import urllib.request
@@ -31,6 +30,7 @@ from types import FrameType
 from typing import Any
 
 from raftsched.addresses import admin_address_for
+from raftsched.cli.common import setup_logging, usage
 from raftsched.cli.connect import (
     DEFAULT_TIMEOUT,
     add_connection_flags,
@@ -87,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     cluster = sub.add_parser(
         "cluster", help="the scheduler cluster: status, leadership and membership"
     )
-    cluster.set_defaults(handler=lambda _args: _usage(cluster))
+    cluster.set_defaults(handler=lambda _args: usage(cluster))
     cluster_sub = cluster.add_subparsers(dest="cluster_command", metavar="SUBCOMMAND")
     status = cluster_sub.add_parser(
         "status",
@@ -138,11 +138,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         change.set_defaults(handler=handler)
 
 
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
-
-
 # -- scheduler ------------------------------------------------------------------------------
 
 
@@ -151,7 +146,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     from raftsched.config import load_config
 
     config = load_config(args.config)
-    _setup_logging(config.core.logging_level)
+    setup_logging(config.core.logging_level)
     log = logging.getLogger("raftsched.scheduler")
     runtime = NodeRuntime.from_config(config, self_address=args.address)
     try_migrate(runtime.sink)
@@ -177,18 +172,6 @@ def _scheduler(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         runtime.stop()
-
-
-def _setup_logging(level: str) -> None:
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
-    )
-    root.addHandler(handler)
-    root.setLevel(level)
 
 
 # -- cluster status -------------------------------------------------------------------------

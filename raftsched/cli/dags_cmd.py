@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.output import add_output_flag, emit
 from raftsched.errors import DagNotFound, RaftschedError
@@ -28,7 +29,7 @@ DAG_NOT_FOUND = "dag {dag_id!r} not found: `raftsched dags list` shows the known
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     dags = sub.add_parser("dags", help="DAG files, schedules and DAG state")
     dags_sub = dags.add_subparsers(dest="dags_command", metavar="SUBCOMMAND")
-    dags.set_defaults(handler=lambda args: _usage(dags))
+    dags.set_defaults(handler=lambda args: usage(dags))
 
     parse = dags_sub.add_parser(
         "parse", help="parse a DAGs folder (each file in a child process) and report"
@@ -92,11 +93,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     errors = dags_sub.add_parser("errors", help="DAG files that failed to load")
     add_connection_flags(errors)
     errors.set_defaults(handler=cmd_errors)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
 
 
 # -- dags parse ---------------------------------------------------------------------------

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from raftsched.cli.common import usage
 from raftsched.cli.output import add_output_flag, emit
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     db = sub.add_parser("db", help="metadata database schema: migrate, check")
-    db.set_defaults(handler=lambda _args: _usage(db))
+    db.set_defaults(handler=lambda _args: usage(db))
     db_sub = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
 
     migrate = db_sub.add_parser("migrate", help="upgrade the database schema to this release")
@@ -28,11 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         )
         add_output_flag(parser)
         parser.set_defaults(handler=handler)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
 
 
 def _engine(args: argparse.Namespace) -> Any:

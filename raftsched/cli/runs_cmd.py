@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from raftsched.cli.common import positive_int, usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.output import emit
 
@@ -20,32 +21,17 @@ COLUMNS = ("dag_id", "run_id", "state", "type", "logical_date", "start_date", "e
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     runs = sub.add_parser("runs", help="DAG runs")
     runs_sub = runs.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
-    runs.set_defaults(handler=lambda _args: _usage(runs))
+    runs.set_defaults(handler=lambda _args: usage(runs))
 
     lst = runs_sub.add_parser("list", help="runs, newest logical date first")
     lst.add_argument("dag_id", nargs="?", default="", help="default: runs of every DAG")
     lst.add_argument("--state", action="append", choices=RUN_STATES, default=[], help="repeatable")
     lst.add_argument("--type", choices=RUN_TYPES, help="scheduled or manual (default: both)")
     lst.add_argument(
-        "--limit", type=_positive_int, default=50, metavar="N", help="at most N runs (50)"
+        "--limit", type=positive_int, default=50, metavar="N", help="at most N runs (50)"
     )
     add_connection_flags(lst)
     lst.set_defaults(handler=cmd_list)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from raftsched.cli.common import positive_int, usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, iso, to_dict
 from raftsched.cli.output import emit
 
@@ -30,7 +31,7 @@ RUN_NOT_FOUND = (
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tasks = sub.add_parser("tasks", help="task instances of a run: list, logs, clear, mark")
     tasks_sub = tasks.add_subparsers(dest="tasks_command", metavar="SUBCOMMAND")
-    tasks.set_defaults(handler=lambda _args: _usage(tasks))
+    tasks.set_defaults(handler=lambda _args: usage(tasks))
 
     lst = tasks_sub.add_parser("list", help="every task of one run, with state and attempts")
     lst.add_argument("dag_id")
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     logs.add_argument("run_id")
     logs.add_argument("task_id")
     logs.add_argument(
-        "--try", dest="try_number", type=_positive_int, metavar="N", help="default: the latest"
+        "--try", dest="try_number", type=positive_int, metavar="N", help="default: the latest"
     )
     logs.add_argument("--follow", "-f", action="store_true", help="until the attempt ends")
     add_connection_flags(logs, timeout_help="give up after this long (default: 10, none with -f)")
@@ -73,21 +74,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     mark.add_argument("--state", required=True, choices=("success", "failed"))
     add_connection_flags(mark)
     mark.set_defaults(handler=cmd_mark)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ import argparse
 import getpass
 import sys
 
+from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.output import emit
 from raftsched.errors import ConfigError, RaftschedError
@@ -23,7 +24,7 @@ ROLES = ("admin", "operator", "viewer")
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     users = sub.add_parser("users", help="web UI accounts: create, list, delete")
     users_sub = users.add_subparsers(dest="users_command", metavar="SUBCOMMAND")
-    users.set_defaults(handler=lambda _args: _usage(users))
+    users.set_defaults(handler=lambda _args: usage(users))
 
     create = users_sub.add_parser(
         "create",
@@ -50,11 +51,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     delete.add_argument("username")
     add_connection_flags(delete)
     delete.set_defaults(handler=cmd_delete)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
 
 
 def read_password(from_stdin: bool) -> str:

@@ -26,6 +26,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
+from raftsched.cli.common import positive_int
 from raftsched.errors import ConfigError
 
 
@@ -38,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         " run as many as you like behind a load balancer, with the same [webserver] secret_key.",
     )
     parser.add_argument("--bind", metavar="HOST:PORT", help="listen here ([webserver] bind)")
-    parser.add_argument("--workers", type=_positive_int, metavar="N", help="worker processes")
-    parser.add_argument("--threads", type=_positive_int, metavar="N", help="threads per worker")
+    parser.add_argument("--workers", type=positive_int, metavar="N", help="worker processes")
+    parser.add_argument("--threads", type=positive_int, metavar="N", help="threads per worker")
     parser.add_argument(
         "--server",
         metavar="HOST:PORT[,HOST:PORT...]",
@@ -52,16 +53,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         " [webserver] token)",
     )
     parser.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def gunicorn_env(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, str]:

@@ -23,7 +23,6 @@ Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` and ``raft.dump
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from typing import Any
 
 from pysyncobj import SyncObjConf
 
-from raftsched.addresses import admin_bind_for
+from raftsched.addresses import admin_bind_for, is_loopback
 from raftsched.errors import ConfigError
 
 JOURNAL_FILE = "raft.journal"
@@ -197,16 +196,6 @@ def split_address(address: str, *, key: str) -> tuple[str, int]:
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise _error(key, address, "must be host:port with a port in 1..65535")
     return host.strip("[]"), int(port_text)
-
-
-def is_loopback(address: str) -> bool:
-    host = address.rpartition(":")[0].strip("[]") if ":" in address else address
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _error(key: str, value: str, problem: str) -> ConfigError:

@@ -232,18 +232,26 @@ class Supervisor:
         spec = child.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         _append_marker(spec.log_path, f"starting: {' '.join(spec.argv)}")
-        with open(spec.log_path, "ab", buffering=0) as log:
-            child.proc = subprocess.Popen(
-                list(spec.argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=None if spec.env is None else dict(spec.env),
-                cwd=spec.cwd,
-                start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
+        child.proc = spawn_child(spec)
         child.started_at = self._clock()
+
+
+def spawn_child(spec: ChildSpec) -> subprocess.Popen[bytes]:
+    """Start ``spec`` in its own session, stdin from /dev/null, stdout and stderr appended to
+    its log file (its folder made if missing); on Linux it gets SIGTERM when the calling
+    thread dies. Raises what ``Popen`` raises (OSError when the program cannot start)."""
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(spec.log_path, "ab", buffering=0) as log:
+        return subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=None if spec.env is None else dict(spec.env),
+            cwd=spec.cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
 
 
 def _die_with_parent() -> None:

@@ -29,7 +29,6 @@ so gunicorn's workers go with their master) and gets SIGTERM if its parent threa
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib.util
 import os
 import re
@@ -44,14 +43,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftsched.cluster.supervisor import ChildSpec
+from raftsched.cluster.supervisor import ChildSpec, spawn_child
 from raftsched.errors import ConfigError
 
 TEMPLATE_NAME = "raftsched.conf.template"
 NGINX_NAME = "nginx"
 SECRET_ENV = "RAFTSCHED__WEBSERVER__SECRET_KEY"
 _NGINX_FALLBACKS = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
-_PR_SET_PDEATHSIG = 1
 
 
 # -- nginx ----------------------------------------------------------------------------------
@@ -297,7 +295,7 @@ class WebFarm:
                 continue
             proc = self.procs.get(spec.name)
             if proc is None or proc.poll() is not None:
-                self.procs[spec.name] = _spawn(spec)
+                self.procs[spec.name] = spawn_child(spec)
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to the child's whole process group (kill -9 by default) and reap it."""
@@ -366,26 +364,6 @@ def start_web_farm(
         farm.stop()
         raise
     return farm
-
-
-def _spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
-    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(spec.log_path, "ab", buffering=0) as log:
-        return subprocess.Popen(
-            list(spec.argv),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=None if spec.env is None else dict(spec.env),
-            cwd=spec.cwd,
-            start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
-
-
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

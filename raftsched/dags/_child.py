@@ -10,16 +10,13 @@ before the parent's timeout, faulthandler dumps the stacks to stderr so a hang s
 from __future__ import annotations
 
 import faulthandler
-import hashlib
-import importlib.util
 import json
 import os
-import re
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
+from raftsched.dags import loading
 from raftsched.dags.authoring import DAG, PythonTask, collect_dags
 from raftsched.dags.validation import resolve_callable
 from raftsched.errors import DagDefinitionError
@@ -27,17 +24,10 @@ from raftsched.errors import DagDefinitionError
 
 def load(path: str) -> list[dict[str, Any]]:
     """Import the DAG file at ``path`` and return its DAG specs as dicts."""
-    file = Path(path)
-    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
-    name = f"raftsched_dagfile_{digest}_{re.sub(r'[^0-9A-Za-z_]', '_', file.stem)}"
-    sys.path.insert(0, str(file.parent))
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
     with collect_dags() as dags:
-        module_spec.loader.exec_module(module)
+        module = loading.load_dag_module(path)
+    if module is None:
+        raise ImportError(f"cannot import {path}")
     return [spec.to_dict() for spec in specs_of(dags, vars(module), path)]
 
 
@@ -77,10 +67,11 @@ def one_line(err: BaseException) -> str:
 
 
 def format_traceback(err: BaseException) -> str:
-    """The traceback without the frames of this module and importlib's machinery."""
+    """The traceback without the frames of this module, ``loading`` and importlib's machinery."""
+    ours = {__file__, loading.__file__}
     exc = traceback.TracebackException.from_exception(err)
     exc.stack = traceback.StackSummary.from_list(
-        [f for f in exc.stack if f.filename != __file__ and "importlib" not in f.filename]
+        [f for f in exc.stack if f.filename not in ours and "importlib" not in f.filename]
     )
     return "".join(exc.format())
 

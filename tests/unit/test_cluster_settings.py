@@ -7,13 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from raftsched.addresses import admin_address_for, admin_bind_for, api_address_for, api_bind_for
-from raftsched.cluster.settings import (
-    RaftSettings,
-    build_conf,
+from raftsched.addresses import (
+    admin_address_for,
+    admin_bind_for,
+    api_address_for,
+    api_bind_for,
     is_loopback,
-    settings_from_config,
 )
+from raftsched.cluster.settings import RaftSettings, build_conf, settings_from_config
 from raftsched.errors import ConfigError
 
 NODES = ("127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103")
