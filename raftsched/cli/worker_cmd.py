@@ -18,10 +18,11 @@ import json
 import logging
 import os
 import signal
-import sys
 import threading
 from types import FrameType
 from typing import Any
+
+from raftsched.cli.common import positive_int, setup_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     parser.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="attempts run at once (default: [worker] concurrency)",
     )
@@ -59,16 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="with --noop: append one JSON line per lease (key, token, arrived_at) to FILE",
     )
     parser.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def resolve(
@@ -99,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     servers, token = resolve(args)
-    _setup_logging(config.core.logging_level)
+    setup_logging(config.core.logging_level)
     log = logging.getLogger("raftsched.worker")
     cfg = config.worker
     settings = WorkerSettings(
@@ -170,15 +161,3 @@ def _recorder(path: str) -> Any:
             out.flush()
 
     return record
-
-
-def _setup_logging(level: str) -> None:
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
-    )
-    root.addHandler(handler)
-    root.setLevel(level)
