@@ -38,7 +38,7 @@ from __future__ import annotations
 import difflib
 import functools
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -56,6 +56,10 @@ PRESETS: dict[str, str] = {
 }
 
 _SECOND = timedelta(seconds=1)
+# Offset changes are looked for at this step, then pinned to the second. Zones change offset
+# at most a few times a year, never twice within it.
+_OFFSET_SCAN_STEP = timedelta(hours=12)
+_MAX_STRETCHES = 64  # offset changes crossed by one search (a cron firing once in years)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +278,8 @@ class CronTimetable(Timetable):
         return local.replace(fold=0).utcoffset() != local.utcoffset()
 
     def _after(self, when: datetime) -> datetime | None:
+        if self.every_hour:
+            return self._after_elapsed(when)
         current = when.astimezone(self.zone)
         try:
             while True:
@@ -283,6 +289,45 @@ class CronTimetable(Timetable):
                 current = local
         except CroniterBadDateError:
             return None
+
+    def _after_elapsed(self, when: datetime) -> datetime | None:
+        """Real elapsed time (every-hour crons): evaluate the cron in the fixed UTC offset in
+        force, one stretch between two offset changes at a time. croniter, evaluating in the
+        zone itself, misses the second pass through a repeated half hour (Lord Howe Island
+        falls back 30 minutes); a fixed offset has no repeated or skipped wall-clock time."""
+        start = when.astimezone(UTC)  # candidates are strictly after start
+        offset = start.astimezone(self.zone).utcoffset()
+        for _ in range(_MAX_STRETCHES):
+            fixed = timezone(offset)  # type: ignore[arg-type]
+            try:
+                local = self._iter.get_next(datetime, start_time=start.astimezone(fixed))
+            except CroniterBadDateError:
+                return None
+            found = local.astimezone(UTC)
+            change = self._first_offset_change(start, found, offset)
+            if change is None:
+                return found
+            # The next stretch: from the change on, in the offset that starts there.
+            start, offset = change - _SECOND, change.astimezone(self.zone).utcoffset()
+        return None
+
+    def _first_offset_change(
+        self, start: datetime, end: datetime, offset: timedelta | None
+    ) -> datetime | None:
+        """The first whole second in (start, end] whose UTC offset is not ``offset``."""
+        low = start
+        while low < end:
+            high = min(low + _OFFSET_SCAN_STEP, end)
+            if high.astimezone(self.zone).utcoffset() != offset:
+                while high - low > _SECOND:  # invariant: low has `offset`, high does not
+                    middle = low + (high - low) / 2
+                    if middle.astimezone(self.zone).utcoffset() == offset:
+                        low = middle
+                    else:
+                        high = middle
+                return high
+            low = high
+        return None
 
     def _strictly_before(self, when: datetime) -> datetime | None:
         current = when.astimezone(self.zone)

@@ -382,3 +382,17 @@ def test_cron_slots_are_consistent_across_dst(expr: str, zone: str, start: str) 
     if not table.every_hour:  # fixed hours: each wall-clock time fires at most once
         walls = [when.astimezone(ZoneInfo(zone)).replace(tzinfo=None) for when in got]
         assert len(walls) == len(set(walls))
+
+
+def test_every_hour_cron_fires_both_passes_of_a_repeated_half_hour() -> None:
+    # Lord Howe Island falls back 30 minutes (02:00 +11:00 -> 01:30 +10:30): 01:30 happens
+    # twice, and an every-hour cron follows real elapsed time, so it fires at both instants.
+    table = CronTimetable("1,30 * * * *", ZoneInfo("Australia/Lord_Howe"))
+    got = fires(table, utc("2024-04-06 14:00"), utc("2024-04-06 15:59"))
+    assert got == [
+        utc("2024-04-06 14:01"),
+        utc("2024-04-06 14:30"),  # 01:30 +11:00
+        utc("2024-04-06 15:00"),  # 01:30 +10:30, the second pass
+        utc("2024-04-06 15:31"),  # 02:01 +10:30
+    ]
+    assert table.latest_slot(utc("2024-04-06 15:30")).logical_date == utc("2024-04-06 15:00")
