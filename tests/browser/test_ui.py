@@ -77,7 +77,7 @@ def test_trigger_watch_read_log_and_pause(
                 cells.nth(i).evaluate("c => getComputedStyle(c).backgroundColor")
             )
             assert green > red and green > blue, f"cell {i} is not green: {red, green, blue}"
-        assert page.locator("#grid a.run-bar.state-success").count() == 1
+        assert page.locator("#grid .run-head .run-bar.state-success").count() == 1
         page.screenshot(path=str(artifacts / "grid.png"), full_page=True)
 
         # A task's log, as the worker shipped it.
