@@ -90,9 +90,17 @@ def test_nodes_without_the_secret_cannot_join_or_disturb(tmp_path: Path, db_url:
                     assert seen["outbox_last_seq"] in (0, None), seen
             time.sleep(0.25)
 
-        after = cluster.status(leader)
+        # The real cluster still has a leader of its own (one re-election is tolerated: on a
+        # loaded 2-core machine a 150 ms election timeout can lapse without any intruder).
+        def real_leader() -> list[int] | None:  # a list: index 0 is a leader too
+            index = cluster.leader()
+            return None if index is None else [index]
+
+        [now_leading] = wait_for(
+            real_leader, timeout=30, what="a leader among the real nodes", interval=0.2
+        )
+        after = cluster.status(now_leading)
         assert after is not None, cluster.brief()
-        assert cluster.leader() == leader, cluster.brief()
         assert after["role"] == "leader"
         # "stable-ish": an intruder must not drive the real cluster into elections.
         assert after["term"] <= before["term"] + 1, (before["term"], after["term"])
