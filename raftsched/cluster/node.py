@@ -54,14 +54,41 @@ ApplyListener = Callable[[int, Command, Result], None]
 RoleListener = Callable[[str], None]
 
 
+def safe_commit_index(message: dict[str, Any], current_commit: int) -> int:
+    """The commit index a follower may take from an append_entries ``message`` (Raft §5.3:
+    min(leaderCommit, index of the last new entry)).
+
+    pysyncobj 0.3.17 takes min(leaderCommit, the follower's own last log index). A deposed
+    leader that rejoins with an uncommitted tail then commits and APPLIES that tail when a
+    heartbeat carries a higher commit index, and diverges until a snapshot replaces its state
+    (the partition suite caught it: a digest disagreement after "truncating already-applied
+    log entries"; the same bug as atomix/copycat#265 and rabbitmq/ra#508). The entries up to
+    prevLogIdx + len(entries) are the ones this leader has just vouched for: no further.
+    """
+    leader_commit = int(message.get("commit_index", 0))
+    if "prevLogIdx" not in message:  # a snapshot chunk: the snapshot sets its own commit point
+        return min(leader_commit, current_commit)
+    vouched = int(message["prevLogIdx"])
+    transmission = message.get("transmission")
+    if transmission is None:
+        vouched += len(message.get("entries") or ())
+    elif transmission == "finish":  # the last chunk of one large entry
+        vouched += 1
+    return min(leader_commit, vouched)  # never lowers a commit: pysyncobj only raises it
+
+
 class _ContactTransport(TCPTransport):
-    """pysyncobj's TCP transport, noting when the leader last reached us (append_entries)."""
+    """pysyncobj's TCP transport: notes when the leader last reached us, and holds a
+    follower's commit index to what the leader has vouched for (:func:`safe_commit_index`)."""
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
         if isinstance(message, dict) and message.get("type") == "append_entries":
             note = getattr(self._syncObj, "_note_leader_contact", None)
             if note is not None:
                 note()
+            if "commit_index" in message:
+                current = int(getattr(self._syncObj, "raftCommitIndex", 0) or 0)
+                message["commit_index"] = safe_commit_index(message, current)
         super()._onMessageReceived(node, message)
 
 
