@@ -510,11 +510,21 @@ class ClusterHarness:
         return None
 
     def wait_leader(self, timeout: float = 45.0, exclude: Iterable[int] = ()) -> int:
+        """A settled leader: one that every node answering /status follows. A young cluster
+        elects a leader before its last node has connected (pysyncobj reconnects every
+        connection_retry_time), and that node may then force one more election; tests that
+        watch leadership must start after that. Down or paused nodes do not answer."""
         excluded = set(exclude)
 
         def found() -> int | None:
             index = self.leader()
-            return None if index is None or index in excluded else index + 1  # truthy
+            if index is None or index in excluded:
+                return None
+            address = self.addresses[index]
+            answering = [s for s in self.statuses().values() if s]
+            if any(s.get("leader") != address for s in answering):
+                return None
+            return index + 1  # truthy
 
         return (
             wait_for(
