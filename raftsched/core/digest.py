@@ -22,16 +22,26 @@ from typing import Any
 _MOD = 1 << 128
 
 
+_SCALARS = (str, int, float, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...] | None] = {}  # per type: dataclass field names, or None
+
+
 def canonical(value: Any) -> str:
     """A text of ``value`` that equal values share, whatever the order their dicts were built."""
+    if isinstance(value, _SCALARS):
+        return repr(value)
     if isinstance(value, dict):
         items = sorted((canonical(k), canonical(v)) for k, v in value.items())
         return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
     if isinstance(value, (list, tuple)):
         return "(" + ",".join(canonical(v) for v in value) + ")"
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        inner = ",".join(canonical(getattr(value, f.name)) for f in dataclasses.fields(value))
-        return f"{type(value).__name__}({inner})"
+    kind = type(value)
+    names = _FIELDS.get(kind, ())
+    if names == ():
+        is_dc = dataclasses.is_dataclass(kind)
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind)) if is_dc else None
+    if names is not None:
+        return f"{kind.__name__}(" + ",".join(canonical(getattr(value, n)) for n in names) + ")"
     return repr(value)
 
 
