@@ -7,6 +7,7 @@ stderr, never a traceback (set RAFTSCHED_DEBUG=1 to see one).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -20,19 +21,22 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from raftsched.cli import (
-        cluster_cmd,
-        dags_cmd,
-        db_cmd,
-        runs_cmd,
-        standalone_cmd,
-        tasks_cmd,
-        users_cmd,
-        webserver_cmd,
-        worker_cmd,
-    )
+# One module per area; each adds its subcommands with register(sub). Imported when the parser
+# is built, so `import raftsched.cli.main` stays cheap.
+COMMAND_MODULES = (
+    "cluster_cmd",
+    "dags_cmd",
+    "db_cmd",
+    "runs_cmd",
+    "standalone_cmd",
+    "tasks_cmd",
+    "users_cmd",
+    "webserver_cmd",
+    "worker_cmd",
+)
 
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="raftsched",
         description="A highly available workflow scheduler on Raft.",
@@ -44,17 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="config file (default: $RAFTSCHED_CONFIG, else $RAFTSCHED_HOME/raftsched.cfg)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (
-        cluster_cmd,
-        dags_cmd,
-        db_cmd,
-        runs_cmd,
-        standalone_cmd,
-        tasks_cmd,
-        users_cmd,
-        webserver_cmd,
-        worker_cmd,
-    ):
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"raftsched.cli.{name}")
         module.register(sub)
     return parser
 
