@@ -228,14 +228,29 @@ def load_history(
 # -- worker executions ----------------------------------------------------------------------
 
 
-def load_executions(paths: Iterable[Path]) -> list[Execution]:
+# Seconds a worker's guard may take to kill an attempt's tree after the worker died (it is
+# signalled at once; its fallback check of its parent runs every 0.25 s).
+GUARD_TEARDOWN = 1.0
+
+
+def load_executions(
+    paths: Iterable[Path], worker_deaths: Mapping[str, float] | None = None
+) -> list[Execution]:
     """One ``Execution`` per attempt process found in the workload's JSONL files.
 
     Lines are ``{"event": "start"|"end"|"gone", "dag_id", "run_id", "task_id", "try",
     "pid", "worker", "t": unix seconds, "rc"?}``; a process is (worker, pid, start time).
     A torn last line (the writer was killed mid-write) is skipped. ``ended_at`` is the
     earliest of ``end`` and ``gone``; None when neither came (still running).
+
+    ``worker_deaths`` (worker id -> unix time it was kill -9'd): an attempt of a killed worker
+    with neither ``end`` nor ``gone`` ended by then + :data:`GUARD_TEARDOWN`. Its task is
+    bounded and writes ``end`` when it finishes, so it did not finish; and its ``gone``
+    watcher (in a session of its own, outside the attempt's process group) was killed too,
+    which only the worker's guard does, when the worker dies. An attempt that outlived its
+    worker would still finish and write ``end``, and the overlap check would see it.
     """
+    deaths = worker_deaths or {}
     starts: dict[tuple[str, int], dict[str, Any]] = {}
     ends: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for path in paths:
@@ -261,6 +276,9 @@ def load_executions(paths: Iterable[Path]) -> list[Execution]:
         # a pid may be reused by a later process: only ends after this start belong to it
         mine = [e for e in ends.get(ident, []) if float(e["t"]) >= started]
         normal = [e for e in mine if e["event"] == "end"]
+        died = deaths.get(ident[0])
+        if not mine and died is not None and died >= started:
+            mine = [{"event": "gone", "t": died + GUARD_TEARDOWN}]
         out.append(
             Execution(
                 dag_id=str(rec["dag_id"]),

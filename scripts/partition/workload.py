@@ -176,6 +176,8 @@ class Workers:
         )
         self._workers: dict[int, _Worker] = {}
         self.kills = 0
+        # worker id -> when it was kill -9'd (its guard then kills its attempts' trees)
+        self.deaths: dict[str, float] = {}
 
     @property
     def exec_logs(self) -> list[Path]:
@@ -236,6 +238,7 @@ class Workers:
             os.kill(w.proc.pid, signal.SIGKILL)
         w.proc.wait(timeout=STOP_TIMEOUT)
         self.kills += 1
+        self.deaths[w.worker_id] = time.time()
 
     def restart(self, i: int) -> None:
         if self.pid(i) is None:

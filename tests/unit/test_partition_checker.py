@@ -634,3 +634,21 @@ def test_workload_dag_files_parse(tmp_path: Path) -> None:
         "pt_every_5s": ["doomed", "wide_a", "wide_b"],
     }
     assert all(spec.catchup and spec.end_date == T0 + 60 * S for spec in parsed.specs)
+
+
+def test_an_attempt_of_a_killed_worker_ends_with_its_guard(tmp_path: Path) -> None:
+    from scripts.partition.history import GUARD_TEARDOWN, load_executions
+
+    log = tmp_path / "pt-w0-g0.jsonl"
+    base = {"dag_id": "d", "run_id": "r", "task_id": "t", "try": 1, "worker": "pt-w0-g0"}
+    lines = [
+        {**base, "pid": 10, "event": "start", "t": 100.0},  # no end, no gone: killed with it
+        {**base, "pid": 11, "event": "start", "t": 100.0},
+        {**base, "pid": 11, "event": "end", "rc": 0, "t": 150.0},  # outlived it: kept as seen
+    ]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    ends = {e.pid: e.ended_at for e in load_executions([log], {"pt-w0-g0": 101.0})}
+    assert ends[10] is not None and ends[10].timestamp() == 101.0 + GUARD_TEARDOWN
+    assert ends[11] is not None and ends[11].timestamp() == 150.0
+    unknown = {e.pid: e.ended_at for e in load_executions([log])}
+    assert unknown[10] is None
