@@ -95,8 +95,11 @@ class ApiContext:
         remaining = _time_remaining(context)
         if remaining is not None:
             deadline = max(0.2, min(deadline, remaining - 0.5))
+        waited_from = time.monotonic()
         if not self._await_leader(min(NO_LEADER_WAIT, deadline / 2)):
             raise self.no_quorum()  # fail fast: the client may try another node
+        # The wait comes out of the budget: the answer must reach the caller before its deadline.
+        deadline = max(0.2, deadline - (time.monotonic() - waited_from))
         try:
             return self.proposer.propose(command, deadline=deadline)
         except NoQuorumError:
