@@ -11,8 +11,10 @@ clear, mark) go through Raft with the request's ``request_id``.
 - ListTaskInstances: every attempt of every task (DB rows, the live current attempt on top),
   sorted by task_id then try_number: the last entry of a task is its current attempt.
 - GetTaskLog: the attempt's chunks from the DB after ``after_seq``; with ``follow`` it polls
-  every :data:`FOLLOW_INTERVAL` s while the attempt runs, and ends once the attempt finished
-  and every chunk it wrote is in the DB (or the client cancels).
+  every :data:`FOLLOW_INTERVAL` s while the attempt is yet to end (queued, up for retry,
+  running), and ends once it ended and every chunk it wrote is in the DB (or the client
+  cancels). A replica that does not know the task yet (it lags the node that answered the
+  trigger) defers to the DB.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.core.model import RunType, TaskKey, TaskState
+from raftsched.core.model import FINISHED_TASK_STATES, RunType, TaskKey, TaskState
+from raftsched.core.snapshot import attempt_number
 from raftsched.errors import DagNotFound, StoreUnavailable
 from raftsched.store import queries
 
@@ -44,6 +47,12 @@ DEFAULT_PAGE, MAX_PAGE = 100, 1000
 DEFAULT_RECENT, MAX_RECENT = 10, 100
 MAX_ID = 250
 FOLLOW_INTERVAL = 0.5
+# How long a followed log waits for this replica to learn of a task before NOT_FOUND.
+REPLICA_CATCH_UP_SEC = 3.0
+# States in which an attempt (numbered as in the DB: see attempt_number) has yet to end.
+UNFINISHED_ATTEMPT_STATES = frozenset(
+    {TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY, TaskState.RUNNING}
+)
 LOG_BATCH = 1000
 
 
@@ -329,7 +338,10 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
             _required_id(request.task_id, "task_id"),
         )
         engine = self.ctx.require_engine()
-        try_number = request.try_number or self._latest_try(engine, key)
+        # A follower may not have applied the trigger the caller just got an answer for (from
+        # another node); a follow waits for it a little before calling the task unknown.
+        catch_up = REPLICA_CATCH_UP_SEC if request.follow else 0.0
+        try_number = request.try_number or self._latest_try(engine, key, catch_up)
         after = int(request.after_seq)
         finished_at_seq: int | None = None
         while True:
@@ -359,26 +371,35 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
                 if try_number == 0 and try_now:
                     try_number = try_now
                     continue
+                if running is None:  # not in this replica: lagging, or forgotten after retention
+                    # The outbox is written in order: once the DB has the attempt's end, it
+                    # has every chunk the attempt logged before it.
+                    running = not _finished_in_db(engine, key, try_number)
+                    seq = 0
                 if not running:
                     finished_at_seq = seq
                     continue
             time.sleep(FOLLOW_INTERVAL)
 
-    def _latest_try(self, engine: Any, key: TaskKey) -> int:
-        live = self.ctx.node.read(lambda st: getattr(st.task_instance(key), "try_number", None))
-        if live:
-            return int(live)
-        rows = queries.list_task_instances(engine, key.dag_id, key.run_id, task_id=key.task_id)
-        tries = [row.try_number for row in rows if row.try_number > 0]
-        if tries:
-            return max(tries)
-        if live is None and not rows:
-            raise StatusError(
-                grpc.StatusCode.NOT_FOUND,
-                f"task {key.task_id!r} of run {key.run_id!r} of DAG {key.dag_id!r} not found,"
-                " or it never ran",
-            )
-        return 0  # exists, not started yet
+    def _latest_try(self, engine: Any, key: TaskKey, catch_up: float = 0.0) -> int:
+        give_up_at = time.monotonic() + catch_up
+        while True:
+            live = self.ctx.node.read(functools.partial(_current_attempt, key=key))
+            if live:
+                return int(live)
+            rows = queries.list_task_instances(engine, key.dag_id, key.run_id, task_id=key.task_id)
+            tries = [row.try_number for row in rows if row.try_number > 0]
+            if tries:
+                return max(tries)
+            if live is not None or rows:
+                return 0  # exists, not started yet
+            if time.monotonic() >= give_up_at:
+                raise StatusError(
+                    grpc.StatusCode.NOT_FOUND,
+                    f"task {key.task_id!r} of run {key.run_id!r} of DAG {key.dag_id!r}"
+                    " not found, or it never ran",
+                )
+            time.sleep(FOLLOW_INTERVAL / 5)
 
     @translate_errors
     def ListImportErrors(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -417,17 +438,34 @@ def _copy(run: Any) -> Any:
     return None if run is None else replace(run)
 
 
-def _attempt_state(state: Any, key: TaskKey, try_number: int) -> tuple[bool, int, int]:
-    """(attempt ``try_number`` still running?, the outbox's last seq, the TI's try now)."""
+def _attempt_state(state: Any, key: TaskKey, try_number: int) -> tuple[bool | None, int, int]:
+    """(attempt ``try_number`` (0: the current one) yet to finish? None: this replica does not
+    know the task; the outbox's last seq; the task's current attempt number).
+
+    Attempts are numbered as in the DB (:func:`attempt_number`): a queued task is already at
+    the attempt a worker will lease next."""
     ti = state.task_instance(key)
     last_seq = int(state.outbox_last_seq)
     if ti is None:
-        return False, last_seq, 0
-    if try_number == 0:  # waiting for a first attempt
-        unfinished = ti.state in (TaskState.NONE, TaskState.QUEUED)
-        return unfinished, last_seq, int(ti.try_number)
-    running = ti.try_number == try_number and ti.state is TaskState.RUNNING
-    return running, last_seq, int(ti.try_number)
+        return None, last_seq, 0
+    current = attempt_number(ti)
+    unfinished = (try_number or current) == current and ti.state in UNFINISHED_ATTEMPT_STATES
+    return unfinished, last_seq, current
+
+
+def _current_attempt(state: Any, key: TaskKey) -> int | None:
+    ti = state.task_instance(key)
+    return None if ti is None else attempt_number(ti)
+
+
+def _finished_in_db(engine: Any, key: TaskKey, try_number: int) -> bool:
+    """Has the DB recorded attempt ``try_number`` (0: the task) as past running?"""
+    rows = queries.list_task_instances(engine, key.dag_id, key.run_id, task_id=key.task_id)
+    if try_number == 0:
+        return any(row.state in FINISHED_TASK_STATES for row in rows)
+    return any(
+        row.try_number == try_number and row.state not in UNFINISHED_ATTEMPT_STATES for row in rows
+    )
 
 
 def _raise_for_run(result: r.Result, dag_id: str, run_id: str) -> None:
