@@ -1,11 +1,23 @@
-"""A per-run PostgreSQL server that nodes inside the namespaces can reach.
+"""A private, throw-away PostgreSQL server: for partition runs and for DB-outage tests.
 
-The machine's server listens on 127.0.0.1 only and must never be touched, so each partition
-run starts its own: ``initdb`` + ``pg_ctl`` from ``/usr/lib/postgresql/<v>/bin``, run as the
-``postgres`` user (``runuser -u postgres --``), in a temporary directory, listening on the
-bridge address (and 127.0.0.1) on its own port, trusting only the run's /24. Durable settings
-(fsync and synchronous_commit stay on): a restart must not lose a committed write, or the
-checker would blame the scheduler for it. ``stop`` is a fast shutdown; ``start`` again.
+The machine's shared server must never be stopped or reconfigured, so whoever needs to restart
+a database starts its own: ``initdb`` + ``pg_ctl`` from ``/usr/lib/postgresql/<v>/bin``, run
+as the ``postgres`` user (PostgreSQL refuses to run as root: ``runuser -u postgres --``), in a
+temporary directory owned by that user, with its unix socket inside it, on its own port.
+
+- ``listen`` is where clients reach it (always 127.0.0.1 too); ``trusted_subnet`` lets hosts
+  of that subnet in (a partition run's namespaces reach it on the bridge address).
+- ``durable=True`` (partition runs) keeps fsync and synchronous_commit on: a restart must not
+  lose a committed write, or the checker would blame the scheduler for it. ``durable=False``
+  (tests) switches them off, which makes initdb and restarts fast.
+
+    with PostgresServer(durable=False) as pg:
+        url = pg.create_database("t1")
+        pg.stop()   # fast shutdown: clients are disconnected
+        pg.start()
+
+Leaving the block (or ``cleanup``) stops the server, in immediate mode if need be, and removes
+its directory.
 """
 
 from __future__ import annotations
@@ -22,9 +34,11 @@ from pathlib import Path
 
 PG_USER = "postgres"
 DATABASE = "raftsched"
+LOOPBACK = "127.0.0.1"
 
 
 def pg_bin() -> Path | None:
+    """The newest installed PostgreSQL's bin directory that has initdb and pg_ctl."""
     for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
         if (candidate / "initdb").exists() and (candidate / "pg_ctl").exists():
             return candidate
@@ -32,14 +46,15 @@ def pg_bin() -> Path | None:
 
 
 def unavailable_reason() -> str | None:
+    """None if a private server can run here, else why it cannot."""
     if pg_bin() is None:
         return "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin"
     try:
         pwd.getpwnam(PG_USER)
     except KeyError:
         return f"no {PG_USER!r} system user to run PostgreSQL as"
-    if os.geteuid() != 0:
-        return "need root to run PostgreSQL as the postgres user"
+    if os.geteuid() != 0 and pwd.getpwuid(os.geteuid()).pw_name != PG_USER:
+        return f"need root (to run PostgreSQL as {PG_USER!r}) or to be {PG_USER!r}"
     try:
         import psycopg  # noqa: F401
     except ImportError:
@@ -48,6 +63,7 @@ def unavailable_reason() -> str | None:
 
 
 def _free_port(host: str) -> int:
+    # Below the kernel's ephemeral range, so outgoing connections do not take it meanwhile.
     for _ in range(500):
         port = random.randrange(20000, 30000)
         with socket.socket() as sock:
@@ -60,15 +76,23 @@ def _free_port(host: str) -> int:
 
 
 class PostgresServer:
-    def __init__(self, listen: str, trusted_subnet: str) -> None:
+    def __init__(
+        self,
+        listen: str = LOOPBACK,
+        trusted_subnet: str | None = None,
+        *,
+        durable: bool = True,
+        port: int | None = None,
+    ) -> None:
         reason = unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason)
         self.bin = pg_bin()
         assert self.bin is not None
         self.listen = listen
-        self.port = _free_port(listen)
-        self.root = Path(tempfile.mkdtemp(prefix="raftsched-partition-pg-"))
+        self.durable = durable
+        self.port = port or _free_port(listen)
+        self.root = Path(tempfile.mkdtemp(prefix="raftsched-pg-"))
         self.data = self.root / "data"
         self.socket_dir = self.root / "sock"
         self.log = self.root / "postgres.log"
@@ -80,14 +104,30 @@ class PostgresServer:
         self._as_postgres(
             str(self.bin / "initdb"),
             *("-D", str(self.data), "-U", PG_USER, "-A", "trust", "-E", "UTF8"),
+            *(() if durable else ("--no-sync",)),
             "--no-instructions",
         )
-        with open(self.data / "pg_hba.conf", "a") as hba:
-            hba.write(f"host all all {trusted_subnet} trust\n")
+        if trusted_subnet:
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {trusted_subnet} trust\n")
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> PostgresServer:
+        try:
+            self.start()
+        except BaseException:
+            self.cleanup()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
 
     def _as_postgres(self, *argv: str, timeout: float = 120) -> None:
+        prefix = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
         done = subprocess.run(
-            ["runuser", "-u", PG_USER, "--", *argv],
+            [*prefix, *argv],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -101,10 +141,13 @@ class PostgresServer:
             )
 
     def start(self) -> None:
+        addresses = LOOPBACK if self.listen == LOOPBACK else f"{LOOPBACK},{self.listen}"
         options = (
-            f"-p {self.port} -k {self.socket_dir} -c listen_addresses=127.0.0.1,{self.listen}"
+            f"-p {self.port} -k {self.socket_dir} -c listen_addresses={addresses}"
             " -c max_connections=200"
         )
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._as_postgres(
             str(self.bin / "pg_ctl"),
             *("-D", str(self.data), "-l", str(self.log), "-o", options),
@@ -113,10 +156,23 @@ class PostgresServer:
         self.running = True
 
     def stop(self, mode: str = "fast") -> None:
+        """``fast`` disconnects clients and shuts down cleanly; ``immediate`` is a crash."""
         self._as_postgres(
             str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop"
         )
         self.running = False
+
+    def cleanup(self) -> None:
+        if self.running:
+            with contextlib.suppress(Exception):
+                self.stop("immediate")
+        pid_file = self.data / "postmaster.pid"
+        if pid_file.exists():  # our server, which we lost track of: its own PID file
+            with contextlib.suppress(Exception):
+                os.kill(int(pid_file.read_text().split()[0]), 9)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- use ---------------------------------------------------------------------------------
 
     def create_database(self, name: str = DATABASE) -> str:
         import psycopg
@@ -129,16 +185,6 @@ class PostgresServer:
 
     def url(self, database: str = DATABASE) -> str:
         return f"postgresql+psycopg://{PG_USER}@{self.listen}:{self.port}/{database}"
-
-    def cleanup(self) -> None:
-        if self.running:
-            with contextlib.suppress(Exception):
-                self.stop("immediate")
-        pid_file = self.data / "postmaster.pid"
-        if pid_file.exists():  # our server, which we lost track of: its own PID file
-            with contextlib.suppress(Exception):
-                os.kill(int(pid_file.read_text().split()[0]), 9)
-        shutil.rmtree(self.root, ignore_errors=True)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -11,7 +11,6 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import pg_private
 import pytest
 from harness import (
     ClusterHarness,
@@ -23,6 +22,8 @@ from harness import (
     whole_second,
 )
 
+from scripts.partition.pgserver import PostgresServer, unavailable_reason
+
 pytestmark = pytest.mark.slow
 
 DAG_COUNT = 3
@@ -32,10 +33,10 @@ MAX_OUTBOX = 20
 
 @pytest.fixture
 def private_pg():  # type: ignore[no-untyped-def]
-    reason = pg_private.available()
+    reason = unavailable_reason()
     if reason is not None:
         pytest.skip(f"cannot run a private PostgreSQL: {reason}")
-    with pg_private.PrivatePostgres() as pg:
+    with PostgresServer(durable=False) as pg:
         yield pg
 
 

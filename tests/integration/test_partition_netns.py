@@ -12,11 +12,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.partition import netns
 from scripts.partition.nemesis import IsolateLeader, Loss, Timeline, execute

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-import itertools
 
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind
 from scripts.partition import nemesis, report, schedule
