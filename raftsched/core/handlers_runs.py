@@ -8,7 +8,8 @@
   API checks the DB's history first.
 - A run executes the DAG version it was created with; a new run queues its root tasks.
 - A finished run leaves memory when the materializer has acknowledged its last row and it is
-  older than the retention window (``AckMaterialized``).
+  older than the retention window (``AckMaterialized``), unless it is a manual run on a slot
+  the scheduler has yet to reach: it stays until the scheduler passes that slot.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from raftsched.core.handlers_dags import is_aware, ref_spec, unref_spec
 from raftsched.core.model import DagRun, RunType, TaskInstance, TaskKey
 from raftsched.core.outbox import ack, set_dag, touch_run, touch_ti
 from raftsched.core.results import Item, Result
+from raftsched.core.timetable import timetable_for
 from raftsched.core.transitions import LiveRun, settle, settle_run
 
 if TYPE_CHECKING:
@@ -110,10 +112,29 @@ def apply_ack_materialized(
     evicted = 0
     for key in list(state._finished.pop_due(cutoff)):
         rec = state._runs[key[0]][key[1]]
-        if rec.row_seq <= state._acked_seq:
+        if rec.row_seq <= state._acked_seq and not _holds_a_future_slot(state, rec.run):
             evict_run(state, rec)
             evicted += 1
         else:
             assert rec.run.end_date is not None
             state._finished.push(rec.run.end_date, key)
     return Result(True, value=evicted)
+
+
+def _holds_a_future_slot(state: SchedulerState, run: DagRun) -> bool:
+    """Is ``run`` (manual) on a slot the scheduler has yet to reach? It must stay in memory
+    until then: it is what makes the scheduler's run for that slot RUN_EXISTS (the DB, unique
+    on dag_id + logical_date, would refuse a second run and stop the materializer)."""
+    if run.run_type is RunType.SCHEDULED:
+        return False
+    record = state._dags.get(run.dag_id)
+    if record is None or not record.active:
+        return False
+    last = record.last_logical_date
+    if last is not None and run.logical_date <= last:
+        return False
+    slot = timetable_for(record.spec).next_slot(run.logical_date - _JUST_BEFORE)
+    return slot is not None and slot.logical_date == run.logical_date
+
+
+_JUST_BEFORE = timedelta(microseconds=1)

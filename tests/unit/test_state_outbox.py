@@ -247,3 +247,44 @@ def test_digest_tracks_state() -> None:
     b.create("d", T0 + timedelta(days=1))
     assert a.state.digest() != b.state.digest()
     assert a.state.digest() == a.state.recompute_digest()
+
+
+def _ack_all(sim: Sim, now_s: float, request_id: str) -> int:
+    ack = c.AckMaterialized(
+        request_id=request_id,
+        now=at(now_s),
+        seq=sim.state.outbox_last_seq,
+        finished_run_retention_seconds=0,
+    )
+    return int(sim.apply(ack).value)
+
+
+def test_a_manual_run_on_a_slot_the_scheduler_has_yet_to_reach_stays_until_it_does() -> None:
+    """A run triggered for a future slot's logical date: if it left memory, the scheduler
+    would create a second run for that slot later, which the DB (unique dag_id +
+    logical_date) would refuse, stopping the materializer for good."""
+    sim = Sim()
+    sim.register(dag("d", task("a")))  # daily at midnight UTC
+    ahead = T0 + timedelta(days=2)
+    assert sim.create("d", ahead, run_type=RunType.MANUAL).ok
+    sim.run_task("a")
+    assert sim.run("d", run_id(ahead, "manual")).state == "success"
+    assert _ack_all(sim, 10, "a1") == 0
+    assert sim.state.run("d", run_id(ahead, "manual")) is not None
+
+    created = [sim.create("d", T0 + timedelta(days=day)).value[0] for day in range(3)]
+    assert [item.ok for item in created] == [True, True, False]
+    assert created[2].reason == r.RUN_EXISTS  # the slot is taken by the manual run
+    assert sim.state.last_logical_date("d") == ahead
+    assert _ack_all(sim, 20, "a2") == 1  # now the scheduler is past it: it may go
+    assert sim.state.run("d", run_id(ahead, "manual")) is None
+    assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_a_manual_run_off_the_schedule_leaves_memory_as_usual() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a")))
+    off_slot = T0 + timedelta(days=2, hours=5)
+    assert sim.create("d", off_slot, run_type=RunType.MANUAL).ok
+    sim.run_task("a")
+    assert _ack_all(sim, 10, "a1") == 1
