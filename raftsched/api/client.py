@@ -70,6 +70,9 @@ READ_ONLY = frozenset(
 )
 
 # Words in an UNAVAILABLE status that gRPC uses when the call never reached a server.
+# A retry needs this long at least: a node without a leader answers UNAVAILABLE only after
+# waiting a little for an election (see api/servicers/context.py).
+MIN_RETRY_SECONDS = 0.5
 _CONNECT_FAILURES = (
     "failed to connect",
     "connection refused",
@@ -314,8 +317,10 @@ class _Attempts:
                 cap = min(client._max_backoff, client._backoff * 2 ** (rounds - 1))
                 time.sleep(min(random.uniform(0, cap), remaining))
                 remaining = self.deadline_at - time.monotonic()
-                if remaining <= 0:
-                    return
+            if tried and remaining < MIN_RETRY_SECONDS:
+                # Too little time for a node to answer (even "no quorum"): a last attempt
+                # would only end in DEADLINE_EXCEEDED and hide what the earlier ones said.
+                return
             index = (start + tried) % len(servers)
             tried += 1
             per = remaining if client.attempt_timeout is None else client.attempt_timeout

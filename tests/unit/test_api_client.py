@@ -136,11 +136,22 @@ def test_every_node_down_is_no_quorum_naming_each_address():
 def test_nodes_without_quorum_are_no_quorum_with_their_message(tmp_path):
     refusing = StatusServicer("n1", fail=10**6)
     with (
-        client_for(tmp_path, refusing, deadline=0.5) as client,
+        client_for(tmp_path, refusing, deadline=1.5) as client,
         pytest.raises(NoQuorumError, match="n1 says UNAVAILABLE"),
     ):
         client.cluster.GetStatus(GET_STATUS)
     assert refusing.calls >= 2  # retried until the deadline
+
+
+def test_slow_no_quorum_answers_end_as_no_quorum_not_deadline_exceeded(tmp_path):
+    """A node without a leader takes a moment to say so; the client must not spend the end
+    of its deadline on an attempt too short for any answer (that ended DEADLINE_EXCEEDED)."""
+    slow = StatusServicer("n1", fail=10**6, sleep=0.2)
+    with (
+        client_for(tmp_path, slow, deadline=1.2) as client,
+        pytest.raises(NoQuorumError, match="n1 says UNAVAILABLE"),
+    ):
+        client.cluster.GetStatus(GET_STATUS)
 
 
 def test_other_errors_are_api_errors_without_retry(tmp_path):
