@@ -81,6 +81,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _D + "PauseDag": Role.OPERATOR,
     _D + "UnpauseDag": Role.OPERATOR,
     _D + "TriggerDag": Role.OPERATOR,
+    _D + "BackfillDag": Role.OPERATOR,
     _D + "ClearTasks": Role.OPERATOR,
     _D + "MarkTasks": Role.OPERATOR,
     _W + "Lease": Role.WORKER,

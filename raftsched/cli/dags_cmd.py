@@ -5,14 +5,15 @@ would; ``next`` previews a DAG's next slots (in UTC and in its own time zone).
 
 Subcommands that ask the cluster (through ``raftsched.api.client`` only; flags and errors in
 ``connect.py``): ``list``, ``show``, ``errors`` (role viewer) and ``pause``, ``unpause``,
-``trigger`` (role operator). ``trigger --conf`` is checked to be a JSON object before any
-call (a usage error, exit 2, otherwise).
+``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON object before
+any call (a usage error, exit 2, otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from zoneinfo import ZoneInfo
 
 from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
+from raftsched.cli.main import EXIT_USAGE
 from raftsched.cli.output import add_output_flag, emit
 from raftsched.errors import DagNotFound, RaftschedError
 
@@ -89,6 +91,33 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     trigger.add_argument("--run-id", default="", help="default: manual__<logical date>")
     add_connection_flags(trigger)
     trigger.set_defaults(handler=cmd_trigger)
+
+    backfill = dags_sub.add_parser(
+        "backfill",
+        help="create a run for every slot in a range that has none (needs role operator)",
+        description="Create a run for every slot of the DAG's schedule whose logical date is"
+        " between --start-date and --end-date (both included) and that has no run yet."
+        " Existing runs are left as they are, so it is safe to repeat. Run ids are"
+        " backfill__<logical date>.",
+    )
+    backfill.add_argument("dag_id")
+    for flag, what in (("--start-date", "first"), ("--end-date", "last")):
+        backfill.add_argument(
+            flag,
+            "-s" if flag == "--start-date" else "-e",
+            type=_iso_time,
+            required=True,
+            metavar="ISO_TIME",
+            help=f"the {what} logical date to fill, included; without an offset it is UTC",
+        )
+    backfill.add_argument(
+        "--conf", type=_json_object, metavar="JSON", help="every run's conf, a JSON object"
+    )
+    backfill.add_argument(
+        "--dry-run", action="store_true", help="only list the runs it would create"
+    )
+    add_connection_flags(backfill)
+    backfill.set_defaults(handler=cmd_backfill)
 
     errors = dags_sub.add_parser("errors", help="DAG files that failed to load")
     add_connection_flags(errors)
@@ -392,6 +421,38 @@ def cmd_trigger(args: argparse.Namespace) -> int:
         emit({"run": run}, output="json")
         return 0
     print(f"triggered {run['dag_id']} run {run['run_id']} (logical date {run['logical_date']})")
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    from raftsched.api.gen import dag_pb2
+    from raftsched.cli.connect import to_timestamp
+
+    if args.end_date < args.start_date:
+        print("raftsched dags backfill: error: --end-date is before --start-date", file=sys.stderr)
+        return EXIT_USAGE
+    request = dag_pb2.BackfillDagRequest(
+        dag_id=args.dag_id,
+        start_date=to_timestamp(args.start_date),
+        end_date=to_timestamp(args.end_date),
+        conf_json=args.conf or "",
+        dry_run=args.dry_run,
+    )
+    not_found = DAG_NOT_FOUND.format(dag_id=args.dag_id)
+    with (
+        connect(args) as client,
+        cluster_call("dags backfill", role="operator", not_found=not_found),
+    ):
+        response = client.dags.BackfillDag(request)
+    runs = [to_dict(run) for run in response.runs]
+    skipped = [stamp.ToDatetime(tzinfo=UTC).isoformat() for stamp in response.skipped]
+    if args.output == "json":
+        emit({"runs": runs, "skipped": skipped, "dry_run": args.dry_run}, output="json")
+        return 0
+    verb = "would create" if args.dry_run else "created"
+    print(f"{verb} {len(runs)} run(s) of {args.dag_id}; {len(skipped)} slot(s) already had one")
+    if runs:
+        emit(runs, output="table", columns=("run_id", "logical_date", "state"))
     return 0
 
 

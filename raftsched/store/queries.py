@@ -123,6 +123,15 @@ def list_runs(
     return [_run(r) for r in _fetch(engine, _page(query, limit, offset))]
 
 
+def run_dates_between(engine: Engine, dag_id: str, start: datetime, end: datetime) -> set[datetime]:
+    """Logical dates (aware UTC) of a DAG's runs with start <= logical_date <= end."""
+    table = t.dag_run
+    query = sa.select(table.c.logical_date).where(
+        table.c.dag_id == dag_id, table.c.logical_date >= start, table.c.logical_date <= end
+    )
+    return {row["logical_date"] for row in _fetch(engine, query)}
+
+
 def count_runs(
     engine: Engine,
     dag_id: str | None = None,

@@ -3,6 +3,9 @@ status across nodes, and UNAVAILABLE without a quorum. One cluster for the whole
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,10 +19,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-from harness import wait_for
+from harness import child_env, wait_for
 
 from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
+from raftsched.core.model import utc_iso
 from raftsched.errors import NoQuorumError
 
 pytestmark = pytest.mark.slow
@@ -236,6 +240,103 @@ def test_users(cluster: ApiCluster) -> None:
     assert [u.username for u in users.ListUsers(user_pb2.ListUsersRequest()).users] == ["ada"]
     assert users.DeleteUser(user_pb2.DeleteUserRequest(username="ada")).deleted
     assert not users.DeleteUser(user_pb2.DeleteUserRequest(username="ada")).deleted
+
+
+def _backfill_request(
+    dag_id: str, start: datetime | None, end: datetime | None, **fields: object
+) -> dag_pb2.BackfillDagRequest:
+    request = dag_pb2.BackfillDagRequest(dag_id=dag_id, **fields)  # type: ignore[arg-type]
+    if start is not None:
+        request.start_date.FromDatetime(start)
+    if end is not None:
+        request.end_date.FromDatetime(end)
+    return request
+
+
+def test_backfill(cluster: ApiCluster) -> None:
+    """`surface` is @daily without catch-up: the scheduler made only its latest slot's run."""
+    client = cluster.client(token=OPERATOR)
+    day = timedelta(days=1)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    end = start + 3 * day
+    expected = [f"backfill__{utc_iso(start + i * day)}" for i in range(4)]
+
+    dry = client.dags.BackfillDag(_backfill_request("surface", start, end, dry_run=True))
+    assert [r.run_id for r in dry.runs] == expected and not dry.skipped
+    assert all(r.state == common_pb2.RUN_STATE_UNSPECIFIED for r in dry.runs)
+    listed = client.dags.ListRuns(dag_pb2.ListRunsRequest(dag_id="surface"))
+    assert not any(r.run_id.startswith("backfill__") for r in listed.runs)  # nothing made
+
+    done = client.dags.BackfillDag(_backfill_request("surface", start, end, conf_json='{"k": 1}'))
+    assert [r.run_id for r in done.runs] == expected and not done.skipped
+    first = done.runs[0]
+    assert first.run_type == common_pb2.RUN_TYPE_MANUAL and first.conf_json == '{"k":1}'
+    assert first.data_interval_start.ToDatetime(tzinfo=UTC) == start - day
+    assert first.data_interval_end.ToDatetime(tzinfo=UTC) == start
+
+    # the CLI, repeating it: nothing new, every slot reported as taken
+    argv = ["dags", "backfill", "surface", "-s", "2024-01-01", "-e", "2024-01-04T00:00:00Z"]
+    again = _cli(cluster, *argv, "--output", "json")
+    assert again.returncode == 0, again.stderr
+    payload = json.loads(again.stdout)
+    assert payload["runs"] == [] and len(payload["skipped"]) == 4
+
+    # up to now: every slot of the range gets exactly one run, the scheduler's included
+    now = datetime.now(UTC)
+    recent = now.replace(hour=0, minute=0, second=0, microsecond=0) - 30 * day
+    wide = client.dags.BackfillDag(_backfill_request("surface", recent, now))
+    slots = [recent + i * day for i in range(31)]
+    got = sorted(
+        [r.logical_date.ToDatetime(tzinfo=UTC) for r in wide.runs]
+        + [s.ToDatetime(tzinfo=UTC) for s in wide.skipped]
+    )
+    assert got == slots and len(wide.skipped) >= 1  # the scheduler's latest slot
+    wanted = {*slots, *(start + i * day for i in range(4))}
+
+    def all_in_db() -> bool:
+        return wanted <= set(cluster.run_dates().get("surface", []))
+
+    wait_for(all_in_db, timeout=60, what="backfilled runs in the DB")
+    dates = cluster.run_dates()["surface"]
+    assert len(dates) == len(set(dates))  # one run per slot
+
+    # refusals, each with what to do
+    code, message = _code(lambda: client.dags.BackfillDag(_backfill_request("other", start, end)))
+    assert code is grpc.StatusCode.FAILED_PRECONDITION and "dags trigger" in message
+    code, message = _code(
+        lambda: client.dags.BackfillDag(_backfill_request("surface", start, now + day))
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "end_date" in message
+    code, message = _code(lambda: client.dags.BackfillDag(_backfill_request("surface", end, start)))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "end_date" in message
+    code, message = _code(lambda: client.dags.BackfillDag(_backfill_request("surface", None, end)))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "start_date" in message
+    code, message = _code(  # the DAG starts on 2024-01-01: over 1000 daily slots since
+        lambda: client.dags.BackfillDag(_backfill_request("surface", start, now))
+    )
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "in parts" in message
+    code, _ = _code(lambda: client.dags.BackfillDag(_backfill_request("nope", start, end)))
+    assert code is grpc.StatusCode.NOT_FOUND
+    viewer = cluster.client(token=VIEWER)
+    code, _ = _code(lambda: viewer.dags.BackfillDag(_backfill_request("surface", start, end)))
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    unknown = _cli(cluster, "dags", "backfill", "nope", "-s", "2024-01-01", "-e", "2024-01-02")
+    assert unknown.returncode == 1 and "dags list" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    backwards = _cli(cluster, "dags", "backfill", "surface", "-s", "2024-01-02", "-e", "2024-01-01")
+    assert backwards.returncode == 2 and "before --start-date" in backwards.stderr
+
+
+def _cli(cluster: ApiCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    servers = ",".join(cluster.api_addresses)
+    return subprocess.run(
+        [sys.executable, "-m", "raftsched", *args, "--server", servers, "--token", OPERATOR],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=60,
+        check=False,
+    )
 
 
 def test_status_then_no_quorum(cluster: ApiCluster, tmp_path: Path) -> None:

@@ -219,6 +219,32 @@ class TriggerDagResponse(_message.Message):
     freshness: _common_pb2.Freshness
     def __init__(self, run: _Optional[_Union[DagRun, _Mapping]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
+class BackfillDagRequest(_message.Message):
+    __slots__ = ("dag_id", "start_date", "end_date", "conf_json", "dry_run", "request_id")
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    START_DATE_FIELD_NUMBER: _ClassVar[int]
+    END_DATE_FIELD_NUMBER: _ClassVar[int]
+    CONF_JSON_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    dag_id: str
+    start_date: _timestamp_pb2.Timestamp
+    end_date: _timestamp_pb2.Timestamp
+    conf_json: str
+    dry_run: bool
+    request_id: str
+    def __init__(self, dag_id: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ..., dry_run: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class BackfillDagResponse(_message.Message):
+    __slots__ = ("runs", "skipped", "freshness")
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[DagRun]
+    skipped: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
+    freshness: _common_pb2.Freshness
+    def __init__(self, runs: _Optional[_Iterable[_Union[DagRun, _Mapping]]] = ..., skipped: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+
 class DagRun(_message.Message):
     __slots__ = ("dag_id", "run_id", "logical_date", "data_interval_start", "data_interval_end", "run_type", "state", "conf_json", "created_at", "start_date", "end_date")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]

@@ -61,6 +61,11 @@ class DagServiceStub:
                 request_serializer=raftsched_dot_v1_dot_dag__pb2.TriggerDagRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_dag__pb2.TriggerDagResponse.FromString,
                 _registered_method=True)
+        self.BackfillDag = channel.unary_unary(
+                '/raftsched.v1.DagService/BackfillDag',
+                request_serializer=raftsched_dot_v1_dot_dag__pb2.BackfillDagRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_dag__pb2.BackfillDagResponse.FromString,
+                _registered_method=True)
         self.ListRuns = channel.unary_unary(
                 '/raftsched.v1.DagService/ListRuns',
                 request_serializer=raftsched_dot_v1_dot_dag__pb2.ListRunsRequest.SerializeToString,
@@ -127,6 +132,14 @@ class DagServiceServicer:
 
     def TriggerDag(self, request, context):
         """Create a manual run. ALREADY_EXISTS if the run id or logical date is taken. Needs operator.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BackfillDag(self, request, context):
+        """Create a run for every slot of the DAG's schedule between two logical dates (both
+        included) that has no run yet, like `airflow dags backfill`. Needs operator.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -201,6 +214,11 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.TriggerDag,
                     request_deserializer=raftsched_dot_v1_dot_dag__pb2.TriggerDagRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_dag__pb2.TriggerDagResponse.SerializeToString,
+            ),
+            'BackfillDag': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillDag,
+                    request_deserializer=raftsched_dot_v1_dot_dag__pb2.BackfillDagRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_dag__pb2.BackfillDagResponse.SerializeToString,
             ),
             'ListRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.ListRuns,
@@ -369,6 +387,33 @@ class DagService:
             '/raftsched.v1.DagService/TriggerDag',
             raftsched_dot_v1_dot_dag__pb2.TriggerDagRequest.SerializeToString,
             raftsched_dot_v1_dot_dag__pb2.TriggerDagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BackfillDag(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.DagService/BackfillDag',
+            raftsched_dot_v1_dot_dag__pb2.BackfillDagRequest.SerializeToString,
+            raftsched_dot_v1_dot_dag__pb2.BackfillDagResponse.FromString,
             options,
             channel_credentials,
             insecure,

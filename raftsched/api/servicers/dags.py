@@ -8,6 +8,7 @@ clear, mark) go through Raft with the request's ``request_id``.
   next run from its timetable and its newest runs (live + DB; DB down: live only).
 - TriggerDag: the replicated state forgets finished runs after retention, the DB does not;
   so unless the live state knows the slot, the DB is asked first (ALREADY_EXISTS if taken).
+- BackfillDag: see :mod:`raftsched.api.servicers.backfill`.
 - ListTaskInstances: every attempt of every task (DB rows, the live current attempt on top),
   sorted by task_id then try_number: the last entry of a task is its current attempt.
 - GetTaskLog: the attempt's chunks from the DB after ``after_seq``; with ``follow`` it polls
@@ -32,6 +33,7 @@ import grpc
 
 from raftsched.api.gen import dag_pb2, dag_pb2_grpc
 from raftsched.api.servicers import convert, history
+from raftsched.api.servicers.backfill import Backfill
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
 from raftsched.core import commands as c
@@ -75,6 +77,7 @@ def _bounded(value: int, field: str, default: int, most: int) -> int:
 class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
+        self._backfill = Backfill(ctx)
 
     # -- DAGs --------------------------------------------------------------------------------
 
@@ -177,6 +180,11 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         if run is None:
             raise StatusError(grpc.StatusCode.INTERNAL, f"run {created!r} created but not found")
         return dag_pb2.TriggerDagResponse(run=convert.dag_run(run), freshness=fresh)
+
+    @translate_errors
+    def BackfillDag(self, request: Any, context: grpc.ServicerContext) -> Any:
+        dag_id = _required_id(request.dag_id, "dag_id")
+        return self._backfill(request, context, self._conf(request.conf_json), dag_id)
 
     def _conf(self, text: str) -> dict[str, Any]:
         limit = self.ctx.api.max_conf_bytes
