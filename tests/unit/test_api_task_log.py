@@ -159,3 +159,34 @@ def test_follow_of_an_unknown_task_is_not_found_after_a_short_wait(
         follow(servicer(ReplicaNode(replica.state), db_engine), [])
     assert raised.value.code is grpc.StatusCode.NOT_FOUND
     assert "never ran" in str(raised.value)
+
+
+def test_the_log_of_a_task_up_for_retry_is_its_failed_attempts(
+    db_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the empty attempt still to come: plain and followed, it ends after attempt 1."""
+    monkeypatch.setattr(dag_servicer, "FOLLOW_INTERVAL", 0.02)
+    sim = Sim()
+    sim.register(dag("d", task("extract", retries=1, retry_delay_seconds=3600)))
+    sim.create("d")
+    (grant,) = sim.lease(now=T0)
+    sim.apply(
+        c.AppendLogs(
+            request_id=sim.rid(),
+            now=T0,
+            key=grant.lease.key,
+            token=grant.lease.token,
+            chunks=(c.LogChunk("stdout", "try-1\n"),),
+        )
+    )
+    assert sim.complete(grant, success=False).ok
+    assert sim.ti("extract").state == "up_for_retry"
+    materialize(sim, db_engine)
+    svc = servicer(ReplicaNode(sim.state), db_engine)
+    for follow_it in (False, True):
+        request = dag_pb2.GetTaskLogRequest(
+            dag_id="d", run_id=run_id(), task_id="extract", follow=follow_it
+        )
+        chunks = list(svc.GetTaskLog(request, Context()))
+        assert "".join(c.text for c in chunks) == "try-1\n"
+        assert {c.try_number for c in chunks} == {1}

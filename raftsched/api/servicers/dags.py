@@ -51,10 +51,10 @@ MAX_ID = 250
 FOLLOW_INTERVAL = 0.5
 # How long a followed log waits for this replica to learn of a task before NOT_FOUND.
 REPLICA_CATCH_UP_SEC = 3.0
+# States in which an attempt (DB row or live) has not started yet.
+ATTEMPTS_TO_COME = frozenset({TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY})
 # States in which an attempt (numbered as in the DB: see attempt_number) has yet to end.
-UNFINISHED_ATTEMPT_STATES = frozenset(
-    {TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY, TaskState.RUNNING}
-)
+UNFINISHED_ATTEMPT_STATES = ATTEMPTS_TO_COME | {TaskState.RUNNING}
 LOG_BATCH = 1000
 
 
@@ -396,11 +396,9 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
             if live:
                 return int(live)
             rows = queries.list_task_instances(engine, key.dag_id, key.run_id, task_id=key.task_id)
-            tries = [row.try_number for row in rows if row.try_number > 0]
-            if tries:
-                return max(tries)
-            if live is not None or rows:
-                return 0  # exists, not started yet
+            started = [r.try_number for r in rows if r.state not in ATTEMPTS_TO_COME]
+            if started or rows:
+                return max(started or [r.try_number for r in rows])
             if time.monotonic() >= give_up_at:
                 raise StatusError(
                     grpc.StatusCode.NOT_FOUND,
@@ -462,8 +460,12 @@ def _attempt_state(state: Any, key: TaskKey, try_number: int) -> tuple[bool | No
 
 
 def _current_attempt(state: Any, key: TaskKey) -> int | None:
+    """The newest attempt that started (its log is the one to show), else the first one,
+    still to come; None: this replica does not know the task."""
     ti = state.task_instance(key)
-    return None if ti is None else attempt_number(ti)
+    if ti is None:
+        return None
+    return int(ti.try_number) or attempt_number(ti)
 
 
 def _finished_in_db(engine: Any, key: TaskKey, try_number: int) -> bool:
