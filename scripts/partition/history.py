@@ -251,7 +251,9 @@ def load_executions(
     worker would still finish and write ``end``, and the overlap check would see it.
     """
     deaths = worker_deaths or {}
-    starts: dict[tuple[str, int], dict[str, Any]] = {}
+    # a pid is reused after the kernel's pid_max wraps (32768 here: a busy worker gets there
+    # in minutes), so one (worker, pid) may start many processes: keep every start
+    starts: dict[tuple[str, int], list[dict[str, Any]]] = {}
     ends: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for path in paths:
         try:
@@ -267,49 +269,37 @@ def load_executions(
             except (ValueError, KeyError, TypeError):
                 continue
             if event == "start":
-                starts[ident] = rec
+                starts.setdefault(ident, []).append(rec)
             elif event in ("end", "gone"):
                 ends.setdefault(ident, []).append(rec)
     out = []
-    for ident, rec in starts.items():
-        started = float(rec["t"])
-        # a pid may be reused by a later process: only ends after this start belong to it
-        mine = [e for e in ends.get(ident, []) if float(e["t"]) >= started]
-        normal = [e for e in mine if e["event"] == "end"]
-        died = deaths.get(ident[0])
-        if not mine and died is not None and died >= started:
-            mine = [{"event": "gone", "t": died + GUARD_TEARDOWN}]
-        out.append(
-            Execution(
-                dag_id=str(rec["dag_id"]),
-                run_id=str(rec["run_id"]),
-                task_id=str(rec["task_id"]),
-                token=None,
-                worker_id=ident[0],
-                started_at=_when(started),
-                ended_at=_when(min(float(e["t"]) for e in mine)) if mine else None,
-                try_number=int(rec["try"]),
-                pid=ident[1],
-                exit_code=int(normal[0]["rc"]) if normal and "rc" in normal[0] else None,
+    for ident, recs in starts.items():
+        recs.sort(key=lambda rec: float(rec["t"]))
+        for i, rec in enumerate(recs):
+            started = float(rec["t"])
+            # the ends of this process: after its start, before the pid's next start
+            until = float(recs[i + 1]["t"]) if i + 1 < len(recs) else float("inf")
+            mine = [e for e in ends.get(ident, []) if started <= float(e["t"]) < until]
+            normal = [e for e in mine if e["event"] == "end"]
+            died = deaths.get(ident[0])
+            if not mine and died is not None and died >= started:
+                mine = [{"event": "gone", "t": died + GUARD_TEARDOWN}]
+            out.append(
+                Execution(
+                    dag_id=str(rec["dag_id"]),
+                    run_id=str(rec["run_id"]),
+                    task_id=str(rec["task_id"]),
+                    token=None,
+                    worker_id=ident[0],
+                    started_at=_when(started),
+                    ended_at=_when(min(float(e["t"]) for e in mine)) if mine else None,
+                    try_number=int(rec["try"]),
+                    pid=ident[1],
+                    exit_code=int(normal[0]["rc"]) if normal and "rc" in normal[0] else None,
+                )
             )
-        )
     out.sort(key=lambda e: (e.started_at, e.worker_id, e.pid or 0))
-    return _split_reused_pids(out)
-
-
-def _split_reused_pids(executions: list[Execution]) -> list[Execution]:
-    """With a reused pid, an ``end`` of the later process also follows the earlier start;
-    cap each execution's end at the next start of the same (worker, pid)."""
-    last: dict[tuple[str, int | None], int] = {}
-    for i, ex in enumerate(executions):
-        ident = (ex.worker_id, ex.pid)
-        if ident in last:
-            j = last[ident]
-            prev = executions[j]
-            if prev.ended_at is None or prev.ended_at > ex.started_at:
-                executions[j] = replace(prev, ended_at=ex.started_at)
-        last[ident] = i
-    return executions
+    return out
 
 
 def with_tokens(executions: Sequence[Execution], attempts: Sequence[AttemptRow]) -> list[Execution]:

@@ -334,6 +334,29 @@ def test_executions_are_loaded_from_worker_records_with_tokens_from_the_db(
     assert [e.token for e in tokened] == [120, 150, None]
 
 
+def test_a_pid_the_kernel_reused_is_two_executions(tmp_path: Path) -> None:
+    """pid_max wraps within minutes on a busy worker: one (worker, pid) ran two attempts.
+    Both are executions, each with its own end (the soak once reported the first one as a
+    PHANTOM_SUCCESS: it had been overwritten by the second)."""
+    base = {"dag_id": "every_5s", "task_id": "work", "worker": "w1", "pid": 10}
+    first, second = run(1).run_id, run(2).run_id
+    t0 = T0.timestamp()
+    lines = [
+        {**base, "run_id": first, "try": 1, "event": "start", "t": t0 + 1.0},
+        {**base, "run_id": first, "try": 1, "event": "end", "rc": 0, "t": t0 + 2.0},
+        {**base, "run_id": second, "try": 1, "event": "start", "t": t0 + 600.0},
+        {**base, "run_id": second, "try": 1, "event": "gone", "t": t0 + 601.0},
+        {**base, "run_id": second, "try": 1, "event": "end", "rc": 0, "t": t0 + 600.5},
+    ]
+    log = tmp_path / "w1.jsonl"
+    log.write_text("\n".join(json.dumps(line) for line in lines))
+    found = load_executions([log])
+    assert [(e.run_id, e.started_at, e.ended_at, e.exit_code) for e in found] == [
+        (first, T0 + 1 * S, T0 + 2 * S, 0),
+        (second, T0 + 600 * S, T0 + 600.5 * S, 0),
+    ]
+
+
 def test_diverging_digests_are_found() -> None:
     h = clean()
     h.statuses = statuses(digest_b="d2")
