@@ -112,12 +112,15 @@ def apply_ack_materialized(
     evicted = 0
     for key in list(state._finished.pop_due(cutoff)):
         rec = state._runs[key[0]][key[1]]
-        if rec.row_seq <= state._acked_seq and not _holds_a_future_slot(state, rec.run):
-            evict_run(state, rec)
-            evicted += 1
-        else:
+        if rec.row_seq > state._acked_seq:
             assert rec.run.end_date is not None
             state._finished.push(rec.run.end_date, key)
+        elif _holds_a_future_slot(state, rec.run):
+            # parked until the DAG's schedule passes it (outbox.set_dag releases it)
+            state._parked.setdefault(key[0], {})[key] = None
+        else:
+            evict_run(state, rec)
+            evicted += 1
     return Result(True, value=evicted)
 
 

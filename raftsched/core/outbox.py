@@ -17,11 +17,17 @@ from typing import TYPE_CHECKING
 from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core.model import DagRecord, OutboxEntry, OutboxKind, TaskInstance
+from raftsched.core.model import (
+    FINISHED_RUN_STATES,
+    DagRecord,
+    OutboxEntry,
+    OutboxKind,
+    TaskInstance,
+)
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
-    from raftsched.core.transitions import LiveRun
+    from raftsched.core.transitions import LiveRun, RunKey
 
 
 def emit_entry(state: SchedulerState, kind: OutboxKind, data: dict) -> int:
@@ -61,8 +67,30 @@ def set_dag(
     if emit:
         record = replace(record, updated_at=now)
     state._dags[dag_id] = record
+    if dag_id in state._parked:
+        _release_parked(state, old, record)
     if emit:
         emit_entry(state, OutboxKind.DAG, sn.dag_row(record))
+
+
+def _release_parked(state: SchedulerState, old: DagRecord | None, new: DagRecord) -> None:
+    """Back to the eviction queue: parked runs of this DAG its schedule has now reached
+    (all of them if the DAG's version or activity changed: they are looked at again)."""
+    dag_id = new.spec.dag_id
+    same = old is not None and (old.spec.spec_hash, old.active) == (new.spec.spec_hash, new.active)
+    last = new.last_logical_date
+    parked = state._parked.pop(dag_id)
+    kept: dict[RunKey, None] = {}
+    for key in parked:
+        rec = state._runs.get(key[0], {}).get(key[1])
+        if rec is None or rec.run.end_date is None or rec.run.state not in FINISHED_RUN_STATES:
+            continue  # gone, or running again (cleared): it is queued again when it ends
+        if same and (last is None or rec.run.logical_date > last):
+            kept[key] = None
+        else:
+            state._finished.push(rec.run.end_date, key)
+    if kept:
+        state._parked[dag_id] = kept
 
 
 def flush(state: SchedulerState) -> None:

@@ -82,6 +82,9 @@ class SchedulerState:
         self._retries: TimeIndex[TaskKey] = TimeIndex(self._retry_live)
         self._expiry: TimeIndex[TaskKey] = TimeIndex(self._lease_live)
         self._finished: TimeIndex[RunKey] = TimeIndex(self._finished_live)
+        # Finished runs kept on slots their DAG's scheduler has yet to reach, per DAG (see
+        # handlers_runs); derived, not in snapshots: after a restore the next ack parks them.
+        self._parked: dict[str, dict[RunKey, None]] = {}
         self._import_errors: tuple[ImportErrorRecord, ...] = ()
         self._outbox: deque[OutboxEntry] = deque()
         self._acked_seq = 0

@@ -288,3 +288,29 @@ def test_a_manual_run_off_the_schedule_leaves_memory_as_usual() -> None:
     assert sim.create("d", off_slot, run_type=RunType.MANUAL).ok
     sim.run_task("a")
     assert _ack_all(sim, 10, "a1") == 1
+
+
+def test_a_held_run_is_evicted_at_the_same_ack_on_a_replica_restored_meanwhile() -> None:
+    """Parking is derived state: a replica restored from a snapshot while a run is parked
+    evicts it at the same command as one that was never restarted."""
+    sim = Sim()
+    sim.register(dag("d", task("a")))
+    ahead = T0 + timedelta(days=2)
+    sim.create("d", ahead, run_type=RunType.MANUAL)
+    sim.run_task("a")
+    assert _ack_all(sim, 10, "a1") == 0  # parked on the live replica
+    restored = SchedulerState.restore(sim.state.snapshot())
+    for day in range(3):
+        cmd = c.CreateRuns(
+            request_id=f"s{day}",
+            now=T0,
+            runs=(c.RunDecision("d", T0 + timedelta(days=day), T0, T0 + timedelta(days=day)),),
+        )
+        sim.apply(cmd)
+        restored.apply(cmd, log_index=sim.index)
+    ack = c.AckMaterialized(
+        request_id="a2", now=at(20), seq=sim.state.outbox_last_seq, finished_run_retention_seconds=0
+    )
+    assert sim.apply(ack).value == 1
+    assert restored.apply(ack, log_index=sim.index).value == 1
+    assert restored.digest() == sim.state.digest()
