@@ -69,10 +69,10 @@ READ_ONLY = frozenset(
     | {"ListImportErrors", "VerifyUser", "ListUsers"}
 )
 
-# Words in an UNAVAILABLE status that gRPC uses when the call never reached a server.
 # A retry needs this long at least: a node without a leader answers UNAVAILABLE only after
 # waiting a little for an election (see api/servicers/context.py).
 MIN_RETRY_SECONDS = 0.5
+# Words in an UNAVAILABLE status that gRPC uses when the call never reached a server.
 _CONNECT_FAILURES = (
     "failed to connect",
     "connection refused",

@@ -205,9 +205,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             observer.stop()
             raw = cluster.statuses()
             statuses = [NodeStatus.from_json(cluster.names[i], s) for i, s in raw.items()]
-            executions = load_executions(
-                workers.exec_logs, workers.deaths
-            )  # before the rows: see _read
+            # before the rows: see _read
+            executions = load_executions(workers.exec_logs, workers.deaths)
             history = _read(db_url, statuses, end, executions, observer)
             workers.close()
             verdicts = checker.check(history)

@@ -12,11 +12,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from harness import alive, wait_until
 
 from raftsched.core.model import TaskKey
 from raftsched.worker.logs import LogBuffer
@@ -31,24 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def bash(command: str) -> Assignment:
     return Assignment(key=KEY, token=5, try_number=1, kind="bash", command=command)
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def pid_files_script(folder: Path) -> str:

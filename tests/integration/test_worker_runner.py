@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import textwrap
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from harness import alive, wait_until
 
 from raftsched.core.model import TaskKey
 from raftsched.worker.logs import LogBuffer, LogShipper
@@ -32,24 +31,6 @@ def run(assignment: Assignment, **kw: float) -> tuple[object, LogBuffer]:
 
 def text_of(buffer: LogBuffer, stream: str) -> str:
     return "".join(t for s, t in buffer.take(max_chunks=10_000) if s == stream)
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for init to reap it counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_bash_task_output_is_captured_in_chunks() -> None:

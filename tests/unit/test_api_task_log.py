@@ -91,15 +91,7 @@ def leader_with_run() -> tuple[Sim, Sim]:
 
 def run_extract(leader: Sim) -> None:
     (grant,) = leader.lease(now=T0 + timedelta(seconds=1))
-    leader.apply(
-        c.AppendLogs(
-            request_id=leader.rid(),
-            now=T0,
-            key=grant.lease.key,
-            token=grant.lease.token,
-            chunks=(c.LogChunk("stdout", "extract-1\n"), c.LogChunk("stderr", "warn\n")),
-        )
-    )
+    assert leader.append_logs(grant, ("stdout", "extract-1\n"), ("stderr", "warn\n")).ok
     assert leader.complete(grant).ok
 
 
@@ -170,15 +162,7 @@ def test_the_log_of_a_task_up_for_retry_is_its_failed_attempts(
     sim.register(dag("d", task("extract", retries=1, retry_delay_seconds=3600)))
     sim.create("d")
     (grant,) = sim.lease(now=T0)
-    sim.apply(
-        c.AppendLogs(
-            request_id=sim.rid(),
-            now=T0,
-            key=grant.lease.key,
-            token=grant.lease.token,
-            chunks=(c.LogChunk("stdout", "try-1\n"),),
-        )
-    )
+    assert sim.append_logs(grant, ("stdout", "try-1\n")).ok
     assert sim.complete(grant, success=False).ok
     assert sim.ti("extract").state == "up_for_retry"
     materialize(sim, db_engine)

@@ -113,6 +113,20 @@ class Sim:
             )
         )
 
+    def append_logs(
+        self, grant: LeaseGrant, *chunks: tuple[str, str], now: datetime = T0
+    ) -> Result:
+        """Log ``(stream, text)`` chunks under ``grant``'s lease."""
+        return self.apply(
+            c.AppendLogs(
+                request_id=self.rid(),
+                now=now,
+                key=grant.lease.key,
+                token=grant.lease.token,
+                chunks=tuple(c.LogChunk(stream, text) for stream, text in chunks),
+            )
+        )
+
     def run_task(self, task_id: str, success: bool = True, now: datetime = T0) -> LeaseGrant:
         """Lease tasks until ``task_id`` comes up, then complete it (others are released)."""
         grants = self.lease(n=100, now=now)

@@ -38,7 +38,7 @@ from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.core.model import FINISHED_TASK_STATES, RunType, TaskKey, TaskState
+from raftsched.core.model import RunType, TaskKey, TaskState
 from raftsched.core.snapshot import attempt_number
 from raftsched.errors import DagNotFound, StoreUnavailable
 from raftsched.store import queries
@@ -373,12 +373,9 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
                         return
                     continue
             else:
-                running, seq, try_now = self.ctx.node.read(
+                running, seq = self.ctx.node.read(
                     functools.partial(_attempt_state, key=key, try_number=try_number)
                 )
-                if try_number == 0 and try_now:
-                    try_number = try_now
-                    continue
                 if running is None:  # not in this replica: lagging, or forgotten after retention
                     # The outbox is written in order: once the DB has the attempt's end, it
                     # has every chunk the attempt logged before it.
@@ -444,19 +441,18 @@ def _copy(run: Any) -> Any:
     return None if run is None else replace(run)
 
 
-def _attempt_state(state: Any, key: TaskKey, try_number: int) -> tuple[bool | None, int, int]:
-    """(attempt ``try_number`` (0: the current one) yet to finish? None: this replica does not
-    know the task; the outbox's last seq; the task's current attempt number).
+def _attempt_state(state: Any, key: TaskKey, try_number: int) -> tuple[bool | None, int]:
+    """(attempt ``try_number`` yet to finish? None: this replica does not know the task; the
+    outbox's last seq).
 
     Attempts are numbered as in the DB (:func:`attempt_number`): a queued task is already at
     the attempt a worker will lease next."""
     ti = state.task_instance(key)
     last_seq = int(state.outbox_last_seq)
     if ti is None:
-        return None, last_seq, 0
-    current = attempt_number(ti)
-    unfinished = (try_number or current) == current and ti.state in UNFINISHED_ATTEMPT_STATES
-    return unfinished, last_seq, current
+        return None, last_seq
+    unfinished = try_number == attempt_number(ti) and ti.state in UNFINISHED_ATTEMPT_STATES
+    return unfinished, last_seq
 
 
 def _current_attempt(state: Any, key: TaskKey) -> int | None:
@@ -469,10 +465,8 @@ def _current_attempt(state: Any, key: TaskKey) -> int | None:
 
 
 def _finished_in_db(engine: Any, key: TaskKey, try_number: int) -> bool:
-    """Has the DB recorded attempt ``try_number`` (0: the task) as past running?"""
+    """Has the DB recorded attempt ``try_number`` as past running?"""
     rows = queries.list_task_instances(engine, key.dag_id, key.run_id, task_id=key.task_id)
-    if try_number == 0:
-        return any(row.state in FINISHED_TASK_STATES for row in rows)
     return any(
         row.try_number == try_number and row.state not in UNFINISHED_ATTEMPT_STATES for row in rows
     )
