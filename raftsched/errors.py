@@ -68,3 +68,33 @@ class StoreUnavailable(RaftschedError):
 
 class MigrationRequired(RaftschedError):
     pass
+
+
+class LimitExceeded(RaftschedError, ValueError):
+    """A value a client, a DAG file or a task sent breaks a bound of ``raftsched.core.limits``.
+
+    ``field`` names the value, ``limit`` and ``size`` (when known) say by how much; the API
+    answers INVALID_ARGUMENT with ``str(err)``.
+    """
+
+    def __init__(
+        self, field: str, problem: str, *, limit: int | None = None, size: int | None = None
+    ) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        self.problem = problem
+        self.limit = limit
+        self.size = size
+
+
+class OutboxFull(RaftschedError):
+    """The replicated outbox reached its hard cap (the metadata DB is behind or away)."""
+
+    def __init__(self, entries: int, cap: int) -> None:
+        super().__init__(
+            f"the cluster's outbox holds {entries} entries (hard cap {cap}): the metadata DB is"
+            " behind or unreachable; new leases and log appends wait until it catches up"
+            " (see `raftsched cluster status`)"
+        )
+        self.entries = entries
+        self.cap = cap
