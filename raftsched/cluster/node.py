@@ -21,6 +21,10 @@ Contract:
 - ``digest()`` returns ``(index, digest)`` taken together under the lock.
 - A snapshot that cannot be read (e.g. written by a newer release) sets ``fatal_error``; the
   runtime then stops the process, and apply refuses to run on the unknown state.
+- A command that makes a handler raise (a bug: apply is total for every input) stops the state
+  machine at that entry on every replica (``apply_error``): later entries change nothing, the
+  node keeps serving reads and status, logs the command once, and writes no snapshot, so the
+  log that a fixed release must replay is kept.
 """
 
 from __future__ import annotations
@@ -142,6 +146,15 @@ class SchedulerNode(SyncObj):
             except Exception:  # apply must not raise; if it does, every replica does the same
                 log.exception("apply raised at log index %d (%s)", log_index, type(command))
                 result = Result(ok=False, reason=INTERNAL_ERROR)
+            if result.reason == INTERNAL_ERROR:
+                log.critical(
+                    "the state machine stopped applying at log index %d: %s; command: %.2000r."
+                    " This is a bug in raftsched: every replica stops at the same entry. Keep"
+                    " the data directories and report it; a release with the fix replays the log",
+                    log_index,
+                    self._state.halted,
+                    command,
+                )
             for listener in self._apply_listeners:
                 try:
                     listener(log_index, command, result)
@@ -203,6 +216,11 @@ class SchedulerNode(SyncObj):
     def fatal_error(self) -> str | None:
         return self._fatal_error
 
+    @property
+    def apply_error(self) -> str | None:
+        """Why the state machine stopped applying (a bug), or None while it applies."""
+        return getattr(self._state, "halted", None)
+
     # -- listeners ---------------------------------------------------------------------------
 
     def add_apply_listener(self, listener: ApplyListener) -> None:
@@ -254,6 +272,12 @@ class SchedulerNode(SyncObj):
     # -- snapshots (called by pysyncobj on the tick thread) ----------------------------------
 
     def _write_snapshot(self, filename: str, raft_data: Any) -> None:
+        if self.apply_error is not None:
+            # Keep the whole log: a release with the fix must be able to replay the entry
+            # that stopped the state machine (pysyncobj retries compaction later).
+            raise RuntimeError(
+                f"no snapshot while the state machine is stopped: {self.apply_error}"
+            )
         with self._lock:
             state = self._state.snapshot()
         payload = {"format": SNAPSHOT_FORMAT, "raft": tuple(raft_data), "state": state}

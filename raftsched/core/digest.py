@@ -27,22 +27,59 @@ _FIELDS: dict[type, tuple[str, ...] | None] = {}  # per type: dataclass field na
 
 
 def canonical(value: Any) -> str:
-    """A text of ``value`` that equal values share, whatever the order their dicts were built."""
+    """A text of ``value`` that equal values share, whatever the order their dicts were built.
+
+    Never recurses: containers are walked with an explicit stack (post-order), so no value,
+    however deeply nested, can raise RecursionError here.
+    """
     if isinstance(value, _SCALARS):
         return repr(value)
+    done: list[str] = []  # texts of finished values, in order
+    # (value, None) = visit; (value, n) = combine the last n texts of ``done`` into value's text
+    todo: list[tuple[Any, int | None]] = [(value, None)]
+    while todo:
+        item, count = todo.pop()
+        if count is not None:
+            done.append(_combine(item, done, count))
+            continue
+        if isinstance(item, _SCALARS):
+            done.append(repr(item))
+            continue
+        children = _children(item)
+        if children is None:
+            done.append(repr(item))
+            continue
+        todo.append((item, len(children)))
+        todo.extend((child, None) for child in reversed(children))
+    return done[0]
+
+
+def _children(value: Any) -> list[Any] | None:
     if isinstance(value, dict):
-        items = sorted((canonical(k), canonical(v)) for k, v in value.items())
+        return [part for pair in value.items() for part in pair]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    names = _field_names(type(value))
+    return None if names is None else [getattr(value, n) for n in names]
+
+
+def _combine(value: Any, done: list[str], count: int) -> str:
+    parts = done[len(done) - count :] if count else []
+    del done[len(done) - count :]
+    if isinstance(value, dict):
+        items = sorted(zip(parts[0::2], parts[1::2], strict=True))
         return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
     if isinstance(value, (list, tuple)):
-        return "(" + ",".join(canonical(v) for v in value) + ")"
-    kind = type(value)
+        return "(" + ",".join(parts) + ")"
+    return f"{type(value).__name__}(" + ",".join(parts) + ")"
+
+
+def _field_names(kind: type) -> tuple[str, ...] | None:
     names = _FIELDS.get(kind, ())
     if names == ():
         is_dc = dataclasses.is_dataclass(kind)
         names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind)) if is_dc else None
-    if names is not None:
-        return f"{kind.__name__}(" + ",".join(canonical(getattr(value, n)) for n in names) + ")"
-    return repr(value)
+    return names
 
 
 def contribution(fingerprint: str) -> int:
@@ -85,6 +122,10 @@ def fp_ti(ti: Any) -> str:
 
 def fp_outbox(entry: Any) -> str:
     return "ob:" + canonical((entry.seq, str(entry.kind), entry.data))
+
+
+def fp_slot(slot: tuple[str, Any], evicted_at: Any) -> str:
+    return "slot:" + canonical((slot[0], slot[1], evicted_at))
 
 
 def fp_request(request_id: str, result: Any) -> str:

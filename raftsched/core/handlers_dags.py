@@ -18,6 +18,8 @@ from raftsched.core.model import DagRecord, DagSpec, OutboxKind
 from raftsched.core.outbox import emit_entry, set_dag
 from raftsched.core.ready import Topology
 from raftsched.core.results import Item, Result
+from raftsched.core.validate import check_spec
+from raftsched.errors import LimitExceeded
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -47,12 +49,10 @@ def apply_register_dags(
 ) -> Result:
     items = []
     for spec in cmd.specs:
-        if (
-            not isinstance(spec, DagSpec)
-            or not spec.dag_id
-            or not all(d is None or is_aware(d) for d in (spec.start_date, spec.end_date))
-        ):
-            items.append(Item(False, r.INVALID))
+        try:
+            check_spec(spec)
+        except LimitExceeded as err:
+            items.append(Item(False, r.INVALID, str(err)))
             continue
         if not spec.spec_hash:
             spec = replace(spec, spec_hash=spec.compute_hash())

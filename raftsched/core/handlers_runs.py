@@ -4,8 +4,9 @@
   or before the DAG's last scheduled logical date (covers runs already evicted from memory).
   Manual runs (trigger, backfill) are accepted while paused and beyond max_active_runs (they
   count towards it); a paused DAG's tasks are not leased until it is unpaused (Airflow). A
-  manual run for the date of a run already evicted from memory is not detected here: the
-  API checks the DB's history first.
+  manual run for the date of a run evicted from memory is refused for an hour after the
+  eviction (``EVICTED_SLOT_MEMORY``); older slots are in the DB, which the API looks at first.
+  So apply, not the DB's unique (dag_id, logical_date), refuses a second run for a slot.
 - A run executes the DAG version it was created with; a new run queues its root tasks.
 - A finished run leaves memory when the materializer has acknowledged its last row and it is
   older than the retention window (``AckMaterialized``), unless it is a manual run on a slot
@@ -19,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
+from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.handlers_dags import is_aware, ref_spec, unref_spec
@@ -57,6 +59,7 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
     last = record.last_logical_date
     if (
         (d.dag_id, logical) in state._dates
+        or (d.dag_id, logical) in state._evicted_slots
         or run_id in state._runs.get(d.dag_id, {})
         or (scheduled and last is not None and logical <= last)
     ):
@@ -88,8 +91,11 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
     return Item(True, "", run_id)
 
 
-def evict_run(state: SchedulerState, rec: LiveRun) -> None:
+def evict_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
     run = rec.run
+    slot = (run.dag_id, run.logical_date)
+    state._evicted_slots[slot] = now
+    state._sum.add(dg.fp_slot(slot, now))
     touch_run(state, rec, emit=False)
     for ti in rec.tis.values():
         touch_ti(state, ti, emit=False)
@@ -119,9 +125,21 @@ def apply_ack_materialized(
             # parked until the DAG's schedule passes it (outbox.set_dag releases it)
             state._parked.setdefault(key[0], {})[key] = None
         else:
-            evict_run(state, rec)
+            evict_run(state, rec, now)
             evicted += 1
+    _forget_slots(state, now - EVICTED_SLOT_MEMORY)
     return Result(True, value=evicted)
+
+
+def _forget_slots(state: SchedulerState, before: datetime) -> None:
+    """Evicted slots leave the memory in eviction order once older than the window."""
+    slots = state._evicted_slots
+    while slots:
+        slot, when = next(iter(slots.items()))
+        if when > before:
+            break
+        del slots[slot]
+        state._sum.remove(dg.fp_slot(slot, when))
 
 
 def _holds_a_future_slot(state: SchedulerState, run: DagRun) -> bool:
@@ -141,3 +159,8 @@ def _holds_a_future_slot(state: SchedulerState, run: DagRun) -> bool:
 
 
 _JUST_BEFORE = timedelta(microseconds=1)
+
+# How long the slot of an evicted run stays known to apply. The DB holds every evicted run
+# (eviction waits for the ack), and TriggerDag/BackfillDag look there before they propose; this
+# memory closes the window between that look and the commit (seconds), with a wide margin.
+EVICTED_SLOT_MEMORY = timedelta(hours=1)

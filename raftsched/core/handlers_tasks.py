@@ -19,7 +19,7 @@ from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
-from raftsched.core.outbox import emit_entry, touch_run, touch_ti
+from raftsched.core.outbox import emit_entry, is_full, touch_run, touch_ti
 from raftsched.core.ready import Verdict
 from raftsched.core.results import Item, LeaseGrant, Result
 from raftsched.core.transitions import (
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
 LOG_STREAMS = frozenset({"stdout", "stderr"})
+_LOGS_DROPPED = "(its last log output was dropped: the outbox was at its hard cap)"
 
 
 def apply_queue_tasks(
@@ -91,8 +92,8 @@ def _rule_out(state: SchedulerState, key: TaskKey, target: TaskState, now: datet
 def apply_lease_tasks(
     state: SchedulerState, cmd: c.LeaseTasks, now: datetime, index: int
 ) -> Result:
-    if cmd.max_tasks < 0 or not cmd.lease_ttl_seconds > 0:
-        return Result(False, r.INVALID)
+    if is_full(state):
+        return Result(False, r.OUTBOX_FULL, state.outbox_size)
     expires_at = now + timedelta(seconds=cmd.lease_ttl_seconds)
     grants = []
     can_take = partial(_can_take, state)
@@ -140,8 +141,6 @@ def _can_take(state: SchedulerState, dag_id: str) -> bool:
 def apply_heartbeat_leases(
     state: SchedulerState, cmd: c.HeartbeatLeases, now: datetime, index: int
 ) -> Result:
-    if not cmd.lease_ttl_seconds > 0:
-        return Result(False, r.INVALID)
     items = []
     for ref in cmd.leases:
         reason, _, ti = _current_lease(state, ref)
@@ -169,11 +168,13 @@ def apply_complete_attempt(
     if reason:
         return Result(False, reason)
     assert rec is not None and ti is not None
-    if any(chunk.stream not in LOG_STREAMS for chunk in cmd.chunks):
-        return Result(False, r.INVALID)
-    _append_logs(state, ti, cmd.chunks, now)
+    message = cmd.message
+    if cmd.chunks and is_full(state):  # the outcome still lands, so running work can finish
+        message = (message + " " if message else "") + _LOGS_DROPPED
+    else:
+        _append_logs(state, ti, cmd.chunks, now)
     touch_ti(state, ti)
-    ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, cmd.message
+    ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, message
     if cmd.success:
         finish_task(state, rec, ti, TaskState.SUCCESS, now)
     else:
@@ -228,8 +229,8 @@ def apply_append_logs(
     if reason:
         return Result(False, reason)
     assert ti is not None
-    if any(chunk.stream not in LOG_STREAMS for chunk in cmd.chunks):
-        return Result(False, r.INVALID)
+    if cmd.chunks and is_full(state):
+        return Result(False, r.OUTBOX_FULL, state.outbox_size)
     _append_logs(state, ti, cmd.chunks, now)
     return Result(True, value=ti.log_chunks)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
+from raftsched.core.limits import OUTBOX_HARD_CAP_ENTRIES, OUTBOX_HARD_CAP_LOG_CHARS
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
     DagRecord,
@@ -34,8 +35,22 @@ def emit_entry(state: SchedulerState, kind: OutboxKind, data: dict) -> int:
     state._last_seq += 1
     entry = OutboxEntry(state._last_seq, kind, data)
     state._outbox.append(entry)
+    state._outbox_log_chars += log_chars(entry)
     state._sum.add(dg.fp_outbox(entry))
     return entry.seq
+
+
+def log_chars(entry: OutboxEntry) -> int:
+    """Characters of log text an entry holds (what the outbox's hard cap counts)."""
+    return len(entry.data["text"]) if entry.kind is OutboxKind.TASK_LOG else 0
+
+
+def is_full(state: SchedulerState) -> bool:
+    """At the hard cap (``core.limits``): new leases and log appends are refused."""
+    return (
+        len(state._outbox) >= OUTBOX_HARD_CAP_ENTRIES
+        or state._outbox_log_chars >= OUTBOX_HARD_CAP_LOG_CHARS
+    )
 
 
 def touch_ti(state: SchedulerState, ti: TaskInstance, emit: bool = True) -> None:
@@ -121,6 +136,8 @@ def ack(state: SchedulerState, seq: int) -> str:
     if seq <= state._acked_seq:
         return r.STALE_ACK
     while state._outbox and state._outbox[0].seq <= seq:
-        state._sum.remove(dg.fp_outbox(state._outbox.popleft()))
+        entry = state._outbox.popleft()
+        state._outbox_log_chars -= log_chars(entry)
+        state._sum.remove(dg.fp_outbox(entry))
     state._acked_seq = seq
     return ""

@@ -34,10 +34,12 @@ NOT_READY = "not_ready"  # the trigger rule does not (yet) give that verdict
 NOT_DUE = "not_due"  # a retry whose next_retry_at has not come
 STALE_ACK = "stale_ack"  # AckMaterialized at or below the current acked seq
 ACK_BEYOND_LAST = "ack_beyond_last"  # AckMaterialized past the last outbox seq
-INVALID = "invalid"  # a malformed command (naive datetime, bad state, negative count...)
+INVALID = "invalid"  # a malformed command or a value past a bound (value: the message)
 STALE_INDEX = "stale_index"  # log_index not above applied_index: never applied twice
 UNKNOWN_COMMAND = "unknown_command"
-INTERNAL_ERROR = "internal_error"  # a bug: apply caught an exception (deterministically)
+INTERNAL_ERROR = "internal_error"  # a bug: a handler raised; the state stopped applying
+HALTED = "halted"  # the state stopped applying after a bug (``SchedulerState.halted``)
+OUTBOX_FULL = "outbox_full"  # the outbox is at its hard cap: no new leases or log appends
 
 OK_REASONS = frozenset({"", UNCHANGED})
 

@@ -17,6 +17,25 @@ state, by concept: ``handlers_dags`` (register, remove, import errors, pause),
 ``outbox`` tracks changes for the digest and the outbox. The ``_`` attributes below are
 private to ``raftsched.core``: those modules read and write them, nothing else does.
 
+Total and atomic (the rule every handler keeps). Whatever reached the log is replayed on every
+node at every restart, so apply never raises and each command applies completely or changes
+nothing (state, outbox, digest, request-id memory):
+
+1. ``core.validate.check_command`` checks every field of the command against the bounds of
+   ``core.limits`` before anything changes. A refused command answers INVALID with the
+   message; it changes nothing, and is not remembered (a repeat is refused the same way).
+2. A handler re-checks each decision's precondition against the current state *before* its
+   first change to that decision; a refusal (a reason in the result) changes nothing of it.
+   Commands of many decisions refuse decision by decision (``Result.value`` items).
+3. After the checks a handler cannot fail on any input. If one raises all the same, that is a
+   bug: the state records it in :attr:`SchedulerState.halted` and from then on refuses every
+   command with HALTED, changing nothing, on every replica alike (they all applied the same
+   log). The node says so in ``cluster status``; running on from a half-applied command would
+   be worse, because it would diverge silently.
+
+Digests and fingerprints never recurse on user data (``core.digest.canonical`` walks with an
+explicit stack), and ``core.limits`` walks JSON the same way.
+
 Not thread-safe: readers must not run concurrently with apply (pysyncobj applies on its tick
 thread; read there or under the node's lock).
 """
@@ -38,7 +57,7 @@ from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_tasks as ht
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core.handlers_dags import is_aware, ref_spec
+from raftsched.core.handlers_dags import ref_spec
 from raftsched.core.handlers_tasks import LOG_STREAMS
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
@@ -53,11 +72,12 @@ from raftsched.core.model import (
     TaskKey,
     TaskState,
 )
-from raftsched.core.outbox import flush
+from raftsched.core.outbox import flush, log_chars
 from raftsched.core.ready import ReadyQueue, TimeIndex, Topology
 from raftsched.core.results import Result
 from raftsched.core.transitions import LiveRun, RunKey, find, set_state
-from raftsched.errors import SnapshotVersionError
+from raftsched.core.validate import check_command
+from raftsched.errors import LimitExceeded, SnapshotVersionError
 
 __all__ = ["DEDUP_CAPACITY", "LOG_STREAMS", "RunKey", "SchedulerState"]
 
@@ -73,6 +93,8 @@ class SchedulerState:
         self._dags: dict[str, DagRecord] = {}
         self._runs: dict[str, dict[str, LiveRun]] = {}  # dag_id -> run_id -> run
         self._dates: dict[tuple[str, datetime], str] = {}  # (dag_id, logical_date) -> run_id
+        # Slots of runs evicted in the last hour -> when (handlers_runs.EVICTED_SLOT_MEMORY)
+        self._evicted_slots: dict[tuple[str, datetime], datetime] = {}
         self._active_runs: dict[str, int] = {}
         self._running: dict[TaskKey, TaskInstance] = {}
         self._running_by_dag: dict[str, int] = {}
@@ -89,39 +111,59 @@ class SchedulerState:
         self._outbox: deque[OutboxEntry] = deque()
         self._acked_seq = 0
         self._last_seq = 0
+        self._outbox_log_chars = 0  # derived (outbox.log_chars), for the hard cap
         self._dedup: OrderedDict[str, Result] = OrderedDict()
         self._sum = dg.DigestSum()
         # Entities changed by the command being applied: key -> write an outbox row?
         self._dirty_tis: dict[TaskKey, bool] = {}
         self._dirty_runs: dict[RunKey, bool] = {}
         self._dirty_dags: set[str] = set()
+        # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
+        # on every replica alike, until a release with the fix replays the log.
+        self.halted: str | None = None
 
     # == apply ===============================================================================
 
     def apply(self, command: c.Command, *, log_index: int) -> Result:
-        """Apply one committed command at Raft index ``log_index`` (> applied_index)."""
+        """Apply one committed command at Raft index ``log_index`` (> applied_index).
+
+        Never raises. Once :attr:`halted`, answers HALTED and changes nothing at all.
+        """
+        if self.halted is not None:
+            return Result(False, r.HALTED, self.halted)
         if log_index <= self.applied_index:
             return Result(False, r.STALE_INDEX)
         self.applied_index = log_index
         return self._apply(command, log_index)
 
     def _apply(self, command: c.Command, log_index: int) -> Result:
+        if self.halted is not None:  # a sub-command of this batch hit a bug
+            return Result(False, r.HALTED, self.halted)
+        if type(command) not in _HANDLERS:  # e.g. a newer release's command: changes nothing
+            return Result(False, r.UNKNOWN_COMMAND, type(command).__name__)
+        try:
+            check_command(command)
+        except LimitExceeded as err:  # changes nothing, so it is not remembered either
+            return Result(False, r.INVALID, str(err))
         seen = self._dedup.get(command.request_id)
         if seen is not None:
             return replace(seen, duplicate=True)
-        handler = _HANDLERS.get(type(command))
-        if handler is None:
-            result = Result(False, r.UNKNOWN_COMMAND)
-        elif not is_aware(command.now):
-            result = Result(False, r.INVALID, "now must be an aware datetime")
-        else:
-            now = command.now.astimezone(UTC)
-            try:
-                result = handler(self, command, now, log_index)
-            except Exception as exc:  # a bug; identical on every replica, keeps the node alive
-                result = Result(False, r.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        handler = _HANDLERS[type(command)]
+        now = command.now.astimezone(UTC)
+        try:
+            result = handler(self, command, now, log_index)
+            if self.halted is not None:
+                return Result(False, r.HALTED, self.halted)
+            if result.reason == r.OUTBOX_FULL:  # refused before any change: nothing to remember
+                return result
             flush(self)
             self._prune()
+        except Exception as exc:  # a bug: stop here rather than run on half-applied
+            self.halted = (
+                f"{type(command).__name__} {command.request_id} at log index {log_index}:"
+                f" {type(exc).__name__}: {str(exc)[:500]}"
+            )
+            return Result(False, r.INTERNAL_ERROR, self.halted)
         self._remember(command.request_id, result)
         return result
 
@@ -253,6 +295,10 @@ class SchedulerState:
     def outbox_size(self) -> int:
         return len(self._outbox)
 
+    @property
+    def outbox_log_chars(self) -> int:
+        return self._outbox_log_chars
+
     # == digest, snapshot, restore ===========================================================
 
     def digest(self) -> str:
@@ -281,6 +327,8 @@ class SchedulerState:
             acc.add(dg.fp_outbox(entry))
         for request_id, result in self._dedup.items():
             acc.add(dg.fp_request(request_id, result))
+        for slot, when in self._evicted_slots.items():
+            acc.add(dg.fp_slot(slot, when))
         return acc.value
 
     def snapshot(self) -> dict[str, Any]:
@@ -307,6 +355,11 @@ class SchedulerState:
                 "entries": [[e.seq, e.kind.value, e.data] for e in self._outbox],
             },
             "dedup": [[rid, sn.encode_value(res)] for rid, res in self._dedup.items()],
+            "halted": self.halted,
+            "evicted_slots": [
+                [dag_id, sn.utc_iso(logical), sn.utc_iso(when)]
+                for (dag_id, logical), when in self._evicted_slots.items()
+            ],
         }
 
     @classmethod
@@ -335,7 +388,13 @@ class SchedulerState:
         state._outbox = deque(
             OutboxEntry(int(seq), OutboxKind(kind), entry) for seq, kind, entry in outbox["entries"]
         )
+        state._outbox_log_chars = sum(log_chars(e) for e in state._outbox)
         state._dedup = OrderedDict((rid, sn.decode_value(res)) for rid, res in data["dedup"])
+        state.halted = data.get("halted")
+        state._evicted_slots = {
+            (dag_id, sn.parse_utc(logical)): sn.parse_utc(when)
+            for dag_id, logical, when in data.get("evicted_slots", ())
+        }
         state._sum.value = state._entity_sum()
         return state
 

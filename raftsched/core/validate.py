@@ -1,0 +1,390 @@
+"""The core's own check of every command, before apply changes anything.
+
+The core trusts no caller: a command reached the log through an API, a leader of another
+release or a pickle nobody checked. :func:`check_command` walks every field of a command
+(types, ranges, sizes, characters: the bounds of ``core.limits``) and raises
+:class:`~raftsched.errors.LimitExceeded` naming the first field that breaks one. Apply calls
+it first; a refused command changes nothing (see ``core.state``). What passes here can be
+fingerprinted, snapshotted and written to any supported database.
+
+Pure: no I/O beyond reading the time zone database (deterministic for one tzdata release).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from raftsched.core import commands as c
+from raftsched.core import limits as lim
+from raftsched.core.limits import (
+    check_conf,
+    check_count,
+    check_datetime,
+    check_float,
+    check_id,
+    check_int,
+    check_text,
+)
+from raftsched.core.model import (
+    DagSpec,
+    ImportErrorRecord,
+    RunType,
+    Schedule,
+    ScheduleKind,
+    TaskKey,
+    TaskSpec,
+    TaskState,
+    TriggerRule,
+)
+from raftsched.core.timetable import check_cron
+from raftsched.errors import LimitExceeded
+
+TASK_KINDS = frozenset({"bash", "python"})
+LOG_STREAMS = frozenset({"stdout", "stderr"})
+
+
+def check_command(command: object) -> None:
+    """Raise LimitExceeded unless ``command`` is a well-formed command within every bound."""
+    if not isinstance(command, c.Command):
+        raise LimitExceeded("command", f"is a {type(command).__name__}, not a command")
+    check_id("request_id", command.request_id)
+    check_datetime("now", command.now)
+    checker = _CHECKS.get(type(command))
+    if checker is None:
+        raise LimitExceeded("command", f"{type(command).__name__} is not a known command")
+    checker(command)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _tuple(field: str, value: object, max_count: int) -> tuple[Any, ...]:
+    if not isinstance(value, tuple):
+        raise LimitExceeded(field, f"must be a tuple, got {type(value).__name__}")
+    check_count(field, len(value), max_count)
+    return value
+
+
+def _bool(field: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise LimitExceeded(field, f"must be a boolean, got {type(value).__name__}")
+
+
+def _enum(field: str, value: object, kind: type) -> None:
+    if isinstance(value, kind):
+        return
+    try:
+        kind(value)
+    except (ValueError, TypeError):
+        raise LimitExceeded(field, f"{str(value)[:40]!r} is not a valid {kind.__name__}") from None
+
+
+def _key(field: str, key: object) -> None:
+    if not isinstance(key, TaskKey):
+        raise LimitExceeded(field, f"must be a TaskKey, got {type(key).__name__}")
+    check_id(f"{field}.dag_id", key.dag_id)
+    check_id(f"{field}.run_id", key.run_id)
+    check_id(f"{field}.task_id", key.task_id)
+
+
+def _token(field: str, token: object) -> None:
+    check_int(field, token, 0, lim.MAX_TOKEN)
+
+
+def _lease_ref(field: str, ref: object) -> None:
+    if not isinstance(ref, c.LeaseRef):
+        raise LimitExceeded(field, f"must be a LeaseRef, got {type(ref).__name__}")
+    _key(f"{field}.key", ref.key)
+    _token(f"{field}.token", ref.token)
+
+
+def _lease_refs(field: str, refs: object) -> None:
+    for i, ref in enumerate(_tuple(field, refs, lim.MAX_ITEMS_PER_COMMAND)):
+        _lease_ref(f"{field}[{i}]", ref)
+
+
+def _ttl(field: str, value: object) -> None:
+    check_float(field, value, lim.MIN_LEASE_TTL_SECONDS, lim.MAX_LEASE_TTL_SECONDS)
+
+
+def _chunks(field: str, chunks: object) -> None:
+    for i, chunk in enumerate(_tuple(field, chunks, lim.MAX_LOG_CHUNKS_PER_CALL)):
+        if not isinstance(chunk, c.LogChunk):
+            raise LimitExceeded(f"{field}[{i}]", f"must be a LogChunk, not {type(chunk).__name__}")
+        if chunk.stream not in LOG_STREAMS:
+            raise LimitExceeded(f"{field}[{i}].stream", "must be 'stdout' or 'stderr'")
+        check_text(f"{field}[{i}].text", chunk.text, lim.MAX_LOG_CHUNK_CHARS)
+
+
+def _duration(field: str, value: object, *, optional: bool = False, positive: bool = False) -> None:
+    if value is None and optional:
+        return
+    check_float(field, value, 0.0, lim.MAX_DURATION_SECONDS)
+    if positive and not float(value) > 0:  # type: ignore[arg-type]
+        raise LimitExceeded(field, "must be greater than 0")
+
+
+# -- DAG specs --------------------------------------------------------------------------------
+
+
+def check_spec(spec: object, field: str = "spec") -> None:
+    if not isinstance(spec, DagSpec):
+        raise LimitExceeded(field, f"must be a DagSpec, got {type(spec).__name__}")
+    field = f"{field}({str(spec.dag_id)[:60]})"
+    check_id(f"{field}.dag_id", spec.dag_id)
+    check_text(f"{field}.fileloc", spec.fileloc, lim.MAX_FILELOC_CHARS)
+    _schedule(f"{field}.schedule", spec.schedule)
+    check_text(f"{field}.timezone", spec.timezone, 64, empty=False)
+    try:
+        ZoneInfo(spec.timezone)
+    except Exception:  # ZoneInfoNotFoundError, ValueError for a path, ...
+        raise LimitExceeded(f"{field}.timezone", f"{spec.timezone!r} is not an IANA zone") from None
+    check_datetime(f"{field}.start_date", spec.start_date, optional=True)
+    check_datetime(f"{field}.end_date", spec.end_date, optional=True)
+    _bool(f"{field}.catchup", spec.catchup)
+    check_int(f"{field}.max_active_runs", spec.max_active_runs, 1, lim.MAX_ACTIVE)
+    check_int(f"{field}.max_active_tasks", spec.max_active_tasks, 1, lim.MAX_ACTIVE)
+    for i, tag in enumerate(_tuple(f"{field}.tags", spec.tags, lim.MAX_TAGS)):
+        check_text(f"{field}.tags[{i}]", tag, lim.MAX_TAG_CHARS)
+    check_text(f"{field}.description", spec.description, lim.MAX_DESCRIPTION_CHARS)
+    check_text(f"{field}.spec_hash", spec.spec_hash, 64)
+    tasks = _tuple(f"{field}.tasks", spec.tasks, lim.MAX_TASKS_PER_DAG)
+    for task in tasks:
+        _task(f"{field}.tasks", task)
+    _graph(f"{field}.tasks", tasks)
+
+
+def _schedule(field: str, schedule: object) -> None:
+    if not isinstance(schedule, Schedule):
+        raise LimitExceeded(field, f"must be a Schedule, got {type(schedule).__name__}")
+    _enum(f"{field}.kind", schedule.kind, ScheduleKind)
+    check_text(f"{field}.display", schedule.display, lim.MAX_SCHEDULE_CHARS)
+    kind = ScheduleKind(schedule.kind)
+    if kind is ScheduleKind.CRON:
+        check_text(f"{field}.cron", schedule.cron, lim.MAX_SCHEDULE_CHARS, empty=False)
+        try:
+            check_cron(str(schedule.cron))
+        except (ValueError, TypeError, KeyError, OverflowError) as err:
+            raise LimitExceeded(f"{field}.cron", f"is invalid: {str(err)[:200]}") from None
+    elif kind is ScheduleKind.INTERVAL:
+        check_int(
+            f"{field}.interval_seconds", schedule.interval_seconds, 1, lim.MAX_DURATION_SECONDS
+        )
+
+
+def _task(field: str, task: object) -> None:
+    if not isinstance(task, TaskSpec):
+        raise LimitExceeded(field, f"must hold TaskSpecs, got {type(task).__name__}")
+    check_id(f"{field}.task_id", task.task_id)
+    field = f"{field}[{task.task_id}]"
+    if task.kind not in TASK_KINDS:
+        raise LimitExceeded(f"{field}.kind", "must be 'bash' or 'python'")
+    if task.command is not None:
+        check_text(f"{field}.command", task.command, lim.MAX_COMMAND_CHARS)
+    for i, pair in enumerate(_tuple(f"{field}.env", task.env, lim.MAX_ENV_VARS)):
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise LimitExceeded(f"{field}.env[{i}]", "must be a (name, value) pair")
+        check_text(f"{field}.env[{i}].name", pair[0], lim.MAX_ID_CHARS, empty=False)
+        check_text(f"{field}.env[{i}].value", pair[1], lim.MAX_ENV_VALUE_CHARS)
+    if task.callable_name is not None:
+        check_text(f"{field}.callable_name", task.callable_name, lim.MAX_ID_CHARS)
+    check_text(f"{field}.kwargs_json", task.kwargs_json, lim.MAX_KWARGS_BYTES)
+    check_int(f"{field}.retries", task.retries, 0, lim.MAX_RETRIES)
+    _duration(f"{field}.retry_delay_seconds", task.retry_delay_seconds)
+    _bool(f"{field}.retry_exponential_backoff", task.retry_exponential_backoff)
+    _duration(f"{field}.max_retry_delay_seconds", task.max_retry_delay_seconds, optional=True)
+    _duration(
+        f"{field}.execution_timeout_seconds",
+        task.execution_timeout_seconds,
+        optional=True,
+        positive=True,
+    )
+    check_int(
+        f"{field}.priority_weight",
+        task.priority_weight,
+        -lim.MAX_PRIORITY_WEIGHT,
+        lim.MAX_PRIORITY_WEIGHT,
+    )
+    _enum(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
+    for i, upstream in enumerate(_tuple(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)):
+        check_id(f"{field}.upstream[{i}]", upstream)
+
+
+def _graph(field: str, tasks: tuple[TaskSpec, ...]) -> None:
+    """Task ids unique, upstreams known, no cycle (Kahn's algorithm: no recursion)."""
+    ids = [t.task_id for t in tasks]
+    known = set(ids)
+    if len(known) != len(ids):
+        raise LimitExceeded(field, "has a task id twice")
+    waiting = {t.task_id: len(set(t.upstream)) for t in tasks}
+    downstream: dict[str, list[str]] = {t: [] for t in ids}
+    for t in tasks:
+        for up in set(t.upstream):
+            if up not in known:
+                raise LimitExceeded(f"{field}[{t.task_id}].upstream", f"names unknown task {up!r}")
+            downstream[up].append(t.task_id)
+    ready = [t for t, n in waiting.items() if n == 0]
+    seen = 0
+    while ready:
+        seen += 1
+        for down in downstream[ready.pop()]:
+            waiting[down] -= 1
+            if waiting[down] == 0:
+                ready.append(down)
+    if seen != len(ids):
+        raise LimitExceeded(field, "has a dependency cycle")
+
+
+# -- one checker per command ------------------------------------------------------------------
+
+
+def _register(cmd: c.RegisterDags) -> None:
+    """Each spec is checked by the handler: one bad DAG is refused alone, not its file's
+    neighbours (the parser checks the same bounds first, so this is a second line)."""
+    _tuple("specs", cmd.specs, lim.MAX_DAGS_PER_COMMAND)
+    _bool("paused_at_creation", cmd.paused_at_creation)
+
+
+def _remove(cmd: c.RemoveDags) -> None:
+    for i, dag_id in enumerate(_tuple("dag_ids", cmd.dag_ids, lim.MAX_DAGS_PER_COMMAND)):
+        check_id(f"dag_ids[{i}]", dag_id)
+
+
+def _import_errors(cmd: c.SetImportErrors) -> None:
+    for i, error in enumerate(_tuple("errors", cmd.errors, lim.MAX_IMPORT_ERRORS)):
+        if not isinstance(error, ImportErrorRecord):
+            raise LimitExceeded(f"errors[{i}]", "must be an ImportErrorRecord")
+        check_text(f"errors[{i}].fileloc", error.fileloc, lim.MAX_FILELOC_CHARS)
+        check_text(f"errors[{i}].message", error.message, lim.MAX_IMPORT_ERROR_CHARS)
+        check_text(f"errors[{i}].traceback", error.traceback, lim.MAX_IMPORT_ERROR_CHARS)
+
+
+def _set_paused(cmd: c.SetPaused) -> None:
+    check_id("dag_id", cmd.dag_id)
+    _bool("paused", cmd.paused)
+
+
+def _create_runs(cmd: c.CreateRuns) -> None:
+    for i, d in enumerate(_tuple("runs", cmd.runs, lim.MAX_RUNS_PER_COMMAND)):
+        field = f"runs[{i}]"
+        if not isinstance(d, c.RunDecision):
+            raise LimitExceeded(field, f"must be a RunDecision, got {type(d).__name__}")
+        check_id(f"{field}.dag_id", d.dag_id)
+        for name in ("logical_date", "data_interval_start", "data_interval_end"):
+            check_datetime(f"{field}.{name}", getattr(d, name))
+        _enum(f"{field}.run_type", d.run_type, RunType)
+        if d.conf:  # {} is the common case: nothing to walk
+            check_conf(d.conf, f"{field}.conf")
+        elif not isinstance(d.conf, dict):
+            raise LimitExceeded(f"{field}.conf", "must be a JSON object")
+        if d.run_id != "":
+            check_id(f"{field}.run_id", d.run_id)
+
+
+def _queue(cmd: c.QueueTasks) -> None:
+    for i, q in enumerate(_tuple("items", cmd.items, lim.MAX_ITEMS_PER_COMMAND)):
+        if not isinstance(q, c.QueueDecision):
+            raise LimitExceeded(f"items[{i}]", "must be a QueueDecision")
+        _key(f"items[{i}].key", q.key)
+        _enum(f"items[{i}].expected_state", q.expected_state, TaskState)
+        check_int(f"items[{i}].try_number", q.try_number, 0, lim.MAX_TRY_NUMBER)
+    for i, pair in enumerate(_tuple("unreachable", cmd.unreachable, lim.MAX_ITEMS_PER_COMMAND)):
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise LimitExceeded(f"unreachable[{i}]", "must be a (key, state) pair")
+        _key(f"unreachable[{i}].key", pair[0])
+        _enum(f"unreachable[{i}].state", pair[1], TaskState)
+
+
+def _lease(cmd: c.LeaseTasks) -> None:
+    check_id("worker_id", cmd.worker_id)
+    check_int("max_tasks", cmd.max_tasks, 0, lim.MAX_LEASES_PER_CALL)
+    _ttl("lease_ttl_seconds", cmd.lease_ttl_seconds)
+
+
+def _heartbeat(cmd: c.HeartbeatLeases) -> None:
+    check_id("worker_id", cmd.worker_id)
+    _lease_refs("leases", cmd.leases)
+    _ttl("lease_ttl_seconds", cmd.lease_ttl_seconds)
+
+
+def _complete(cmd: c.CompleteAttempt) -> None:
+    _key("key", cmd.key)
+    _token("token", cmd.token)
+    _bool("success", cmd.success)
+    if cmd.exit_code is not None:
+        check_int("exit_code", cmd.exit_code, lim.MIN_EXIT_CODE, lim.MAX_EXIT_CODE)
+    check_text("message", cmd.message, lim.MAX_MESSAGE_CHARS)
+    _chunks("chunks", cmd.chunks)
+
+
+def _release(cmd: c.ReleaseLeases) -> None:
+    check_id("worker_id", cmd.worker_id)
+    _lease_refs("leases", cmd.leases)
+
+
+def _expire(cmd: c.ExpireLeases) -> None:
+    _lease_refs("leases", cmd.leases)
+
+
+def _append_logs(cmd: c.AppendLogs) -> None:
+    _key("key", cmd.key)
+    _token("token", cmd.token)
+    _chunks("chunks", cmd.chunks)
+
+
+def _task_ids(cmd: c.ClearTasks | c.MarkTasks) -> None:
+    check_id("dag_id", cmd.dag_id)
+    check_id("run_id", cmd.run_id)
+    for i, task_id in enumerate(_tuple("task_ids", cmd.task_ids, lim.MAX_TASKS_PER_DAG)):
+        check_id(f"task_ids[{i}]", task_id)
+
+
+def _clear(cmd: c.ClearTasks) -> None:
+    _task_ids(cmd)
+    _bool("include_downstream", cmd.include_downstream)
+
+
+def _mark(cmd: c.MarkTasks) -> None:
+    _task_ids(cmd)
+    _enum("state", cmd.state, TaskState)
+    if TaskState(cmd.state) not in (TaskState.SUCCESS, TaskState.FAILED):
+        raise LimitExceeded("state", f"must be success or failed, not {cmd.state}")
+
+
+def _ack(cmd: c.AckMaterialized) -> None:
+    check_int("seq", cmd.seq, 0, lim.MAX_TOKEN)
+    check_float(
+        "finished_run_retention_seconds",
+        cmd.finished_run_retention_seconds,
+        0.0,
+        10 * lim.MAX_DURATION_SECONDS,
+    )
+
+
+def _batch(cmd: c.Batch) -> None:
+    """Sub-commands are checked one by one as they are applied; no batch inside a batch."""
+    for i, sub in enumerate(_tuple("commands", cmd.commands, lim.MAX_ITEMS_PER_COMMAND)):
+        if not isinstance(sub, c.Command) or isinstance(sub, c.Batch):
+            raise LimitExceeded(f"commands[{i}]", "must be a command other than Batch")
+
+
+_CHECKS: dict[type, Callable[[Any], None]] = {
+    c.RegisterDags: _register,
+    c.RemoveDags: _remove,
+    c.SetImportErrors: _import_errors,
+    c.SetPaused: _set_paused,
+    c.CreateRuns: _create_runs,
+    c.QueueTasks: _queue,
+    c.LeaseTasks: _lease,
+    c.HeartbeatLeases: _heartbeat,
+    c.CompleteAttempt: _complete,
+    c.ReleaseLeases: _release,
+    c.ExpireLeases: _expire,
+    c.AppendLogs: _append_logs,
+    c.ClearTasks: _clear,
+    c.MarkTasks: _mark,
+    c.AckMaterialized: _ack,
+    c.Batch: _batch,
+}
