@@ -29,11 +29,36 @@ _FIELDS: dict[type, tuple[str, ...] | None] = {}  # per type: dataclass field na
 def canonical(value: Any) -> str:
     """A text of ``value`` that equal values share, whatever the order their dicts were built.
 
-    Never recurses: containers are walked with an explicit stack (post-order), so no value,
-    however deeply nested, can raise RecursionError here.
+    Never recurses without bound: values nested deeper than ``_RECURSION_BUDGET`` (only user
+    data is: a conf, a result) are walked with an explicit stack (:func:`_canonical_walk`), so
+    no value, however deep, can raise RecursionError here. Both give the same text.
     """
+    return _canonical(value, _RECURSION_BUDGET)
+
+
+_RECURSION_BUDGET = 12  # frames; the model's own nesting (TaskInstance > Lease > TaskKey) is 3
+
+
+def _canonical(value: Any, budget: int) -> str:
     if isinstance(value, _SCALARS):
         return repr(value)
+    if not budget:
+        return _canonical_walk(value)
+    budget -= 1
+    if isinstance(value, dict):
+        items = sorted((_canonical(k, budget), _canonical(v, budget)) for k, v in value.items())
+        return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ",".join(_canonical(v, budget) for v in value) + ")"
+    names = _field_names(type(value))
+    if names is not None:
+        inner = ",".join(_canonical(getattr(value, n), budget) for n in names)
+        return f"{type(value).__name__}({inner})"
+    return repr(value)
+
+
+def _canonical_walk(value: Any) -> str:
+    """:func:`canonical` with an explicit stack (post-order) instead of recursion."""
     done: list[str] = []  # texts of finished values, in order
     # (value, None) = visit; (value, n) = combine the last n texts of ``done`` into value's text
     todo: list[tuple[Any, int | None]] = [(value, None)]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -45,7 +46,7 @@ MAX_SCHEDULE_CHARS = 1_024
 MAX_RETRIES = 1_000
 MAX_DURATION_SECONDS = 366 * 86_400  # retry delays, timeouts, schedule intervals
 MAX_PRIORITY_WEIGHT = 1_000_000_000
-MAX_ACTIVE = 100_000  # max_active_runs, max_active_tasks
+MAX_ACTIVE = 10_000_000  # max_active_runs, max_active_tasks ("unlimited" is a big number)
 
 # -- runs ---------------------------------------------------------------------------------------
 MAX_CONF_BYTES = 65_536  # a run's conf as compact JSON
@@ -78,6 +79,7 @@ OUTBOX_HARD_CAP_ENTRIES = 200_000
 OUTBOX_HARD_CAP_LOG_CHARS = 256 * 1024 * 1024
 
 REPLACEMENT = "\ufffd"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def clean_text(text: str) -> str:
@@ -128,7 +130,7 @@ def check_text(field: str, value: object, max_chars: int, *, empty: bool = True)
 def check_id(field: str, value: object) -> str:
     """An identifier: 1..250 characters, printable (no control characters), valid UTF-8."""
     text = check_text(field, value, MAX_ID_CHARS, empty=False)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+    if _CONTROL.search(text):
         raise LimitExceeded(field, "contains a control character (newline, tab, ...)")
     return text
 

@@ -137,7 +137,9 @@ def bench_snapshot(dags: int, runs: int, tasks: int) -> None:
         batch = tuple(decision(f"dag_{k % dags:06}", k // dags) for k in range(start, start + 500))
         log.apply(c.CreateRuns(request_id=log.rid(), now=T0, runs=batch))
     # some running attempts and some acked history, as in a busy cluster
-    log.apply(c.LeaseTasks(request_id=log.rid(), now=T0, worker_id="w", max_tasks=runs // 4))
+    for start in range(0, runs // 4, 1000):  # at most 1000 leases per command (core.limits)
+        take = min(1000, runs // 4 - start)
+        log.apply(c.LeaseTasks(request_id=log.rid(), now=T0, worker_id="w", max_tasks=take))
     state = log.state
     state_size = (
         f"{len(state.dags):,} DAGs, {state.run_count:,} runs, {runs * tasks:,} task instances,"

@@ -314,3 +314,10 @@ def test_a_slot_evicted_from_memory_is_still_refused_for_an_hour() -> None:
     late = sim.apply(c.CreateRuns(request_id="m3", now=at(3800), runs=(again,)))
     assert late.ok
     assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_canonical_text_is_the_same_walked_or_recursed_and_any_depth_works() -> None:
+    values = [{"b": [1, {"c": None}], "a": (True, 2.5, "x")}, _deep(20), [[[[]]]], {}]
+    for value in values:
+        assert dg.canonical(value) == dg._canonical_walk(value)
+    assert dg.canonical(_deep(5_000)).count("{") == 5_001  # no RecursionError
