@@ -1,4 +1,9 @@
-"""The web's forms (Flask-WTF: each carries its CSRF token)."""
+"""The web's forms (Flask-WTF: each carries its CSRF token).
+
+The trigger form checks its conf, run id and logical date against the cluster's own bounds
+(``raftsched.core.limits``) so a refusal is a form error on the page (HTTP 400), never a 500:
+a conf nested too deep is refused before ``json.loads`` can recurse.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ from wtforms import (
 )
 from wtforms.validators import DataRequired, Length, Optional, Regexp, ValidationError
 
+from raftsched.core import limits
+from raftsched.errors import LimitExceeded
+
 USERNAME = r"^[A-Za-z0-9_.@-]{1,64}$"
 
 
@@ -29,12 +37,19 @@ class LoginForm(FlaskForm):
 def parse_conf(text: str) -> dict[str, Any]:
     """The run conf as a dict; ValueError naming the problem when it is not a JSON object."""
     text = (text or "").strip() or "{}"
+    try:  # size and depth first: json.loads must not recurse on a deeply nested conf
+        limits.parse_conf(text, "conf")
+    except LimitExceeded as err:  # the two common mistakes keep their own wording below
+        if not err.problem.startswith(("is not valid JSON", "must be a JSON object")):
+            raise ValueError(str(err)) from None
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise ValueError(
             f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
         ) from None
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise ValueError(f"not valid JSON: {err}") from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object ({{...}}), got a {type(value).__name__}")
     return value
@@ -49,7 +64,9 @@ def parse_logical_date(text: str) -> datetime | None:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise ValueError("expected an ISO 8601 date and time, e.g. 2024-01-31T06:00:00Z") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    limits.check_datetime("logical date", value)  # LimitExceeded is a ValueError
+    return value
 
 
 class TriggerForm(FlaskForm):

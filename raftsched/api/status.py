@@ -14,7 +14,8 @@ Mapping (DESIGN.md §6): NoQuorumError and NotLeaderError -> UNAVAILABLE (retry,
 elsewhere); CommitTimeout -> DEADLINE_EXCEEDED (the outcome is unknown: retry with the same
 request id); DagNotFound and unknown runs/tasks -> NOT_FOUND; DagDefinitionError and bad
 fields -> INVALID_ARGUMENT naming the field; a stale fencing token -> FAILED_PRECONDITION;
-StoreUnavailable -> UNAVAILABLE.
+StoreUnavailable -> UNAVAILABLE; LimitExceeded (a value past a bound of core.limits) ->
+INVALID_ARGUMENT with its message; OutboxFull and the reason "outbox_full" -> RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 
+from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.errors import (
     CommitTimeout,
     DagDefinitionError,
     DagNotFound,
+    LimitExceeded,
     NoQuorumError,
     NotLeaderError,
+    OutboxFull,
     RaftschedError,
     StoreUnavailable,
 )
@@ -41,6 +45,10 @@ from raftsched.errors import (
 log = logging.getLogger(__name__)
 
 Code = grpc.StatusCode
+# The core's reason for leases and log appends refused at the outbox's hard cap (the constant
+# may not exist yet in every release of core.results).
+OUTBOX_FULL: str = getattr(r, "OUTBOX_FULL", "outbox_full")
+OUTBOX_HARD_CAP_ENTRIES: int = getattr(limits, "OUTBOX_HARD_CAP_ENTRIES", 200_000)
 F = TypeVar("F", bound=Callable[..., Any])
 
 STATUS_HINT = "retry, or check `raftsched cluster status`"
@@ -83,6 +91,10 @@ def status_of(err: BaseException) -> tuple[grpc.StatusCode, str]:
         return Code.NOT_FOUND, str(err)
     if isinstance(err, DagDefinitionError):
         return Code.INVALID_ARGUMENT, str(err)
+    if isinstance(err, LimitExceeded):
+        return Code.INVALID_ARGUMENT, str(err)
+    if isinstance(err, OutboxFull):
+        return Code.RESOURCE_EXHAUSTED, str(err)
     if isinstance(err, ValueError):
         return Code.INVALID_ARGUMENT, str(err)
     if isinstance(err, RaftschedError):
@@ -140,6 +152,26 @@ REASON_CODES: dict[str, tuple[grpc.StatusCode, str]] = {
 _DEFAULT = (Code.FAILED_PRECONDITION, "refused: {reason}")
 
 
+def outbox_full_message(value: Any) -> str:
+    """The message of an "outbox_full" refusal: OutboxFull's, from what apply answered (the
+    outbox's size, an OutboxFull, its message, (entries, cap), or nothing)."""
+    if isinstance(value, OutboxFull):
+        return str(value)
+    if isinstance(value, str) and value:
+        return value
+    if type(value) is int:  # what apply answers: the outbox's size
+        return str(OutboxFull(value, OUTBOX_HARD_CAP_ENTRIES))
+    if isinstance(value, tuple | list) and len(value) == 2 and all(type(v) is int for v in value):
+        return str(OutboxFull(int(value[0]), int(value[1])))
+    if isinstance(value, dict) and {"entries", "cap"} <= value.keys():
+        return str(OutboxFull(int(value["entries"]), int(value["cap"])))
+    cap = OUTBOX_HARD_CAP_ENTRIES
+    return str(OutboxFull(cap, cap))
+
+
+REASON_CODES[OUTBOX_FULL] = (Code.RESOURCE_EXHAUSTED, outbox_full_message(None))
+
+
 def reason_status(reason: str, **names: Any) -> tuple[grpc.StatusCode, str]:
     """Code and message for a refusal reason, filled with the names given (dag_id, ...)."""
     code, template = REASON_CODES.get(reason, _DEFAULT)
@@ -151,8 +183,12 @@ def raise_for_result(result: r.Result | r.Item, **names: Any) -> None:
     """Raise StatusError if ``result`` was refused; OK reasons ("", "unchanged") pass."""
     if result.ok or result.reason in r.OK_REASONS:
         return
+    if result.reason == OUTBOX_FULL:
+        raise StatusError(Code.RESOURCE_EXHAUSTED, outbox_full_message(result.value))
     if isinstance(result.value, str) and result.value:
         names.setdefault("detail", result.value)
+    elif isinstance(result.value, LimitExceeded):  # the core's own bound check
+        names.setdefault("detail", str(result.value))
     raise StatusError(*reason_status(result.reason, **names))
 
 

@@ -54,6 +54,7 @@ STATUS_COLUMNS = (
     "digest",
     "outbox",
     "watermark",
+    "quarantined",
     "backpressure",
 )
 GRPC_STATUS_COLUMNS = (
@@ -66,6 +67,7 @@ GRPC_STATUS_COLUMNS = (
     "lag",
     "digest",
     "outbox",
+    "quarantined",
     "backpressure",
 )
 
@@ -212,6 +214,7 @@ def _grpc_row(node: dict[str, Any]) -> dict[str, Any]:
         "lag": node["lag"],
         "digest": f"{digest[:12]}@{node['digest_index']}" if digest else None,
         "outbox": node["outbox_backlog"],
+        "quarantined": node.get("quarantined"),  # set by the leader only
         "backpressure": node["backpressure"],
     }
 
@@ -234,6 +237,10 @@ def _local_admin_status(args: argparse.Namespace) -> int:
     rows = [_row(node) for node in report["nodes"]]
     emit(report, output=args.output, rows=rows, columns=STATUS_COLUMNS)
     if args.output != "json":
+        for node in report["nodes"]:
+            errors = [node.get(k) for k in ("fatal_error", "apply_error") if node.get(k)]
+            if errors:
+                print(f"{node.get('node_id') or node['address']}: {'; '.join(errors)}")
         leader = report["leader"]
         print(f"leader: {leader}" if leader else "leader: none (no quorum)")
     return EXIT_OK if report["leader"] else EXIT_UNAVAILABLE
@@ -287,6 +294,7 @@ def _row(node: dict[str, Any]) -> dict[str, Any]:
         "digest": f"{digest[:12]}@{node.get('digest_index')}" if digest else None,
         "outbox": node.get("outbox_size"),
         "watermark": node.get("db_watermark"),
+        "quarantined": node.get("quarantined") if node.get("role") == "leader" else None,
         "backpressure": node.get("backpressure"),
     }
 

@@ -5,8 +5,10 @@ would; ``next`` previews a DAG's next slots (in UTC and in its own time zone).
 
 Subcommands that ask the cluster (through ``raftsched.api.client`` only; flags and errors in
 ``connect.py``): ``list``, ``show``, ``errors`` (role viewer) and ``pause``, ``unpause``,
-``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON object before
-any call (a usage error, exit 2, otherwise).
+``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON object within
+the cluster's bounds (``raftsched.core.limits``: size, depth) and the dates to be within its
+range before any call (a usage error, exit 2, otherwise); a refusal by the server is one line
+with its message (exit 1).
 """
 
 from __future__ import annotations
@@ -23,9 +25,21 @@ from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.main import EXIT_USAGE
 from raftsched.cli.output import add_output_flag, emit
-from raftsched.errors import DagNotFound, RaftschedError
+from raftsched.errors import DagNotFound, LimitExceeded, RaftschedError
 
 DAG_NOT_FOUND = "dag {dag_id!r} not found: `raftsched dags list` shows the known DAGs"
+
+
+def text_arg(text: str) -> str:
+    """argparse type of ids and names: text the API can carry (argv bytes that are not UTF-8
+    arrive as lone surrogates, which no request can hold)."""
+    from raftsched.core import limits
+
+    if not limits.is_clean(text):
+        raise argparse.ArgumentTypeError(
+            f"{limits.clean_text(text)[:80]!r} is not valid UTF-8 text (or holds a NUL)"
+        )
+    return text
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,20 +79,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lst.set_defaults(handler=cmd_list)
 
     show = dags_sub.add_parser("show", help="one DAG: schedule, state and tasks")
-    show.add_argument("dag_id")
+    show.add_argument("dag_id", type=text_arg)
     add_connection_flags(show)
     show.set_defaults(handler=cmd_show)
 
     for name, what in (("pause", "stop scheduling"), ("unpause", "resume scheduling")):
         change = dags_sub.add_parser(name, help=f"{what} a DAG (needs role operator)")
-        change.add_argument("dag_id")
+        change.add_argument("dag_id", type=text_arg)
         add_connection_flags(change)
         change.set_defaults(handler=cmd_pause if name == "pause" else cmd_unpause)
 
     trigger = dags_sub.add_parser(
         "trigger", help="create a manual run of a DAG now (needs role operator)"
     )
-    trigger.add_argument("dag_id")
+    trigger.add_argument("dag_id", type=text_arg)
     trigger.add_argument(
         "--conf", type=_json_object, metavar="JSON", help="the run's conf, a JSON object"
     )
@@ -88,7 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="ISO_TIME",
         help="the run's logical date (default: now); without an offset it is UTC",
     )
-    trigger.add_argument("--run-id", default="", help="default: manual__<logical date>")
+    trigger.add_argument(
+        "--run-id", default="", type=text_arg, help="default: manual__<logical date>"
+    )
     add_connection_flags(trigger)
     trigger.set_defaults(handler=cmd_trigger)
 
@@ -100,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         " Existing runs are left as they are, so it is safe to repeat. Run ids are"
         " backfill__<logical date>.",
     )
-    backfill.add_argument("dag_id")
+    backfill.add_argument("dag_id", type=text_arg)
     for flag, what in (("--start-date", "first"), ("--end-date", "last")):
         backfill.add_argument(
             flag,
@@ -255,6 +271,16 @@ def cmd_next(args: argparse.Namespace) -> int:
 
 
 def _json_object(text: str) -> str:
+    """argparse type of --conf: a JSON object within the cluster's bounds (size, depth, clean
+    strings), checked here for an immediate clear error; deep nesting is refused before
+    json.loads could recurse."""
+    from raftsched.core import limits
+
+    try:
+        limits.parse_conf(text, "conf")
+    except LimitExceeded as err:  # the two common mistakes keep their own wording below
+        if not err.problem.startswith(("is not valid JSON", "must be a JSON object")):
+            raise argparse.ArgumentTypeError(str(err)) from None
     try:
         value = json.loads(text)
     except ValueError as err:
@@ -273,7 +299,14 @@ def _iso_time(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an ISO-8601 time, e.g. 2024-10-27T00:00:00+02:00"
         ) from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=UTC)
+    from raftsched.core import limits
+
+    try:
+        limits.check_datetime("the time", value)
+    except LimitExceeded as err:
+        raise argparse.ArgumentTypeError(f"{text!r}: {err}") from None
+    return value
 
 
 def _dag_row(dag: dict[str, Any]) -> dict[str, Any]:

@@ -1,26 +1,63 @@
-"""`raftsched db migrate|check`: the metadata database's schema.
+"""`raftsched db migrate|check|quarantine list|quarantine retry`: the metadata database.
 
 The URL comes from the config's ``[database] url`` (``--url`` overrides it, and then the
 config is not read at all). ``check`` exits 0 at head and 1 otherwise, with the way out.
+
+``quarantine list`` shows the outbox entries the database refused (DESIGN.md §5: the
+materializer parks them in the ``outbox_quarantine`` table and goes on); ``quarantine retry``
+writes them again, straight into the database, and exits 1 unless every one was written.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from raftsched.cli.common import usage
+from raftsched.cli.common import EXIT_USAGE, usage
 from raftsched.cli.output import add_output_flag, emit
+
+QUARANTINE_COLUMNS = ("seq", "kind", "key", "error", "quarantined_at")
+_TABLE_ERROR_CHARS = 160
+_KEY_SUFFIXES = (("try_number", "try"), ("chunk_seq", "chunk"))
+RETRY_HELP = """\
+Write quarantined outbox entries into the metadata database again, each in its own
+transaction, e.g. after fixing the row that conflicted with it. Each entry is written as it
+was when it was refused, with upsert semantics: it may overwrite a newer row of the same key
+(say a task attempt's later state) written after it was refused, and it does not move the
+materialization watermark. A written entry leaves the quarantine; a refused one stays with
+the database's new error. One line per entry; exit 0 when every entry was written, 1 if not.
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    db = sub.add_parser("db", help="metadata database schema: migrate, check")
+    db = sub.add_parser("db", help="metadata database: migrate, check, quarantine")
     db.set_defaults(handler=lambda _args: usage(db))
     db_sub = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
 
     migrate = db_sub.add_parser("migrate", help="upgrade the database schema to this release")
     check = db_sub.add_parser("check", help="exit 0 if the schema is current, 1 if not")
-    for parser, handler in ((migrate, _migrate), (check, _check)):
+    quarantine = db_sub.add_parser(
+        "quarantine", help="outbox entries the database refused: list, retry"
+    )
+    quarantine.set_defaults(handler=lambda _args: usage(quarantine))
+    q_sub = quarantine.add_subparsers(dest="quarantine_command", metavar="SUBCOMMAND")
+    q_list = q_sub.add_parser(
+        "list",
+        help="show the refused outbox entries: seq, kind, key fields, error, time",
+        description="Show the outbox entries the metadata database refused and the"
+        " materializer quarantined (the rest of their batches was written).",
+    )
+    q_retry = q_sub.add_parser(
+        "retry",
+        help="write quarantined entries again (SEQ ... or --all)",
+        description=RETRY_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    q_retry.add_argument("seqs", nargs="*", type=int, metavar="SEQ", help="entries to retry")
+    q_retry.add_argument("--all", action="store_true", help="retry every quarantined entry")
+    commands = ((migrate, _migrate), (check, _check), (q_list, _q_list), (q_retry, _q_retry))
+    for parser, handler in commands:
         parser.add_argument(
             "--url",
             metavar="URL",
@@ -83,3 +120,99 @@ def _print(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None
         emit(payload, output="json")
     else:
         print(text)
+
+
+# -- quarantine -----------------------------------------------------------------------------
+
+
+def _q_list(args: argparse.Namespace) -> int:
+    from raftsched.store.materializer import Materializer
+
+    engine = _engine(args)
+    try:
+        entries = Materializer(engine).quarantined()
+    finally:
+        engine.dispose()
+    if args.output == "json":
+        emit([_entry_json(e) for e in entries], output="json")
+        return 0
+    rows = [
+        {
+            "seq": e.seq,
+            "kind": e.kind,
+            "key": _key_text(e.key, e.data),
+            "error": _short(e.error),
+            "quarantined_at": e.quarantined_at.isoformat(timespec="seconds"),
+        }
+        for e in entries
+    ]
+    emit(rows, output="table", columns=QUARANTINE_COLUMNS)
+    print(f"{len(entries)} quarantined" + ("; `raftsched db quarantine retry`" if entries else ""))
+    return 0
+
+
+def _q_retry(args: argparse.Namespace) -> int:
+    from raftsched.store.materializer import Materializer
+
+    if bool(args.seqs) == bool(args.all):
+        print(
+            "raftsched db quarantine retry: give SEQ ... or --all (one of them);"
+            " `raftsched db quarantine list` shows the seqs",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    engine = _engine(args)
+    try:
+        outcomes = Materializer(engine).retry_quarantined(None if args.all else args.seqs)
+    finally:
+        engine.dispose()
+    if args.output == "json":
+        emit([_outcome_json(o) for o in outcomes], output="json")
+    else:
+        for outcome in outcomes:
+            print(_outcome_text(outcome))
+        if not outcomes:
+            print("nothing in quarantine")
+    return 0 if all(o.written for o in outcomes) else 1
+
+
+def _key_text(key: dict[str, Any], data: dict[str, Any]) -> str:
+    """dag_id/run_id/task_id, then ``try N`` and ``chunk N``; the file count of import errors."""
+    parts = ["/".join(str(key[k]) for k in ("dag_id", "run_id", "task_id") if k in key)]
+    parts += [f"{label} {key[k]}" for k, label in _KEY_SUFFIXES if k in key]
+    text = " ".join(part for part in parts if part)
+    if not text and isinstance(data.get("errors"), list):
+        return f"{len(data['errors'])} import errors"
+    return text or "-"
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _TABLE_ERROR_CHARS else text[: _TABLE_ERROR_CHARS - 3] + "..."
+
+
+def _entry_json(entry: Any) -> dict[str, Any]:
+    return {
+        "seq": entry.seq,
+        "kind": entry.kind,
+        "key": entry.key,
+        "error": entry.error,
+        "quarantined_at": entry.quarantined_at.isoformat(),
+        "data": entry.data,
+    }
+
+
+def _outcome_json(outcome: Any) -> dict[str, Any]:
+    return {
+        "seq": outcome.seq,
+        "kind": outcome.kind,
+        "written": outcome.written,
+        "error": outcome.error,
+    }
+
+
+def _outcome_text(outcome: Any) -> str:
+    if outcome.kind is None:
+        return f"seq {outcome.seq}: not in quarantine (`raftsched db quarantine list`)"
+    if outcome.written:
+        return f"seq {outcome.seq} ({outcome.kind}): written, removed from quarantine"
+    return f"seq {outcome.seq} ({outcome.kind}): refused again, kept: {outcome.error}"

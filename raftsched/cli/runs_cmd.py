@@ -11,6 +11,7 @@ from typing import Any
 
 from raftsched.cli.common import positive_int, usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
+from raftsched.cli.dags_cmd import text_arg
 from raftsched.cli.output import emit
 
 RUN_STATES = ("queued", "running", "success", "failed")
@@ -24,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     runs.set_defaults(handler=lambda _args: usage(runs))
 
     lst = runs_sub.add_parser("list", help="runs, newest logical date first")
-    lst.add_argument("dag_id", nargs="?", default="", help="default: runs of every DAG")
+    lst.add_argument(
+        "dag_id", nargs="?", default="", type=text_arg, help="default: runs of every DAG"
+    )
     lst.add_argument("--state", action="append", choices=RUN_STATES, default=[], help="repeatable")
     lst.add_argument("--type", choices=RUN_TYPES, help="scheduled or manual (default: both)")
     lst.add_argument(

@@ -19,6 +19,7 @@ from typing import Any
 
 from raftsched.cli.common import positive_int, usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, iso, to_dict
+from raftsched.cli.dags_cmd import text_arg
 from raftsched.cli.output import emit
 
 COLUMNS = ("task_id", "state", "try", "worker", "start_date", "end_date", "exit_code")
@@ -34,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     tasks.set_defaults(handler=lambda _args: usage(tasks))
 
     lst = tasks_sub.add_parser("list", help="every task of one run, with state and attempts")
-    lst.add_argument("dag_id")
-    lst.add_argument("run_id")
+    lst.add_argument("dag_id", type=text_arg)
+    lst.add_argument("run_id", type=text_arg)
     add_connection_flags(lst)
     lst.set_defaults(handler=cmd_list)
 
@@ -45,20 +46,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Write a task attempt's output to stdout as it arrives. --follow keeps"
         " streaming until the attempt ends; --output json writes one JSON object per chunk.",
     )
-    logs.add_argument("dag_id")
-    logs.add_argument("run_id")
-    logs.add_argument("task_id")
+    logs.add_argument("dag_id", type=text_arg)
+    logs.add_argument("run_id", type=text_arg)
+    logs.add_argument("task_id", type=text_arg)
     logs.add_argument(
-        "--try", dest="try_number", type=positive_int, metavar="N", help="default: the latest"
+        "--try", dest="try_number", type=try_number, metavar="N", help="default: the latest"
     )
     logs.add_argument("--follow", "-f", action="store_true", help="until the attempt ends")
     add_connection_flags(logs, timeout_help="give up after this long (default: 10, none with -f)")
     logs.set_defaults(handler=cmd_logs)
 
     clear = tasks_sub.add_parser("clear", help="rerun tasks of a run (needs role operator)")
-    clear.add_argument("dag_id")
-    clear.add_argument("run_id")
-    clear.add_argument("task_ids", nargs="*", metavar="TASK_ID", help="default: every task")
+    clear.add_argument("dag_id", type=text_arg)
+    clear.add_argument("run_id", type=text_arg)
+    clear.add_argument(
+        "task_ids", nargs="*", type=text_arg, metavar="TASK_ID", help="default: every task"
+    )
     clear.add_argument(
         "--downstream", action="store_true", help="also everything downstream of them"
     )
@@ -68,9 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     mark = tasks_sub.add_parser(
         "mark", help="force tasks to success or failed (needs role operator)"
     )
-    mark.add_argument("dag_id")
-    mark.add_argument("run_id")
-    mark.add_argument("task_ids", nargs="+", metavar="TASK_ID")
+    mark.add_argument("dag_id", type=text_arg)
+    mark.add_argument("run_id", type=text_arg)
+    mark.add_argument("task_ids", nargs="+", type=text_arg, metavar="TASK_ID")
     mark.add_argument("--state", required=True, choices=("success", "failed"))
     add_connection_flags(mark)
     mark.set_defaults(handler=cmd_mark)
@@ -99,6 +102,18 @@ def _row(ti: dict[str, Any]) -> dict[str, Any]:
         "try": f"{ti['try_number']}/{ti['max_tries']}",
         "worker": ti["worker_id"] or None,
     }
+
+
+def try_number(text: str) -> int:
+    """argparse type of --try: 1..MAX_TRY_NUMBER (a request field of 32 bits)."""
+    from raftsched.core import limits
+
+    value = positive_int(text)
+    if value > limits.MAX_TRY_NUMBER:
+        raise argparse.ArgumentTypeError(
+            f"expected a try number from 1 to {limits.MAX_TRY_NUMBER}, got {text!r}"
+        )
+    return value
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

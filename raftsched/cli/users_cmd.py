@@ -15,6 +15,7 @@ import sys
 
 from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
+from raftsched.cli.dags_cmd import text_arg
 from raftsched.cli.output import emit
 from raftsched.errors import ConfigError, RaftschedError
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Create a web UI user. The password comes from --password-stdin or is"
         " asked twice on the terminal; it is stored only as a salted hash.",
     )
-    create.add_argument("username")
+    create.add_argument("username", type=text_arg)
     create.add_argument("--role", required=True, choices=ROLES)
     create.add_argument(
         "--password-stdin", action="store_true", help="read the password from stdin (one line)"
@@ -48,17 +49,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     lst.set_defaults(handler=cmd_list)
 
     delete = users_sub.add_parser("delete", help="delete a user (needs role admin)")
-    delete.add_argument("username")
+    delete.add_argument("username", type=text_arg)
     add_connection_flags(delete)
     delete.set_defaults(handler=cmd_delete)
 
 
 def read_password(from_stdin: bool) -> str:
     if from_stdin:
-        password = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+        try:
+            password = sys.stdin.readline().removesuffix("\n").removesuffix("\r")
+        except UnicodeDecodeError:
+            raise RaftschedError("--password-stdin: stdin is not valid UTF-8 text") from None
         if not password:
             raise RaftschedError("--password-stdin: stdin gave an empty password")
-        return password
+        return _clean_password(password)
     if not sys.stdin.isatty():
         raise ConfigError("no terminal to ask the password on: pass --password-stdin")
     password = getpass.getpass("Password: ")
@@ -66,6 +70,14 @@ def read_password(from_stdin: bool) -> str:
         raise RaftschedError("empty password; nothing was created")
     if getpass.getpass("Repeat password: ") != password:
         raise RaftschedError("the passwords do not match; nothing was created")
+    return _clean_password(password)
+
+
+def _clean_password(password: str) -> str:
+    from raftsched.core import limits
+
+    if not limits.is_clean(password):
+        raise RaftschedError("the password is not valid UTF-8 text (or holds a NUL)")
     return password
 
 

@@ -1,4 +1,5 @@
-"""The node's local admin endpoint: ``GET /status`` answers the node's status as JSON.
+"""The node's local admin endpoint: ``GET /status`` answers the node's status as JSON, and
+``GET /metrics`` its Prometheus gauges (``cluster.metrics``) when given a metrics function.
 
 A tiny stdlib HTTP server (``ThreadingHTTPServer``) on ``[cluster] admin_bind``, or, when that
 is empty, on the node's Raft host with port = Raft port + 100 (127.0.0.1:7101 ->
@@ -22,9 +23,18 @@ log = logging.getLogger(__name__)
 
 
 class AdminServer:
-    def __init__(self, address: str, status: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        address: str,
+        status: Callable[[], dict[str, Any]],
+        metrics: Callable[[], tuple[bytes, str]] | None = None,
+    ) -> None:
         host, port = split_address(address, key="admin_bind")
-        handler = type("_Handler", (_Handler,), {"status_fn": staticmethod(status)})
+        handler = type(
+            "_Handler",
+            (_Handler,),
+            {"status_fn": staticmethod(status), "metrics_fn": staticmethod(metrics)},
+        )
         self._server = ThreadingHTTPServer((host, port), handler)
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -49,9 +59,13 @@ class AdminServer:
 
 class _Handler(BaseHTTPRequestHandler):
     status_fn: Callable[[], dict[str, Any]]
+    metrics_fn: Callable[[], tuple[bytes, str]] | None = None
     server_version = "raftsched-admin"
 
     def do_GET(self) -> None:
+        if self.path.split("?", 1)[0] == "/metrics" and type(self).metrics_fn is not None:
+            self._send_metrics()
+            return
         if self.path.split("?", 1)[0] not in ("/status", "/status/"):
             self._send(404, {"error": f"not found: {self.path}; try GET /status"})
             return
@@ -62,6 +76,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": str(err)})
             return
         self._send(200, body)
+
+    def _send_metrics(self) -> None:
+        metrics_fn = type(self).metrics_fn
+        assert metrics_fn is not None
+        try:
+            data, content_type = metrics_fn()
+        except Exception as err:
+            log.exception("metrics failed")
+            self._send(500, {"error": str(err)})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body, default=str).encode()

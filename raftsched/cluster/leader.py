@@ -52,6 +52,7 @@ from raftsched.core.commands import (
     SetPaused,
 )
 from raftsched.core.due import DueIndex
+from raftsched.core.limits import MAX_DAGS_PER_COMMAND
 from raftsched.core.model import DagSpec, ImportErrorRecord
 from raftsched.errors import RaftschedError
 
@@ -395,8 +396,10 @@ def _dag_changes(
         or not record.active
         or record.spec.spec_hash != spec.spec_hash
     )
-    if changed:
-        commands.append(proposer.make(RegisterDags, specs=changed))
+    for start in range(0, len(changed), MAX_DAGS_PER_COMMAND):  # the core's bound per command
+        commands.append(
+            proposer.make(RegisterDags, specs=changed[start : start + MAX_DAGS_PER_COMMAND])
+        )
     parsed = {spec.dag_id for spec in specs}
     broken = {error.fileloc for error in errors}  # a file that fails keeps its DAGs
     gone = tuple(
@@ -406,8 +409,10 @@ def _dag_changes(
             if record.active and dag_id not in parsed and record.spec.fileloc not in broken
         )
     )
-    if gone:
-        commands.append(proposer.make(RemoveDags, dag_ids=gone))
+    for start in range(0, len(gone), MAX_DAGS_PER_COMMAND):
+        commands.append(
+            proposer.make(RemoveDags, dag_ids=gone[start : start + MAX_DAGS_PER_COMMAND])
+        )
     current = sorted(_import_errors(state), key=lambda e: e.fileloc)
     wanted = sorted(errors, key=lambda e: e.fileloc)
     if current != wanted:

@@ -9,7 +9,13 @@ replica drops them. ``StoreUnavailable`` backs off 0.5 s -> 5 s; rounds resume w
 returns. It wakes on every commit that may have added entries, and at least every
 ``scheduler_heartbeat_sec``.
 
-``db_watermark`` and ``store_ok`` are readable from any thread.
+Entries the DB refuses do not stop it: the sink quarantines them and moves its watermark past
+them (``store.materializer``); each round reads how many are quarantined (``quarantined``),
+which ``raftsched db quarantine retry`` can lower. Any other error (``OutboxGap``, a bug)
+backs off and retries the same round, and is kept in ``last_error`` until a round succeeds.
+
+``db_watermark``, ``store_ok``, ``quarantined`` and ``last_error`` are readable from any
+thread.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ class MaterializerDriver:
         self.db_watermark: int | None = None
         self.store_ok = True
         self.written = 0
+        self.quarantined: int | None = None  # entries in the DB's quarantine, as last read
+        self.last_error: str | None = None  # why the last round failed (not "DB down")
         node.add_apply_listener(self._on_apply)
         node.add_role_listener(lambda _role: self._wake.set())
 
@@ -75,14 +83,16 @@ class MaterializerDriver:
     def _run(self) -> None:
         while not self._stop.is_set():
             if not self._node.is_leader:
+                self.last_error = None  # a follower's materializer is idle, not failing
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
             term = self._node.term
             try:
                 self._lead(term)
-            except Exception:
+            except Exception as err:
                 log.exception("materializer failed; retrying")
+                self.last_error = f"materializer failed: {err}"
                 self._stop.wait(1.0)
 
     def _leading(self, term: int) -> bool:
@@ -101,6 +111,7 @@ class MaterializerDriver:
                 if not self.store_ok:
                     log.info("metadata DB reachable again; materializing resumes")
                 self.store_ok = True
+                self.last_error = None
                 backoff = BACKOFF_MIN
             except StoreUnavailable as err:
                 if self.store_ok:
@@ -112,6 +123,7 @@ class MaterializerDriver:
                 continue
             except RaftschedError as err:  # OutboxGap, a refused ack...
                 log.error("materializer: %s", err)
+                self.last_error = f"materializer: {err}"
                 watermark = None
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
@@ -135,6 +147,7 @@ class MaterializerDriver:
             watermark = self._sink.write(entries)
             self.written += len(entries)
         self.db_watermark = watermark
+        self.quarantined = self._sink.quarantined_count()
         ack = min(watermark, last_seq)
         if ack > acked and self._leading(term):
             command = self._proposer.make(

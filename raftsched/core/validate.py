@@ -136,7 +136,7 @@ def check_spec(spec: object, field: str = "spec") -> None:
     check_id(f"{field}.dag_id", spec.dag_id)
     check_text(f"{field}.fileloc", spec.fileloc, lim.MAX_FILELOC_CHARS)
     _schedule(f"{field}.schedule", spec.schedule)
-    check_text(f"{field}.timezone", spec.timezone, 64, empty=False)
+    check_text(f"{field}.timezone", spec.timezone, lim.MAX_ZONE_CHARS, empty=False)
     try:
         ZoneInfo(spec.timezone)
     except Exception:  # ZoneInfoNotFoundError, ValueError for a path, ...
@@ -186,10 +186,10 @@ def _task(field: str, task: object) -> None:
     for i, pair in enumerate(_tuple(f"{field}.env", task.env, lim.MAX_ENV_VARS)):
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise LimitExceeded(f"{field}.env[{i}]", "must be a (name, value) pair")
-        check_text(f"{field}.env[{i}].name", pair[0], lim.MAX_ID_CHARS, empty=False)
+        check_text(f"{field}.env[{i}].name", pair[0], lim.MAX_ENV_NAME_CHARS, empty=False)
         check_text(f"{field}.env[{i}].value", pair[1], lim.MAX_ENV_VALUE_CHARS)
     if task.callable_name is not None:
-        check_text(f"{field}.callable_name", task.callable_name, lim.MAX_ID_CHARS)
+        check_text(f"{field}.callable_name", task.callable_name, lim.MAX_CALLABLE_CHARS)
     check_text(f"{field}.kwargs_json", task.kwargs_json, lim.MAX_KWARGS_BYTES)
     check_int(f"{field}.retries", task.retries, 0, lim.MAX_RETRIES)
     _duration(f"{field}.retry_delay_seconds", task.retry_delay_seconds)

@@ -10,7 +10,10 @@
 
 Mistakes raise ``DagDefinitionError`` as early as they can be seen: a bad id, cron, zone or
 option when the object is built; cycles when ``to_spec()`` sees the whole graph. A naive
-start_date or end_date is wall-clock time in the DAG's time zone.
+start_date or end_date is wall-clock time in the DAG's time zone. Every value is bounded as
+``raftsched.core.limits`` says (sizes, counts, ranges, dates); ``to_spec()`` checks the whole
+spec once more (``validation.check_spec``), so a spec the cluster would refuse never leaves the
+parser.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from raftsched.core import limits
 from raftsched.core.model import DagSpec, TaskSpec, TriggerRule
 from raftsched.dags import validation as v
 from raftsched.errors import DagDefinitionError
@@ -78,23 +82,31 @@ class DAG:
             )
         self.catchup = bool(catchup)
         self.max_active_runs = v.check_count(
-            max_active_runs, f"max_active_runs of DAG {dag_id!r}", minimum=1, dag_id=dag_id
+            max_active_runs,
+            f"max_active_runs of DAG {dag_id!r}",
+            minimum=1,
+            maximum=limits.MAX_ACTIVE,
+            dag_id=dag_id,
         )
         self.max_active_tasks = v.check_count(
-            max_active_tasks, f"max_active_tasks of DAG {dag_id!r}", minimum=1, dag_id=dag_id
+            max_active_tasks,
+            f"max_active_tasks of DAG {dag_id!r}",
+            minimum=1,
+            maximum=limits.MAX_ACTIVE,
+            dag_id=dag_id,
         )
         self.default_retries = v.check_count(
-            default_retries, f"default_retries of DAG {dag_id!r}", minimum=0, dag_id=dag_id
+            default_retries,
+            f"default_retries of DAG {dag_id!r}",
+            minimum=0,
+            maximum=limits.MAX_RETRIES,
+            dag_id=dag_id,
         )
         self.default_retry_delay = v.check_duration(
             default_retry_delay, f"default_retry_delay of DAG {dag_id!r}", dag_id=dag_id
         )
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags or ()):
-            raise DagDefinitionError(
-                f"tags of DAG {dag_id!r} must be a list of strings, got {tags!r}", dag_id=dag_id
-            )
-        self.tags = tuple(sorted(set(tags or ())))
-        self.description = str(description)
+        self.tags = v.check_tags(tags, dag_id=dag_id)
+        self.description = v.check_description(description, dag_id=dag_id)
         self.tasks: dict[str, Task] = {}
         self.fileloc = sys._getframe(1).f_code.co_filename
         if _collector is not None:
@@ -114,6 +126,12 @@ class DAG:
         if task.task_id in self.tasks:
             raise DagDefinitionError(
                 f"duplicate task_id {task.task_id!r} in DAG {self.dag_id!r}",
+                dag_id=self.dag_id,
+                task_id=task.task_id,
+            )
+        if len(self.tasks) >= limits.MAX_TASKS_PER_DAG:
+            raise DagDefinitionError(
+                f"DAG {self.dag_id!r} has more than {limits.MAX_TASKS_PER_DAG} tasks; split it",
                 dag_id=self.dag_id,
                 task_id=task.task_id,
             )
@@ -142,7 +160,7 @@ class DAG:
             description=self.description,
             tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
         )
-        return _with_hash(spec)
+        return _with_hash(v.check_spec(spec))
 
 
 def _with_hash(spec: DagSpec) -> DagSpec:
@@ -183,6 +201,7 @@ class Task:
             dag.default_retries if retries is None else retries,
             f"retries {where}",
             minimum=0,
+            maximum=limits.MAX_RETRIES,
             **ids,
         )
         delay = v.check_duration(retry_delay, f"retry_delay {where}", **ids)
@@ -195,7 +214,11 @@ class Task:
             execution_timeout, f"execution_timeout {where}", positive=True, **ids
         )
         self.priority_weight = v.check_count(
-            priority_weight, f"priority_weight {where}", minimum=-(2**31), **ids
+            priority_weight,
+            f"priority_weight {where}",
+            minimum=-limits.MAX_PRIORITY_WEIGHT,
+            maximum=limits.MAX_PRIORITY_WEIGHT,
+            **ids,
         )
         self.trigger_rule = v.check_trigger_rule(trigger_rule, **ids)
         self.upstream: set[str] = set()
@@ -307,10 +330,11 @@ class BashTask(Task):
         ids = {"dag_id": self.dag.dag_id, "task_id": self.task_id}
         if not isinstance(command, str) or not command.strip():
             raise DagDefinitionError(
-                f"command of BashTask {self.task_id!r} must be a non-empty string, got {command!r}",
+                f"command of BashTask {self.task_id!r} must be a non-empty string, got"
+                f" {v.short_repr(command)}",
                 **ids,
             )
-        self.command = command
+        self.command = v.check_command(command, **ids)
         self.env = v.check_env(env, **ids)
 
     def _spec_fields(self) -> dict[str, Any]:

@@ -15,6 +15,12 @@ costs only its own result: one ``ImportErrorRecord`` (file, one-line message, tr
   is listed in ``ParseResult.empty_files`` so `raftsched dags parse` can point it out.
 - A dag_id defined by two files: the file later in path order gets an error for it (its
   other DAGs still load).
+- Bounds (``raftsched.core.limits``): the specs a child sends are checked again here
+  (``validation.check_spec``): a file whose DAG breaks a bound is an error, never a
+  registration the cluster would refuse. An error's message and traceback are sanitized (NUL,
+  invalid UTF-8 -> U+FFFD) and cut to MAX_IMPORT_ERROR_CHARS, its fileloc to
+  MAX_FILELOC_CHARS; at most MAX_IMPORT_ERRORS errors are reported (the last one says how many
+  more there were).
 """
 
 from __future__ import annotations
@@ -33,11 +39,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import raftsched
+from raftsched.core import limits
 from raftsched.core.model import DagSpec, ImportErrorRecord
+from raftsched.dags import validation
+from raftsched.errors import DagDefinitionError
 
 CHUNK = 65536
 MAX_RESULT_BYTES = 64 * 1024 * 1024
-TRACEBACK_LIMIT = 16 * 1024
+TRACEBACK_LIMIT = min(16 * 1024, limits.MAX_IMPORT_ERROR_CHARS)
+MESSAGE_LIMIT = min(2_000, limits.MAX_IMPORT_ERROR_CHARS)  # an error's one line
 KILL_GRACE = 2.0  # seconds to drain pipes after killing a child
 
 
@@ -139,12 +149,27 @@ def _stamp(path: Path) -> tuple[int, int]:
     return (st.st_mtime_ns, st.st_size)
 
 
+def import_error(fileloc: str, message: object, traceback: object = "") -> ImportErrorRecord:
+    """An ImportErrorRecord whose texts every DB accepts and the cluster's bounds allow: clean
+    (NUL, invalid UTF-8 -> U+FFFD), the message cut at its head, the traceback at its tail
+    (where the error is), the fileloc kept by its tail (the file's name)."""
+    text, tb = limits.clean_text(str(message)), limits.clean_text(str(traceback or ""))
+    if len(text) > MESSAGE_LIMIT:
+        text = text[: MESSAGE_LIMIT - 1] + "\u2026"
+    if len(tb) > TRACEBACK_LIMIT:
+        tb = "\u2026" + tb[-(TRACEBACK_LIMIT - 1) :]
+    where = limits.clean_text(fileloc)
+    if len(where) > limits.MAX_FILELOC_CHARS:
+        where = "\u2026" + where[-(limits.MAX_FILELOC_CHARS - 1) :]
+    return ImportErrorRecord(where, text, tb)
+
+
 def _combine(results: Iterable[FileResult]) -> ParseResult:
     out = ParseResult()
     owner: dict[str, str] = {}
     for result in results:
         if result.error is not None:
-            out.errors.append(result.error)
+            out.errors.append(import_error(*_fields(result.error)))
             continue
         if not result.specs:
             out.empty_files.append(result.path)
@@ -157,14 +182,28 @@ def _combine(results: Iterable[FileResult]) -> ParseResult:
             out.specs.append(spec)
         if duplicates:
             out.errors.append(
-                ImportErrorRecord(
-                    fileloc=result.path,
-                    message="; ".join(
-                        f"dag_id {d!r} is already defined in {owner[d]}" for d in duplicates
-                    ),
+                import_error(
+                    result.path,
+                    "; ".join(f"dag_id {d!r} is already defined in {owner[d]}" for d in duplicates),
                 )
             )
+    most = limits.MAX_IMPORT_ERRORS
+    if len(out.errors) > most:
+        more = len(out.errors) - (most - 1)
+        last = out.errors[most - 1]
+        out.errors[most - 1 :] = [
+            import_error(
+                last.fileloc,
+                f"[{more - 1} more files failed to load; only {most} import errors are kept,"
+                f" fix these first] {last.message}",
+                last.traceback,
+            )
+        ]
     return out
+
+
+def _fields(error: ImportErrorRecord) -> tuple[str, str, str]:
+    return (error.fileloc, error.message, error.traceback)
 
 
 class _Capture:
@@ -204,7 +243,7 @@ def _run_child(path: Path, timeout: float, output_limit: int) -> FileResult:
     except OSError as err:
         os.close(read_fd)
         message = f"could not start the parser process: {err}"
-        return FileResult(fileloc, error=ImportErrorRecord(fileloc, message))
+        return FileResult(fileloc, error=import_error(fileloc, message))
     finally:
         os.close(write_fd)
     assert proc.stdout is not None and proc.stderr is not None
@@ -261,9 +300,7 @@ def _outcome(
 ) -> FileResult:
     def error(message: str, tb: str = "") -> FileResult:
         text = tb or stderr.tail.decode(errors="replace")
-        return FileResult(
-            fileloc, error=ImportErrorRecord(fileloc, message, text[-TRACEBACK_LIMIT:])
-        )
+        return FileResult(fileloc, error=import_error(fileloc, message, text))
 
     if timed_out:
         return error(
@@ -285,8 +322,15 @@ def _outcome(
     if not isinstance(payload, dict):
         return error(f"the parser process exited with code {code} without a result")
     if "error" in payload:
-        return error(payload["error"]["message"], payload["error"]["traceback"])
-    return FileResult(fileloc, specs=tuple(DagSpec.from_dict(d) for d in payload["specs"]))
+        failure = payload["error"] if isinstance(payload["error"], dict) else {}
+        return error(str(failure.get("message", "")), str(failure.get("traceback", "")))
+    try:
+        specs = tuple(validation.check_spec(DagSpec.from_dict(d)) for d in payload["specs"])
+    except DagDefinitionError as err:  # a bound the child's own checks let through
+        return error(str(err))
+    except Exception as err:  # a malformed result: never a registration
+        return error(f"the parser process sent an invalid result ({type(err).__name__}: {err})")
+    return FileResult(fileloc, specs=specs)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -1,5 +1,12 @@
 """Checks on what a DAG file defines. Each raises DagDefinitionError with a message that names
-the offending value and what is allowed."""
+the offending value and what is allowed.
+
+Every value is also bounded as ``raftsched.core.limits`` says (sizes, counts, ranges, dates in
+MIN_DATE..MAX_DATE, no NUL or invalid UTF-8): a spec the cluster's apply would refuse is a
+DagDefinitionError here, shown under `dags errors`, never a registration. The constructors of
+``authoring`` check each value as it is given; :func:`check_spec` checks a whole spec again
+(``DAG.to_spec``, and the parser on what its child process sent).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +17,25 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from raftsched.core.model import Schedule, ScheduleKind, TriggerRule
+from raftsched.core import limits
+from raftsched.core.limits import MAX_CALLABLE_CHARS, MAX_ENV_NAME_CHARS, MAX_ZONE_CHARS
+from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
 from raftsched.core.timetable import PRESETS, check_cron, get_zone
-from raftsched.errors import DagDefinitionError
+from raftsched.errors import DagDefinitionError, LimitExceeded
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 TRIGGER_RULES = tuple(rule.value for rule in TriggerRule)
+MAX_KWARGS_DEPTH = limits.MAX_CONF_DEPTH
+
+
+def bounded(
+    check: Callable[..., Any], *args: Any, where: str, dag_id: str = "", task_id: str = ""
+) -> Any:
+    """``check(*args)`` (a ``limits`` check) with LimitExceeded as DagDefinitionError."""
+    try:
+        return check(*args)
+    except LimitExceeded as err:
+        raise DagDefinitionError(f"{where}: {err}", dag_id=dag_id, task_id=task_id) from None
 
 
 def check_id(kind: str, value: object, *, dag_id: str = "") -> str:
@@ -48,6 +68,9 @@ def check_zone(name: object, *, dag_id: str) -> ZoneInfo:
             f" got {type(name).__name__}",
             dag_id=dag_id,
         )
+    bounded(
+        limits.check_text, "timezone", name, MAX_ZONE_CHARS, where=f"DAG {dag_id!r}", dag_id=dag_id
+    )
     try:
         return get_zone(name)
     except ValueError as err:
@@ -66,6 +89,12 @@ def parse_schedule(schedule: object, *, dag_id: str) -> Schedule:
                 f" seconds, got {schedule!r}",
                 dag_id=dag_id,
             )
+        if seconds > limits.MAX_DURATION_SECONDS:
+            raise DagDefinitionError(
+                f"schedule interval of DAG {dag_id!r} must be at most"
+                f" {limits.MAX_DURATION_SECONDS} seconds (366 days), got {schedule!r}",
+                dag_id=dag_id,
+            )
         return Schedule(
             ScheduleKind.INTERVAL, interval_seconds=int(seconds), display=_timedelta_text(schedule)
         )
@@ -75,6 +104,14 @@ def parse_schedule(schedule: object, *, dag_id: str) -> Schedule:
             f" '@once', a timedelta or None; got {type(schedule).__name__} {schedule!r}",
             dag_id=dag_id,
         )
+    bounded(
+        limits.check_text,
+        "schedule",
+        schedule,
+        limits.MAX_SCHEDULE_CHARS,
+        where=f"DAG {dag_id!r}",
+        dag_id=dag_id,
+    )
     text = schedule.strip()
     if text.lower() == "@once":
         return Schedule(ScheduleKind.ONCE, display="@once")
@@ -117,15 +154,33 @@ def to_utc(value: object, zone: ZoneInfo, *, what: str, dag_id: str) -> datetime
         )
     if value.tzinfo is None:
         value = value.replace(tzinfo=zone)
-    return value.astimezone(UTC)
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):  # year 1 east of UTC, year 9999 west of it
+        utc = value  # check_datetime names the range below
+    bounded(limits.check_datetime, what, utc, where=f"DAG {dag_id!r}", dag_id=dag_id)
+    return utc
 
 
-def check_count(value: object, what: str, *, minimum: int, dag_id: str, task_id: str = "") -> int:
+def check_count(
+    value: object,
+    what: str,
+    *,
+    minimum: int,
+    dag_id: str,
+    task_id: str = "",
+    maximum: int | None = None,
+) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise DagDefinitionError(
             f"{what} must be an integer >= {minimum}, got {value!r}",
             dag_id=dag_id,
             task_id=task_id,
+        )
+    if maximum is not None and value > maximum:
+        shown = value if value < 10**30 else f"a {value.bit_length()}-bit integer"
+        raise DagDefinitionError(
+            f"{what} must be at most {maximum}, got {shown}", dag_id=dag_id, task_id=task_id
         )
     return value
 
@@ -147,6 +202,12 @@ def check_duration(
     if seconds < 0 or (positive and seconds == 0):
         raise DagDefinitionError(
             f"{what} must be {'positive' if positive else 'zero or more'}, got {value}",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    if seconds > limits.MAX_DURATION_SECONDS:
+        raise DagDefinitionError(
+            f"{what} must be at most {limits.MAX_DURATION_SECONDS} seconds (366 days), got {value}",
             dag_id=dag_id,
             task_id=task_id,
         )
@@ -172,11 +233,78 @@ def check_env(env: object, *, dag_id: str, task_id: str) -> tuple[tuple[str, str
         isinstance(k, str) and isinstance(v, str) for k, v in env.items()
     ):
         raise DagDefinitionError(
-            f"env of task {task_id!r} must be a dict of str to str, got {env!r}",
+            f"env of task {task_id!r} must be a dict of str to str, got {short_repr(env)}",
             dag_id=dag_id,
             task_id=task_id,
         )
-    return tuple(sorted(env.items()))
+    pairs = tuple(sorted(env.items()))
+    check_env_pairs(pairs, dag_id=dag_id, task_id=task_id)
+    return pairs
+
+
+def check_env_pairs(pairs: tuple[tuple[str, str], ...], *, dag_id: str, task_id: str) -> None:
+    where = f"env of task {task_id!r} in DAG {dag_id!r}"
+    ids = {"dag_id": dag_id, "task_id": task_id}
+    bounded(limits.check_count, "env", len(pairs), limits.MAX_ENV_VARS, where=where, **ids)
+    for name, value in pairs:
+        bounded(limits.check_text, "name", name, MAX_ENV_NAME_CHARS, where=where, **ids)
+        if not name or "=" in name:
+            raise DagDefinitionError(
+                f"{where}: variable name {name[:60]!r} must be non-empty and hold no '='", **ids
+            )
+        bounded(
+            limits.check_text, f"{name[:60]}", value, limits.MAX_ENV_VALUE_CHARS, where=where, **ids
+        )
+
+
+def check_command(command: str, *, dag_id: str, task_id: str) -> str:
+    return bounded(
+        limits.check_text,
+        "command",
+        command,
+        limits.MAX_COMMAND_CHARS,
+        where=f"BashTask {task_id!r} in DAG {dag_id!r}",
+        dag_id=dag_id,
+        task_id=task_id,
+    )
+
+
+def check_tags(tags: object, *, dag_id: str) -> tuple[str, ...]:
+    try:
+        given = list(tags or ())  # type: ignore[call-overload]
+    except TypeError:
+        given = [None]
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in given):
+        raise DagDefinitionError(
+            f"tags of DAG {dag_id!r} must be a list of strings, got {short_repr(tags)}",
+            dag_id=dag_id,
+        )
+    out = tuple(sorted(set(given)))
+    where = f"DAG {dag_id!r}"
+    bounded(limits.check_count, "tags", len(out), limits.MAX_TAGS, where=where, dag_id=dag_id)
+    for tag in out:
+        bounded(limits.check_text, "tag", tag, limits.MAX_TAG_CHARS, where=where, dag_id=dag_id)
+    return out
+
+
+def check_description(description: object, *, dag_id: str) -> str:
+    return bounded(
+        limits.check_text,
+        "description",
+        str(description),
+        limits.MAX_DESCRIPTION_CHARS,
+        where=f"DAG {dag_id!r}",
+        dag_id=dag_id,
+    )
+
+
+def short_repr(value: object) -> str:
+    """repr of a value for an error message, at most 200 characters."""
+    try:
+        shown = repr(value)
+    except Exception:  # a hostile __repr__, a RecursionError
+        shown = f"<{type(value).__name__}>"
+    return shown if len(shown) <= 200 else shown[:197] + "..."
 
 
 def check_callable(fn: object, *, dag_id: str, task_id: str) -> str:
@@ -188,6 +316,15 @@ def check_callable(fn: object, *, dag_id: str, task_id: str) -> str:
             task_id=task_id,
         )
     qualname: str = fn.__qualname__
+    bounded(
+        limits.check_text,
+        "fn",
+        qualname,
+        MAX_CALLABLE_CHARS,
+        where=f"PythonTask {task_id!r}",
+        dag_id=dag_id,
+        task_id=task_id,
+    )
     if "<lambda>" in qualname or "<locals>" in qualname:
         kind = "a lambda" if "<lambda>" in qualname else "a nested function"
         raise DagDefinitionError(
@@ -213,18 +350,47 @@ def check_kwargs(kwargs: object, *, dag_id: str, task_id: str) -> str:
         return "{}"
     if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
         raise DagDefinitionError(
-            f"kwargs of PythonTask {task_id!r} must be a dict with str keys, got {kwargs!r}",
+            f"kwargs of PythonTask {task_id!r} must be a dict with str keys,"
+            f" got {short_repr(kwargs)}",
             dag_id=dag_id,
             task_id=task_id,
         )
     try:
-        return json.dumps(dict(kwargs), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as err:
+        text = json.dumps(dict(kwargs), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as err:
         raise DagDefinitionError(
             f"kwargs of PythonTask {task_id!r} must be JSON-serializable: {err}",
             dag_id=dag_id,
             task_id=task_id,
         ) from None
+    return check_kwargs_json(text, dag_id=dag_id, task_id=task_id)
+
+
+def check_kwargs_json(text: str, *, dag_id: str, task_id: str) -> str:
+    """A PythonTask's kwargs as JSON text: at most MAX_KWARGS_BYTES, MAX_KWARGS_DEPTH deep,
+    clean strings (no NUL, no lone surrogate)."""
+    where = f"PythonTask {task_id!r} in DAG {dag_id!r}"
+    ids = {"dag_id": dag_id, "task_id": task_id}
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limits.MAX_KWARGS_BYTES:
+        raise DagDefinitionError(
+            f"{where}: kwargs is {size} bytes as JSON; the limit is {limits.MAX_KWARGS_BYTES}",
+            **ids,
+        )
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise DagDefinitionError(f"{where}: kwargs is not a JSON object ({err})", **ids) from None
+    bounded(
+        limits.check_json_object,
+        "kwargs",
+        value,
+        limits.MAX_KWARGS_BYTES,
+        MAX_KWARGS_DEPTH,
+        where=where,
+        **ids,
+    )
+    return text
 
 
 def find_cycle(upstream: Mapping[str, set[str]]) -> list[str] | None:
@@ -256,3 +422,75 @@ def find_cycle(upstream: Mapping[str, set[str]]) -> list[str] | None:
                 path.append(nxt)
                 stack.append(iter(sorted(downstream[nxt])))
     return None
+
+
+# -- a whole spec -----------------------------------------------------------------------------
+
+
+def check_spec(spec: DagSpec) -> DagSpec:
+    """Every value of ``spec`` within ``raftsched.core.limits``: what the cluster's apply would
+    refuse is a DagDefinitionError here. Returns ``spec``."""
+    dag_id = spec.dag_id if isinstance(spec.dag_id, str) else ""
+    where = f"DAG {dag_id[:250]!r}"
+
+    def check(fn: Callable[..., Any], *args: Any) -> Any:
+        return bounded(fn, *args, where=where, dag_id=dag_id)
+
+    check(limits.check_id, "dag_id", spec.dag_id)
+    check(limits.check_text, "fileloc", spec.fileloc, limits.MAX_FILELOC_CHARS)
+    check_description(spec.description, dag_id=dag_id)
+    check_tags(list(spec.tags), dag_id=dag_id)
+    check(limits.check_text, "timezone", spec.timezone, MAX_ZONE_CHARS)
+    schedule = spec.schedule
+    check(limits.check_text, "schedule", schedule.display, limits.MAX_SCHEDULE_CHARS)
+    if schedule.cron is not None:
+        check(limits.check_text, "schedule", schedule.cron, limits.MAX_SCHEDULE_CHARS)
+    if schedule.interval_seconds is not None:
+        check(
+            limits.check_int,
+            "schedule interval",
+            schedule.interval_seconds,
+            1,
+            limits.MAX_DURATION_SECONDS,
+        )
+    for what, when in (("start_date", spec.start_date), ("end_date", spec.end_date)):
+        if when is not None:
+            check(limits.check_datetime, what, when)
+    check(limits.check_int, "max_active_runs", spec.max_active_runs, 1, limits.MAX_ACTIVE)
+    check(limits.check_int, "max_active_tasks", spec.max_active_tasks, 1, limits.MAX_ACTIVE)
+    check(limits.check_count, "tasks", len(spec.tasks), limits.MAX_TASKS_PER_DAG)
+    for task in spec.tasks:
+        _check_task_spec(task, dag_id)
+    return spec
+
+
+def _check_task_spec(task: TaskSpec, dag_id: str) -> None:
+    task_id = task.task_id if isinstance(task.task_id, str) else ""
+    where = f"task {task_id[:250]!r} of DAG {dag_id!r}"
+
+    def check(fn: Callable[..., Any], *args: Any) -> Any:
+        return bounded(fn, *args, where=where, dag_id=dag_id, task_id=task_id)
+
+    check(limits.check_id, "task_id", task.task_id)
+    if task.kind not in ("bash", "python"):
+        raise DagDefinitionError(
+            f"{where}: kind {str(task.kind)[:40]!r} is not 'bash' or 'python'",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    if task.command is not None:
+        check_command(task.command, dag_id=dag_id, task_id=task_id)
+    check_env_pairs(tuple(task.env), dag_id=dag_id, task_id=task_id)
+    if task.callable_name is not None:
+        check(limits.check_text, "callable_name", task.callable_name, MAX_CALLABLE_CHARS)
+    check_kwargs_json(task.kwargs_json, dag_id=dag_id, task_id=task_id)
+    check(limits.check_int, "retries", task.retries, 0, limits.MAX_RETRIES)
+    most = float(limits.MAX_DURATION_SECONDS)
+    check(limits.check_float, "retry_delay", task.retry_delay_seconds, 0.0, most)
+    if task.max_retry_delay_seconds is not None:
+        check(limits.check_float, "max_retry_delay", task.max_retry_delay_seconds, 0.0, most)
+    if task.execution_timeout_seconds is not None:
+        check(limits.check_float, "execution_timeout", task.execution_timeout_seconds, 0.0, most)
+    weight = limits.MAX_PRIORITY_WEIGHT
+    check(limits.check_int, "priority_weight", task.priority_weight, -weight, weight)
+    check(limits.check_ids, "upstream", task.upstream, limits.MAX_TASKS_PER_DAG)

@@ -34,8 +34,18 @@ class OutboxSink(Protocol):
         Entries may come in any order and may start at or below the watermark; the ones
         after it must be ``watermark + 1, + 2, ...`` without a gap, else ``OutboxGap`` is
         raised and nothing is written. Within one call a later upsert of the same key wins.
-        Returns the watermark after the write (unchanged when there was nothing new).
+        An entry the store refuses (the row is bad: a constraint, NUL in PostgreSQL text) is
+        quarantined, not written, and the watermark moves past it like past any other: one
+        bad entry never stops the rest. Returns the watermark after the write (unchanged
+        when there was nothing new).
         Raises StoreUnavailable when the store cannot be reached: nothing was written, or the
         whole batch was (the watermark tells which), so retrying is always safe.
+        """
+        ...
+
+    def quarantined_count(self) -> int:
+        """How many refused entries are in quarantine (``raftsched db quarantine list``).
+
+        Raises StoreUnavailable when the store cannot be reached.
         """
         ...

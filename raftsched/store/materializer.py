@@ -4,38 +4,49 @@ Contract of :meth:`Materializer.write` (the same for :class:`MemoryMaterializer`
 ``store.memory``):
 
 - One transaction: lock the watermark row, skip entries with ``seq <= watermark``, apply the
-  rest, advance the watermark to the last seq applied, commit. Either all of a batch's new
-  entries land with the watermark, or none do.
+  rest, advance the watermark to the last seq of the batch, commit. Either the batch's new
+  entries land (written or quarantined) with the watermark, or nothing does.
 - The new entries must continue the watermark without a gap (``watermark + 1, + 2, ...``);
   otherwise :class:`OutboxGap` is raised and nothing is written. A gap is a bug: an entry
-  would be lost. A batch the database refuses (a unique constraint: two runs for one
-  schedule slot) raises :class:`OutboxRejected`, also with nothing written.
+  would be lost.
+- A row the database refuses never stops the pipeline: a refused batch is bisected (each
+  half in a savepoint of the same transaction, O(k log n) savepoints for k refused entries
+  out of n) down to the entries it refuses; everything else is written in seq order and each
+  refused entry goes to the ``outbox_quarantine`` table with the DB's error (see
+  ``store.quarantine``), the watermark moving past it. Only refusals of the row are
+  quarantined; an unreachable DB is never (it raises StoreUnavailable, below).
 - Idempotent: writing a batch again (another leader, a retry after an unknown commit
   outcome) writes nothing twice, because the watermark says it is already there.
 - Within a batch, entries take effect in seq order: a later upsert of the same key wins.
 - An unreachable database raises :class:`~raftsched.errors.StoreUnavailable`: back off and
   retry later with the same (or a longer) batch.
 - Thread-safe; concurrent writers (even on other machines) serialize on the watermark lock.
+
+:meth:`Materializer.retry_quarantined` writes quarantined entries again, as they were (for
+``raftsched db quarantine retry``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Engine
 
 from raftsched.core.model import OutboxEntry, OutboxKind, parse_utc
 from raftsched.errors import RaftschedError
+from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors, write_transaction
 from raftsched.store.upsert import insert_ignore, upsert
 
 log = logging.getLogger(__name__)
+
+_LOGGED_REFUSALS = 5  # per batch; a systematic refusal must not flood the log
 
 
 class OutboxGap(RaftschedError):
@@ -52,21 +63,6 @@ class OutboxGap(RaftschedError):
         self.seqs = tuple(seqs)
 
 
-class OutboxRejected(RaftschedError):
-    """The database refused a batch (a constraint, e.g. two runs for one schedule slot).
-
-    Like a gap, this is a bug upstream: nothing was written; the cause is chained.
-    """
-
-    def __init__(self, first_seq: int, last_seq: int, reason: str) -> None:
-        super().__init__(
-            f"the metadata database refused outbox entries {first_seq}..{last_seq}: {reason};"
-            " this is a bug, nothing was written"
-        )
-        self.first_seq = first_seq
-        self.last_seq = last_seq
-
-
 def pending(entries: Sequence[OutboxEntry], watermark: int) -> list[OutboxEntry]:
     """The entries after ``watermark`` in seq order; raise OutboxGap unless contiguous."""
     new = sorted((e for e in entries if e.seq > watermark), key=lambda e: e.seq)
@@ -74,6 +70,17 @@ def pending(entries: Sequence[OutboxEntry], watermark: int) -> list[OutboxEntry]
         if entry.seq != watermark + offset:
             raise OutboxGap(watermark, [e.seq for e in new])
     return new
+
+
+@dataclass(frozen=True, slots=True)
+class RetryOutcome:
+    """What ``retry_quarantined`` did with one seq: written (and out of quarantine), or the
+    database's refusal (still quarantined), or not in quarantine at all."""
+
+    seq: int
+    kind: str | None  # None: no such seq in quarantine
+    written: bool
+    error: str | None
 
 
 class Materializer:
@@ -88,24 +95,118 @@ class Materializer:
             return _read_watermark(conn, lock=False)
 
     def write(self, entries: Sequence[OutboxEntry]) -> int:
-        """Write the entries after the watermark in one transaction; return the new watermark."""
+        """Write the entries after the watermark in one transaction; return the new watermark.
+
+        Entries the DB refuses are quarantined instead (module doc); the watermark still
+        moves to the batch's last seq.
+        """
         with write_transaction(self.engine) as conn:
             watermark = _read_watermark(conn, lock=True)
             new = pending(entries, watermark)
             if not new:
                 return watermark
             last = new[-1].seq
-            try:
-                _apply(conn, new)
-            except (exc.IntegrityError, exc.DataError) as err:
-                raise OutboxRejected(new[0].seq, last, str(err.orig).strip()) from err
+            refused = _apply_isolating(conn, new)
+            if refused:
+                now = datetime.now(UTC)
+                q.put(conn, [q.quarantine_row(e, reason, now) for e, reason in refused])
             conn.execute(
                 sa.update(t.materialize_watermark)
                 .where(t.materialize_watermark.c.id == t.WATERMARK_ROW_ID)
                 .values(seq=last, updated_at=datetime.now(UTC))
             )
+        _log_refused(refused)
         log.debug("materialized outbox %d..%d", new[0].seq, last)
         return last
+
+    # -- the quarantine ----------------------------------------------------------------------
+
+    def quarantined_count(self) -> int:
+        """How many refused entries are in quarantine."""
+        with translate_errors(self.engine), self.engine.connect() as conn:
+            return q.count(conn)
+
+    def quarantined(self, seqs: Sequence[int] | None = None) -> list[q.QuarantinedEntry]:
+        """Quarantined entries in seq order (all, or those among ``seqs``)."""
+        with translate_errors(self.engine), self.engine.connect() as conn:
+            return q.load(conn, seqs)
+
+    def retry_quarantined(self, seqs: Sequence[int] | None = None) -> list[RetryOutcome]:
+        """Write quarantined entries again (all, or ``seqs``), each in its own transaction.
+
+        Each is written as it was, with upsert semantics: it may overwrite a newer row of the
+        same key written after it was refused. Written: its quarantine row is deleted.
+        Refused again: it stays, with the new error. The watermark is not touched.
+        """
+        wanted = None if seqs is None else sorted(set(seqs))
+        found = {e.seq: e for e in self.quarantined(wanted)}
+        outcomes = []
+        for seq in wanted if wanted is not None else sorted(found):
+            entry = found.get(seq)
+            if entry is None:
+                outcomes.append(RetryOutcome(seq, None, False, "not in quarantine"))
+            else:
+                outcomes.append(self._retry_one(entry))
+        return outcomes
+
+    def _retry_one(self, entry: q.QuarantinedEntry) -> RetryOutcome:
+        with write_transaction(self.engine) as conn:
+            reason = _try_apply(conn, [entry.entry])
+            if reason is None:
+                q.delete(conn, entry.seq)
+            else:
+                q.record_error(conn, entry.seq, reason)
+        return RetryOutcome(entry.seq, entry.kind, reason is None, reason)
+
+
+def _apply_isolating(
+    conn: Connection, entries: Sequence[OutboxEntry]
+) -> list[tuple[OutboxEntry, str]]:
+    """Apply ``entries`` in seq order, each try in a savepoint; return the refused ones.
+
+    A refused run of entries is split in halves, each tried on its own (left first, so seq
+    order holds), down to single entries: k refused entries out of n cost O(k log n) tries.
+    Errors that are not refusals of a row (``quarantine.refusal_reason``) propagate.
+    """
+    reason = _try_apply(conn, entries)
+    if reason is None:
+        return []
+    if len(entries) == 1:
+        return [(entries[0], reason)]
+    middle = len(entries) // 2
+    return _apply_isolating(conn, entries[:middle]) + _apply_isolating(conn, entries[middle:])
+
+
+def _log_refused(refused: Sequence[tuple[OutboxEntry, str]]) -> None:
+    """One warning per refused entry, up to _LOGGED_REFUSALS per batch, then a summary."""
+    for entry, reason in refused[:_LOGGED_REFUSALS]:
+        log.warning(
+            "the metadata database refused outbox entry %d (%s): %s; it is quarantined,"
+            " see `raftsched db quarantine list`",
+            entry.seq,
+            entry.kind,
+            reason,
+        )
+    if len(refused) > _LOGGED_REFUSALS:
+        log.warning(
+            "%d more outbox entries of this batch were refused and quarantined (seqs %d..%d)",
+            len(refused) - _LOGGED_REFUSALS,
+            refused[_LOGGED_REFUSALS][0].seq,
+            refused[-1][0].seq,
+        )
+
+
+def _try_apply(conn: Connection, entries: Sequence[OutboxEntry]) -> str | None:
+    """Apply in a savepoint; None when written, the DB's reason when it refused the rows."""
+    try:
+        with conn.begin_nested():
+            _apply(conn, entries)
+    except Exception as err:
+        reason = q.refusal_reason(err)
+        if reason is None:
+            raise
+        return reason
+    return None
 
 
 def _read_watermark(conn: Connection, *, lock: bool) -> int:

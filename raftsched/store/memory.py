@@ -2,18 +2,23 @@
 
 It keeps the rows the metadata DB would hold, keyed like the DB's primary keys and shaped by
 the same row builders as the real materializer, so tests can look at "the DB" without one.
-It does not enforce the DB's secondary unique constraints (one run per logical date).
+It does not enforce the DB's secondary unique constraints (one run per logical date); to
+test what happens when the DB refuses a row, give it ``refuse``: a function that returns the
+refusal text for an entry it should refuse (or None). Refused entries are quarantined as the
+real materializer does: the rest is written, the watermark moves past them.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from raftsched.core.model import OutboxEntry, OutboxKind
+from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.materializer import UPSERTS, import_error_rows, log_row, pending
 
@@ -21,7 +26,8 @@ from raftsched.store.materializer import UPSERTS, import_error_rows, log_row, pe
 class MemoryMaterializer:
     """Thread-safe; ``rows(table_name)`` shows what was written, by primary key."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: Callable[[OutboxEntry], str | None] | None = None) -> None:
+        self._refuse = refuse
         self._lock = threading.Lock()
         self._watermark = 0
         self._tables: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
@@ -36,10 +42,30 @@ class MemoryMaterializer:
         with self._lock:
             new = pending(entries, self._watermark)  # raises OutboxGap before any change
             for entry in new:
-                self._apply(entry)
+                reason = self._refuse(entry) if self._refuse is not None else None
+                if reason is None:
+                    self._apply(entry)
+                else:
+                    row = q.quarantine_row(entry, reason, datetime.now(UTC))
+                    self._put(t.outbox_quarantine, row, replace=False)
             if new:
                 self._watermark = new[-1].seq
             return self._watermark
+
+    def quarantined_count(self) -> int:
+        with self._lock:
+            return len(self._tables[t.outbox_quarantine.name])
+
+    def quarantined(self, seqs: Sequence[int] | None = None) -> list[q.QuarantinedEntry]:
+        """Quarantined entries in seq order (all, or those among ``seqs``)."""
+        with self._lock:
+            rows = [row for _key, row in sorted(self._tables[t.outbox_quarantine.name].items())]
+        wanted = None if seqs is None else set(seqs)
+        return [
+            q.QuarantinedEntry.from_row(row)
+            for row in rows
+            if wanted is None or row["seq"] in wanted
+        ]
 
     def rows(self, table_name: str) -> list[dict[str, Any]]:
         """Copies of the rows of one table, in primary-key order."""

@@ -165,3 +165,17 @@ materialize_watermark = sa.Table(
 )
 
 WATERMARK_ROW_ID = 1
+
+# Outbox entries the database refused (DESIGN.md §5): the materializer writes everything else
+# and parks each refused entry here, with the DB's error, moving the watermark past it.
+# ``raftsched db quarantine list|retry`` shows them and writes them again. Every column is
+# plain ASCII text or a number, so the row itself cannot be refused.
+outbox_quarantine = sa.Table(
+    "outbox_quarantine",
+    metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.String(20), nullable=False),  # OutboxKind
+    sa.Column("data", sa.Text, nullable=False),  # the entry's data as ASCII JSON (NUL: \u0000)
+    sa.Column("error", sa.Text, nullable=False),  # the DB's refusal, truncated, ASCII
+    sa.Column("quarantined_at", UTCDateTime, nullable=False),
+)

@@ -9,7 +9,10 @@ same grants and a retried Complete is applied once). Mapping of outcomes:
 - FAILED_PRECONDITION (stale token) and NOT_FOUND (the run is gone) on Complete/AppendLogs
   mean "refused": False.
 - UNAUTHENTICATED / PERMISSION_DENIED raise :class:`WorkerRejected`: retrying cannot help,
-  the worker stops with that message.
+  the worker stops with that message. So does INVALID_ARGUMENT on Lease (a worker id or a
+  lease_ttl past the cluster's bounds): every later Lease would be refused the same way.
+- RESOURCE_EXHAUSTED (the cluster's outbox is at its hard cap: the metadata DB is behind)
+  propagates like any ApiError: leases and log appends are tried again later.
 
 Long polls go through ``poll_client`` when given: a client of their own, which
 :meth:`~GrpcWorkerTransport.interrupt` closes, so that an outstanding Lease ends at once
@@ -31,6 +34,7 @@ import grpc
 from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core.model import TaskKey
+from raftsched.worker.logs import clean_output, outcome_message
 from raftsched.worker.transport import Assignment, WorkerRejected
 
 REFUSED = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
@@ -71,6 +75,12 @@ class GrpcWorkerTransport:
         timeout = wait_seconds + self.poll_client.deadline
         try:
             response = self._call("Lease", request, timeout=timeout, client=self.poll_client)
+        except ApiError as err:
+            if err.code is grpc.StatusCode.INVALID_ARGUMENT:
+                raise WorkerRejected(f"the cluster refuses this worker's leases: {err}") from None
+            if self._interrupted.is_set():
+                return []
+            raise
         except Exception:
             # Closed under it by interrupt(): CANCELLED, or "closed" when between attempts.
             if self._interrupted.is_set():
@@ -98,7 +108,7 @@ class GrpcWorkerTransport:
             token=token,
             success=success,
             exit_code=exit_code,
-            message=message,
+            message=outcome_message(message),  # protobuf cannot carry a lone surrogate
         )
         return self._refusable("Complete", request)
 
@@ -107,7 +117,10 @@ class GrpcWorkerTransport:
             worker_id=self.worker_id,
             key=_pb_key(key),
             token=token,
-            chunks=[common_pb2.LogText(stream=stream, text=text) for stream, text in chunks],
+            chunks=[
+                common_pb2.LogText(stream=stream, text=clean_output(text))
+                for stream, text in chunks
+            ],
         )
         return self._refusable("AppendLogs", request)
 

@@ -8,8 +8,16 @@ is waiting. The cluster numbers the chunks; the worker only keeps them in order.
 Memory is bounded: when the cluster is slower than the task's output, the buffer drops its
 oldest text past ``max_bytes`` and the next chunk starts with ``[N bytes dropped]``. A
 refused ``append_logs`` (stale token) ends shipping for that attempt and calls
-``on_refused`` (the worker kills the attempt); an unanswered one puts
-the chunks back at the front and tries again at the next flush.
+``on_refused`` (the worker kills the attempt); an unanswered one (or one the cluster cannot
+take yet: RESOURCE_EXHAUSTED, its outbox is full) puts the chunks back at the front and tries
+again at the next flush; one the cluster calls invalid (INVALID_ARGUMENT) is dropped with a
+warning, never retried forever.
+
+Every text is bounded as ``raftsched.core.limits`` says before it leaves the worker: the
+buffer holds clean text only (NUL and invalid UTF-8 become U+FFFD, see :func:`clean_output`),
+a chunk is at most ``chunk_bytes`` UTF-8 bytes (so at most MAX_LOG_CHUNK_CHARS characters,
+whatever a line's length), a call carries at most MAX_LOG_CHUNKS_PER_CALL chunks, and an
+outcome message at most MAX_MESSAGE_CHARS characters (:func:`outcome_message`).
 """
 
 from __future__ import annotations
@@ -20,16 +28,37 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from raftsched.core import limits
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.worker.transport import WorkerTransport, describe
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 64 * 1024
+CHUNK_BYTES = min(64 * 1024, limits.MAX_LOG_CHUNK_CHARS)  # bytes >= characters: within both
 MAX_BUFFER_BYTES = 1024 * 1024
 FLUSH_INTERVAL = 0.5
-CHUNKS_PER_CALL = 16  # 1 MiB per append_logs: well under gRPC's 4 MiB message limit
+# 1 MiB per append_logs: well under gRPC's 4 MiB message limit, and the cluster's bound
+CHUNKS_PER_CALL = min(16, limits.MAX_LOG_CHUNKS_PER_CALL)
+
+
+def clean_output(text: str) -> str:
+    """Task output as the cluster stores it: NUL and lone surrogates become U+FFFD."""
+    return limits.clean_text(text)
+
+
+def outcome_message(text: str) -> str:
+    """An attempt's outcome message: clean, at most MAX_MESSAGE_CHARS (the tail is kept: the
+    end of a traceback says most)."""
+    most = limits.MAX_MESSAGE_CHARS
+    if len(text) > most:
+        text = "\u2026" + text[-(most - 1) :]
+    return limits.clean_text(text)
+
+
+def _invalid(err: BaseException) -> bool:
+    """The cluster refused the request as invalid (INVALID_ARGUMENT): retrying cannot help."""
+    return getattr(getattr(err, "code", None), "name", "") == "INVALID_ARGUMENT"
 
 
 def _utf8_len(text: str) -> int:
@@ -48,6 +77,8 @@ class LogBuffer:
     def __init__(self, max_bytes: int = MAX_BUFFER_BYTES, chunk_bytes: int = CHUNK_BYTES) -> None:
         if max_bytes < chunk_bytes:
             raise ValueError(f"max_bytes {max_bytes} < chunk_bytes {chunk_bytes}")
+        if chunk_bytes > limits.MAX_LOG_CHUNK_CHARS:  # a chunk's bytes bound its characters
+            raise ValueError(f"chunk_bytes {chunk_bytes} > {limits.MAX_LOG_CHUNK_CHARS}")
         self.max_bytes = max_bytes
         self.chunk_bytes = chunk_bytes
         self._pieces: deque[tuple[str, str, int]] = deque()  # (stream, text, utf-8 bytes)
@@ -62,6 +93,7 @@ class LogBuffer:
     def write(self, stream: str, text: str) -> None:
         if not text:
             return
+        text = clean_output(text)
         with self._lock:
             size = _utf8_len(text)
             if size > self.max_bytes:  # keep only its tail
@@ -97,6 +129,7 @@ class LogBuffer:
     def take(self, max_chunks: int = CHUNKS_PER_CALL) -> list[tuple[str, str]]:
         """Up to ``max_chunks`` chunks of at most ``chunk_bytes`` each, oldest first; adjacent
         text of the same stream is joined. A drop marker leads the first chunk."""
+        max_chunks = max(1, min(max_chunks, limits.MAX_LOG_CHUNKS_PER_CALL))
         chunks: list[list] = []  # [stream, text, utf-8 bytes]
         with self._lock:
             if self._dropped:
@@ -198,6 +231,9 @@ class LogShipper:
         try:
             accepted = self.transport.append_logs(self.key, self.token, chunks)
         except RaftschedError as err:
+            if _invalid(err):  # would be refused again and again: drop it, keep shipping
+                log.warning("logs of %s refused as invalid, dropped: %s", describe(self.key), err)
+                return True
             log.info("logs of %s not shipped yet: %s", describe(self.key), err)
             self.buffer.put_back(chunks)
             return False

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
-from raftsched.worker.logs import LogBuffer, LogShipper
+from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
@@ -243,7 +243,7 @@ class Worker:
                     a.token,
                     success=outcome.success,
                     exit_code=outcome.exit_code,
-                    message=outcome.message,
+                    message=outcome_message(outcome.message),  # bounded and clean
                 )
             except RaftschedError as err:
                 log.info("outcome of %s not reported yet: %s", describe(a.key), err)

@@ -18,7 +18,10 @@
 - When the main process exits, anything it left behind in its group is killed and the pipes
   are drained for at most ``DRAIN_SECONDS`` (a process that left the group may hold them).
 - stdout/stderr are read as they come and handed to ``sink(stream, text)``; the last line of
-  stderr becomes the failure message.
+  stderr becomes the failure message. The bytes are decoded as ``limits.clean_bytes`` would
+  decode the whole stream (an incremental decoder, so a character split between two reads
+  survives): invalid UTF-8 and NUL become U+FFFD, so no task output can reach the cluster as
+  text a database refuses.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import raftsched
+from raftsched.core import limits
 from raftsched.worker.transport import STDERR, STDOUT, Assignment
 
 READ_BYTES = 65536
@@ -220,7 +224,8 @@ class Attempt:
             data = os.read(sk.fd, READ_BYTES)
             if not data:
                 sel.unregister(sk.fileobj)
-            self._emit(sk.data, decoders[sk.data].decode(data, final=not data))
+            text = decoders[sk.data].decode(data, final=not data)
+            self._emit(sk.data, limits.clean_text(text))  # NUL -> U+FFFD
 
     def _emit(self, stream: str, text: str) -> None:
         if not text:

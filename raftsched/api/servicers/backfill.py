@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from raftsched.api.gen import dag_pb2
-from raftsched.api.servicers import convert
+from raftsched.api.servicers import bounds, convert
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result
 from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
@@ -111,6 +111,8 @@ class Backfill:
             live = {run.logical_date for run in state.runs(dag_id)}
             return record.spec, live
 
+        if not self.ctx.read(lambda state: state.dag(dag_id) is not None)[0]:
+            self.ctx.read_index(context)  # this replica may lag: decide from committed state
         (spec, live), fresh = self.ctx.read(read)
         engine = self.ctx.require_engine()
         taken = live | queries.run_dates_between(engine, dag_id, start, end)
@@ -169,8 +171,9 @@ def _part_request_id(base: str, slots: list[Slot]) -> str:
 
 
 def _required_date(request: Any, field: str) -> datetime:
-    value = convert.from_ts(request, field)
-    if value is None:
+    """A required date in MIN_DATE..MAX_DATE: the timetable maths never overflow."""
+    value = bounds.timestamp(request, field, required=True)
+    if value is None:  # pragma: no cover - bounds.timestamp raises when required
         raise invalid_argument(field, "", "required: a logical date (UTC timestamp)")
     return value
 

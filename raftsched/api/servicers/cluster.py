@@ -39,7 +39,7 @@ from pysyncobj.utility import TcpUtility, UtilityException
 
 from raftsched.api import tls
 from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
-from raftsched.api.servicers import convert
+from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
 from raftsched.cluster.settings import split_address
@@ -203,6 +203,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     def _change(self, request: Any, *, add: bool) -> Any:
         address = request.address
         _check_address(address, "address")
+        bounds.request_id(request.request_id)
         done = self._done.get(request.request_id) if request.request_id else None
         if done is not None:
             return done
@@ -269,6 +270,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
 
 
 def _check_address(address: str, field: str) -> None:
+    bounds.address(field, address)  # bounded, printable ASCII: before any lookup or log line
     try:
         split_address(address, key=field)
     except ConfigError:

@@ -17,12 +17,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftsched.api.status import invalid_argument
+from raftsched.core import limits
 from raftsched.core.model import DagRecord, DagRun, TaskState
 from raftsched.core.timetable import Slot, timetable_for
 from raftsched.store import queries
 
 RunKey = tuple[float, str, str]  # (-logical_date timestamp, dag_id, run_id): the list order
 DB_CHUNK = 200
+MAX_TOKEN_CHARS = 16_384  # base64 of [date, dag_id, run_id] (JSON-escaped ids)
 _US = timedelta(microseconds=1)
 
 
@@ -52,12 +54,18 @@ class RunCursor:
         if not token:
             return None
         try:
+            if len(token) > MAX_TOKEN_CHARS or not token.isascii():
+                raise ValueError("too long")
             date, dag_id, run_id = json.loads(base64.urlsafe_b64decode(token.encode()))
             parsed = datetime.fromisoformat(date)
             if parsed.tzinfo is None:
                 raise ValueError("naive")
+            # In range (the cursor's date gets a microsecond added) and ids as stored.
+            limits.check_datetime("page_token", parsed)
+            limits.check_id("page_token", dag_id)
+            limits.check_id("page_token", run_id)
             return cls(parsed, str(dag_id), str(run_id))
-        except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
+        except (ValueError, TypeError, OverflowError, binascii.Error, json.JSONDecodeError):
             raise invalid_argument(
                 "page_token", token, "not a token from a previous ListRuns answer"
             ) from None

@@ -14,9 +14,11 @@ from typing import Any
 import grpc
 
 from raftsched.api.gen import user_pb2, user_pb2_grpc
-from raftsched.api.servicers import convert
+from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.core import limits
+from raftsched.errors import LimitExceeded
 from raftsched.store import users
 
 USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -41,6 +43,8 @@ class UserServicer(user_pb2_grpc.UserServiceServicer):
                 f"<{len(request.password)} characters>",
                 f"expected {MIN_PASSWORD} to {MAX_PASSWORD} characters",
             )
+        if not limits.is_clean(request.password):
+            raise LimitExceeded("password", "contains a NUL character or invalid UTF-8")
         if request.role not in ROLES:
             raise invalid_argument("role", request.role, f"expected one of {', '.join(ROLES)}")
         engine = self.ctx.require_engine()
@@ -62,7 +66,9 @@ class UserServicer(user_pb2_grpc.UserServiceServicer):
 
     @translate_errors
     def VerifyUser(self, request: Any, context: grpc.ServicerContext) -> Any:
-        if len(request.password) > MAX_PASSWORD or len(request.username) > 250:
+        if not bounds.clean_or_empty(request.password, MAX_PASSWORD) or not USERNAME.fullmatch(
+            request.username
+        ):  # no such user can exist: not a DB question
             return user_pb2.VerifyUserResponse(ok=False)
         role = users.verify_user(self.ctx.require_engine(), request.username, request.password)
         return user_pb2.VerifyUserResponse(ok=role is not None, role=role or "")
@@ -80,6 +86,7 @@ class UserServicer(user_pb2_grpc.UserServiceServicer):
     def DeleteUser(self, request: Any, context: grpc.ServicerContext) -> Any:
         if not request.username:
             raise invalid_argument("username", request.username, "must not be empty")
+        bounds.ident("username", request.username)
         deleted = users.delete_user(self.ctx.require_engine(), request.username)
         return user_pb2.DeleteUserResponse(deleted=deleted)
 

@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 
 from raftsched.api.gen import worker_pb2, worker_pb2_grpc
-from raftsched.api.servicers import convert
+from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import (
     StatusError,
@@ -32,15 +32,17 @@ from raftsched.api.status import (
 )
 from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
+from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey
 
 log = logging.getLogger(__name__)
 
 MAX_WAIT = 30.0  # seconds a Lease may wait for work
-MAX_TASKS = 1000
-MAX_LEASE_TTL = 86400.0
-MAX_REFS = 10_000
+MAX_TASKS = limits.MAX_LEASES_PER_CALL
+MIN_LEASE_TTL = limits.MIN_LEASE_TTL_SECONDS
+MAX_LEASE_TTL = limits.MAX_LEASE_TTL_SECONDS
+MAX_REFS = limits.MAX_ITEMS_PER_COMMAND
 CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
 # Commands that never make a queued task leasable: they do not wake long polls.
 _QUIET = (c.LeaseTasks, c.HeartbeatLeases, c.AppendLogs)
@@ -89,17 +91,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     @translate_errors
     def Lease(self, request: Any, context: grpc.ServicerContext) -> Any:
         worker_id = _worker_id(request.worker_id)
-        if not 1 <= request.max_tasks <= MAX_TASKS:
-            raise invalid_argument("max_tasks", request.max_tasks, f"expected 1..{MAX_TASKS}")
-        if not request.wait_seconds >= 0:
-            raise invalid_argument("wait_seconds", request.wait_seconds, "expected >= 0")
+        max_tasks = bounds.count("max_tasks", request.max_tasks, 1, MAX_TASKS)
+        wait = bounds.wait_seconds("wait_seconds", request.wait_seconds, MAX_WAIT)
         ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
-        wait = min(request.wait_seconds, MAX_WAIT)
         remaining = context.time_remaining()
         if remaining is not None:
             wait = min(wait, max(0.0, remaining - 1.0))  # leave time to answer
         end = time.monotonic() + wait
-        base = request.request_id or new_request_id()
+        base = bounds.request_id(request.request_id) or new_request_id()
         attempt = 0
         while True:
             seen = self.signal.generation
@@ -107,12 +106,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 c.LeaseTasks,
                 f"{base}#{attempt}",
                 worker_id=worker_id,
-                max_tasks=request.max_tasks,
+                max_tasks=max_tasks,
                 lease_ttl_seconds=ttl,
             )
             attempt += 1
             result = self.ctx.propose(command, context)
-            raise_for_result(result, detail=f"LeaseTasks refused ({result.reason})")
+            raise_for_result(result, detail=_detail(result, "LeaseTasks"))
             grants = tuple(result.value or ())
             if grants:
                 log.debug("leased %d task(s) to %s", len(grants), worker_id)
@@ -140,14 +139,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         refs = _refs(request.leases)
         command = self.ctx.make(
             c.HeartbeatLeases,
-            request.request_id,
+            bounds.request_id(request.request_id),
             worker_id=worker_id,
             leases=refs,
             lease_ttl_seconds=ttl,
         )
         result = self.ctx.propose(command, context)
         if not isinstance(result.value, tuple):
-            raise_for_result(result, detail=f"heartbeat refused ({result.reason})")
+            raise_for_result(result, detail=_detail(result, "heartbeat"))
         statuses = []
         for pb_ref, item in zip(request.leases, result.value or (), strict=False):
             status = worker_pb2.LeaseStatus(lease=pb_ref, ok=bool(item.ok), reason=item.reason)
@@ -159,15 +158,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     @translate_errors
     def Complete(self, request: Any, context: grpc.ServicerContext) -> Any:
         _worker_id(request.worker_id, required=False)
-        key = convert.core_key(request)
+        key = bounds.key(request)
+        exit_code = request.exit_code if request.HasField("exit_code") else None
+        if exit_code is not None:
+            bounds.count("exit_code", exit_code, limits.MIN_EXIT_CODE, limits.MAX_EXIT_CODE)
         command = self.ctx.make(
             c.CompleteAttempt,
-            request.request_id,
+            bounds.request_id(request.request_id),
             key=key,
-            token=request.token,
+            token=bounds.token("token", request.token),
             success=request.success,
-            exit_code=request.exit_code if request.HasField("exit_code") else None,
-            message=request.message,
+            exit_code=exit_code,
+            message=bounds.message(request.message),  # truncated and sanitized, not refused
             chunks=_chunks(request.chunks),
         )
         result = self.ctx.propose(command, context)
@@ -177,10 +179,14 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     @translate_errors
     def AppendLogs(self, request: Any, context: grpc.ServicerContext) -> Any:
         _worker_id(request.worker_id, required=False)
-        key = convert.core_key(request)
+        key = bounds.key(request)
         chunks = _chunks(request.chunks)
         command = self.ctx.make(
-            c.AppendLogs, request.request_id, key=key, token=request.token, chunks=chunks
+            c.AppendLogs,
+            bounds.request_id(request.request_id),
+            key=key,
+            token=bounds.token("token", request.token),
+            chunks=chunks,
         )
         result = self.ctx.propose(command, context)
         _raise_for_lease(result, key, request.token)
@@ -191,7 +197,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         worker_id = _worker_id(request.worker_id)
         refs = _refs(request.leases)
         command = self.ctx.make(
-            c.ReleaseLeases, request.request_id, worker_id=worker_id, leases=refs
+            c.ReleaseLeases, bounds.request_id(request.request_id), worker_id=worker_id, leases=refs
         )
         result = self.ctx.propose(command, context)
         items = result.value if isinstance(result.value, tuple) else ()
@@ -199,34 +205,31 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         return worker_pb2.ReleaseResponse(released=released)
 
     def _ttl(self, value: float, field: str) -> float:
-        if value == 0:
-            return self.ctx.default_lease_ttl
-        if not 0 < value <= MAX_LEASE_TTL:
-            raise invalid_argument(field, value, f"expected 0 (default) or up to {MAX_LEASE_TTL:g}")
-        return float(value)
+        """0: the server's default; else MIN_LEASE_TTL..MAX_LEASE_TTL seconds (finite)."""
+        return bounds.seconds(
+            field, value, MIN_LEASE_TTL, MAX_LEASE_TTL, default=self.ctx.default_lease_ttl
+        )
 
 
 def _worker_id(value: str, *, required: bool = True) -> str:
     if required and not value:
         raise invalid_argument("worker_id", value, "must not be empty")
-    if len(value) > 250:
-        raise invalid_argument("worker_id", value, "at most 250 characters")
-    return value
+    return bounds.ident("worker_id", value, required=required)
 
 
 def _refs(leases: Any) -> tuple[c.LeaseRef, ...]:
-    if len(leases) > MAX_REFS:
-        raise invalid_argument("leases", f"{len(leases)} leases", f"at most {MAX_REFS}")
-    return tuple(c.LeaseRef(convert.core_key(ref), ref.token) for ref in leases)
+    return bounds.lease_refs(leases)
 
 
 def _chunks(chunks: Any) -> tuple[c.LogChunk, ...]:
-    out = []
-    for i, chunk in enumerate(chunks):
-        if chunk.stream not in STREAMS:
-            raise invalid_argument(f"chunks[{i}].stream", chunk.stream, "expected stdout or stderr")
-        out.append(c.LogChunk(chunk.stream, chunk.text))
-    return tuple(out)
+    """Count and size bounded (INVALID_ARGUMENT); the text sanitized, never refused."""
+    return bounds.log_chunks(chunks)
+
+
+def _detail(result: r.Result, what: str) -> str:
+    if isinstance(result.value, str) and result.value:
+        return result.value
+    return f"{what} refused ({result.reason})"
 
 
 def _raise_for_lease(result: r.Result, key: TaskKey, token: int) -> None:
