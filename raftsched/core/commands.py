@@ -126,7 +126,8 @@ class HeartbeatLeases(Command):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteAttempt(Command):
-    """An attempt's outcome. Refused unless ``token`` is the TI's current lease token.
+    """An attempt's outcome. Refused unless ``token`` is the TI's current lease token and
+    ``worker_id`` the worker that holds it.
     ``chunks``: the attempt's last log output, appended before the outcome (logs sent after
     the outcome are refused: the lease is gone)."""
 
@@ -136,6 +137,7 @@ class CompleteAttempt(Command):
     exit_code: int | None = None
     message: str = ""
     chunks: tuple[LogChunk, ...] = ()
+    worker_id: str = ""  # the lease's holder; "" only in entries written before it was checked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,11 +165,13 @@ class LogChunk:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AppendLogs(Command):
-    """Log output of a running attempt; refused with a stale token."""
+    """Log output of a running attempt; refused with a stale token or from another worker
+    than the lease's holder."""
 
     key: TaskKey
     token: int
     chunks: tuple[LogChunk, ...] = ()
+    worker_id: str = ""  # the lease's holder; "" only in entries written before it was checked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -164,7 +164,7 @@ def apply_heartbeat_leases(
 def apply_complete_attempt(
     state: SchedulerState, cmd: c.CompleteAttempt, now: datetime, index: int
 ) -> Result:
-    reason, rec, ti = _current_lease(state, c.LeaseRef(cmd.key, cmd.token))
+    reason, rec, ti = _current_lease(state, c.LeaseRef(cmd.key, cmd.token), _holder(cmd))
     if reason:
         return Result(False, reason)
     assert rec is not None and ti is not None
@@ -225,7 +225,7 @@ def apply_expire_leases(
 def apply_append_logs(
     state: SchedulerState, cmd: c.AppendLogs, now: datetime, index: int
 ) -> Result:
-    reason, _, ti = _current_lease(state, c.LeaseRef(cmd.key, cmd.token))
+    reason, _, ti = _current_lease(state, c.LeaseRef(cmd.key, cmd.token), _holder(cmd))
     if reason:
         return Result(False, reason)
     assert ti is not None
@@ -236,15 +236,22 @@ def apply_append_logs(
 
 
 def _current_lease(
-    state: SchedulerState, ref: c.LeaseRef
+    state: SchedulerState, ref: c.LeaseRef, holder: str = ""
 ) -> tuple[str, LiveRun | None, TaskInstance | None]:
+    """The live lease ``ref`` names; with ``holder``, only if that worker holds it."""
     found = find(state, ref.key)
     if found is None:
         return r.UNKNOWN_TASK, None, None
     rec, ti = found
     if ti.state is not TaskState.RUNNING or ti.lease is None or ti.lease.token != ref.token:
         return r.STALE_TOKEN, rec, ti
+    if holder and ti.lease.worker_id != holder:
+        return r.WRONG_WORKER, rec, ti
     return "", rec, ti
+
+
+def _holder(cmd: c.CompleteAttempt | c.AppendLogs) -> str:
+    return getattr(cmd, "worker_id", "")  # absent in entries written by older releases
 
 
 def _append_logs(

@@ -309,7 +309,14 @@ def _heartbeat(cmd: c.HeartbeatLeases) -> None:
     _ttl("lease_ttl_seconds", cmd.lease_ttl_seconds)
 
 
+def _holder(cmd: c.CompleteAttempt | c.AppendLogs) -> None:
+    worker_id = getattr(cmd, "worker_id", "")  # absent in entries of older releases
+    if worker_id != "":
+        check_id("worker_id", worker_id)
+
+
 def _complete(cmd: c.CompleteAttempt) -> None:
+    _holder(cmd)
     _key("key", cmd.key)
     _token("token", cmd.token)
     _bool("success", cmd.success)
@@ -329,6 +336,7 @@ def _expire(cmd: c.ExpireLeases) -> None:
 
 
 def _append_logs(cmd: c.AppendLogs) -> None:
+    _holder(cmd)
     _key("key", cmd.key)
     _token("token", cmd.token)
     _chunks("chunks", cmd.chunks)

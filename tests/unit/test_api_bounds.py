@@ -480,9 +480,15 @@ def test_every_worker_rpc_refuses_hostile_fields(api: Api) -> None:
         )
         for part in ("dag_id", "run_id", "task_id"):
             bad_key = key(**{part: bad})
-            api.refused(w.Complete, Fake(worker_pb2.CompleteRequest(), key=bad_key), f"key.{part}")
             api.refused(
-                w.AppendLogs, Fake(worker_pb2.AppendLogsRequest(), key=bad_key), f"key.{part}"
+                w.Complete,
+                Fake(worker_pb2.CompleteRequest(worker_id="w1"), key=bad_key),
+                f"key.{part}",
+            )
+            api.refused(
+                w.AppendLogs,
+                Fake(worker_pb2.AppendLogsRequest(worker_id="w1"), key=bad_key),
+                f"key.{part}",
             )
     assert api.proposer.proposed == []
     lease = worker_pb2.LeaseRequest
@@ -496,8 +502,14 @@ def test_every_worker_rpc_refuses_hostile_fields(api: Api) -> None:
     for wait in (-1.0, math.nan):
         api.refused(w.Lease, lease(worker_id="w", max_tasks=1, wait_seconds=wait), "wait_seconds")
     key_pb = common_pb2.TaskKey(dag_id="d", run_id="r", task_id="t")
-    api.refused(w.Complete, worker_pb2.CompleteRequest(key=key_pb, token=2**64 - 1), "token")
-    api.refused(w.AppendLogs, worker_pb2.AppendLogsRequest(key=key_pb, token=2**64 - 1), "token")
+    api.refused(
+        w.Complete, worker_pb2.CompleteRequest(worker_id="w1", key=key_pb, token=2**64 - 1), "token"
+    )
+    api.refused(
+        w.AppendLogs,
+        worker_pb2.AppendLogsRequest(worker_id="w1", key=key_pb, token=2**64 - 1),
+        "token",
+    )
     many = worker_pb2.HeartbeatRequest(worker_id="w")
     many.leases.extend(
         worker_pb2.LeaseRef(key=key_pb, token=1) for _ in range(limits.MAX_ITEMS_PER_COMMAND + 1)

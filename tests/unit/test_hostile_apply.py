@@ -321,3 +321,35 @@ def test_canonical_text_is_the_same_walked_or_recursed_and_any_depth_works() -> 
     for value in values:
         assert dg.canonical(value) == dg._canonical_walk(value)
     assert dg.canonical(_deep(5_000)).count("{") == 5_001  # no RecursionError
+
+
+def test_only_the_lease_holder_may_complete_or_log() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a")))
+    sim.create("d")
+    (grant,) = sim.lease(worker="w1")
+    key, token = grant.lease.key, grant.lease.token
+    forged = sim.apply(
+        c.CompleteAttempt(
+            request_id=sim.rid(), now=T0, key=key, token=token, success=True, worker_id="intruder"
+        )
+    )
+    assert forged.reason == r.WRONG_WORKER
+    logs = sim.apply(
+        c.AppendLogs(
+            request_id=sim.rid(),
+            now=T0,
+            key=key,
+            token=token,
+            chunks=(c.LogChunk("stdout", "x"),),
+            worker_id="intruder",
+        )
+    )
+    assert logs.reason == r.WRONG_WORKER
+    assert sim.ti("a").state is TaskState.RUNNING
+    done = sim.apply(
+        c.CompleteAttempt(
+            request_id=sim.rid(), now=T0, key=key, token=token, success=True, worker_id="w1"
+        )
+    )
+    assert done.ok and sim.ti("a").state is TaskState.SUCCESS

@@ -157,7 +157,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     @translate_errors
     def Complete(self, request: Any, context: grpc.ServicerContext) -> Any:
-        _worker_id(request.worker_id, required=False)
+        worker_id = _worker_id(request.worker_id)
         key = bounds.key(request)
         exit_code = request.exit_code if request.HasField("exit_code") else None
         if exit_code is not None:
@@ -171,6 +171,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             exit_code=exit_code,
             message=bounds.message(request.message),  # truncated and sanitized, not refused
             chunks=_chunks(request.chunks),
+            worker_id=worker_id,
         )
         result = self.ctx.propose(command, context)
         _raise_for_lease(result, key, request.token)
@@ -178,7 +179,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
 
     @translate_errors
     def AppendLogs(self, request: Any, context: grpc.ServicerContext) -> Any:
-        _worker_id(request.worker_id, required=False)
+        worker_id = _worker_id(request.worker_id)
         key = bounds.key(request)
         chunks = _chunks(request.chunks)
         command = self.ctx.make(
@@ -187,6 +188,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             key=key,
             token=bounds.token("token", request.token),
             chunks=chunks,
+            worker_id=worker_id,
         )
         result = self.ctx.propose(command, context)
         _raise_for_lease(result, key, request.token)
