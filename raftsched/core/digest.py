@@ -153,6 +153,10 @@ def fp_slot(slot: tuple[str, Any], evicted_at: Any) -> str:
     return "slot:" + canonical((slot[0], slot[1], evicted_at))
 
 
+def fp_fence(key: Any, until: Any) -> str:
+    return "fence:" + canonical((key, until))
+
+
 def fp_request(request_id: str, result: Any) -> str:
     return "rq:" + canonical((request_id, result))
 

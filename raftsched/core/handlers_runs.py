@@ -99,6 +99,9 @@ def evict_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
     touch_run(state, rec, emit=False)
     for ti in rec.tis.values():
         touch_ti(state, ti, emit=False)
+        until = state._fences.pop(ti.key, None)
+        if until is not None:
+            state._sum.remove(dg.fp_fence(ti.key, until))
     runs = state._runs[run.dag_id]
     del runs[run.run_id]
     if not runs:

@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
+from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
@@ -96,6 +97,7 @@ def apply_lease_tasks(
         return Result(False, r.OUTBOX_FULL, state.outbox_size)
     expires_at = now + timedelta(seconds=cmd.lease_ttl_seconds)
     grants = []
+    fenced: list[tuple[LiveRun, TaskInstance]] = []
     can_take = partial(_can_take, state)
     while len(grants) < cmd.max_tasks:
         key = state._ready.pop(can_take)
@@ -103,6 +105,9 @@ def apply_lease_tasks(
             break
         rec, ti = find(state, key) or (None, None)
         assert rec is not None and ti is not None
+        if _still_fenced(state, key, now):
+            fenced.append((rec, ti))
+            continue
         touch_ti(state, ti)
         ti.try_number += 1
         ti.lease = Lease(key, ti.try_number, cmd.worker_id, index, expires_at)
@@ -127,7 +132,35 @@ def apply_lease_tasks(
                 max_tries=ti.max_tries,
             )
         )
+    for rec, ti in fenced:  # back in line, in their old places (same weight and queued_at)
+        assert ti.queued_at is not None
+        weight = rec.topo.tasks[ti.key.task_id].priority_weight
+        state._ready.push(ti.key, weight, ti.queued_at)
     return Result(True, value=tuple(grants))
+
+
+def _still_fenced(state: SchedulerState, key: TaskKey, now: datetime) -> bool:
+    """A task cleared or marked while it ran waits until the revoked lease has ended, so its
+    next attempt never overlaps the old one (whose worker kills it by then at the latest)."""
+    until = state._fences.get(key)
+    if until is None:
+        return False
+    if until > now:
+        return True
+    del state._fences[key]
+    state._sum.remove(dg.fp_fence(key, until))
+    return False
+
+
+def fence(state: SchedulerState, ti: TaskInstance) -> None:
+    """``ti`` is RUNNING and its lease is being revoked: remember until when it holds."""
+    assert ti.lease is not None
+    old = state._fences.get(ti.key)
+    if old is not None:
+        state._sum.remove(dg.fp_fence(ti.key, old))
+    until = max(ti.lease.expires_at, old) if old is not None else ti.lease.expires_at
+    state._fences[ti.key] = until
+    state._sum.add(dg.fp_fence(ti.key, until))
 
 
 def _can_take(state: SchedulerState, dag_id: str) -> bool:
@@ -289,6 +322,7 @@ def apply_clear_tasks(
         ti = rec.tis[task_id]
         touch_ti(state, ti)
         if ti.state is TaskState.RUNNING:  # revoke: its worker's next call is refused
+            fence(state, ti)
             ti.end_date = now
             emit_entry(
                 state,
@@ -319,6 +353,8 @@ def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, ind
         if ti.state is target:
             continue
         touch_ti(state, ti)
+        if ti.state is TaskState.RUNNING:
+            fence(state, ti)
         if ti.state not in sn.ATTEMPT_STATES:  # marking stands in for the coming attempt
             ti.try_number += 1
             ti.start_date = ti.worker_id = ti.lease_token = ti.exit_code = None

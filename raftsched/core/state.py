@@ -95,6 +95,9 @@ class SchedulerState:
         self._dates: dict[tuple[str, datetime], str] = {}  # (dag_id, logical_date) -> run_id
         # Slots of runs evicted in the last hour -> when (handlers_runs.EVICTED_SLOT_MEMORY)
         self._evicted_slots: dict[tuple[str, datetime], datetime] = {}
+        # Tasks cleared or marked while they ran -> when their revoked lease ends; they are not
+        # leased again before (handlers_tasks.fence)
+        self._fences: dict[TaskKey, datetime] = {}
         self._active_runs: dict[str, int] = {}
         self._running: dict[TaskKey, TaskInstance] = {}
         self._running_by_dag: dict[str, int] = {}
@@ -329,6 +332,8 @@ class SchedulerState:
             acc.add(dg.fp_request(request_id, result))
         for slot, when in self._evicted_slots.items():
             acc.add(dg.fp_slot(slot, when))
+        for key, until in self._fences.items():
+            acc.add(dg.fp_fence(key, until))
         return acc.value
 
     def snapshot(self) -> dict[str, Any]:
@@ -359,6 +364,10 @@ class SchedulerState:
             "evicted_slots": [
                 [dag_id, sn.utc_iso(logical), sn.utc_iso(when)]
                 for (dag_id, logical), when in self._evicted_slots.items()
+            ],
+            "fences": [
+                [key.dag_id, key.run_id, key.task_id, sn.utc_iso(until)]
+                for key, until in self._fences.items()
             ],
         }
 
@@ -394,6 +403,10 @@ class SchedulerState:
         state._evicted_slots = {
             (dag_id, sn.parse_utc(logical)): sn.parse_utc(when)
             for dag_id, logical, when in data.get("evicted_slots", ())
+        }
+        state._fences = {
+            TaskKey(dag_id, run_id, task_id): sn.parse_utc(until)
+            for dag_id, run_id, task_id, until in data.get("fences", ())
         }
         state._sum.value = state._entity_sum()
         return state

@@ -225,7 +225,7 @@ def _apply_checked(sim: Sim, command: c.Command) -> None:
 
 
 @settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -353,3 +353,36 @@ def test_only_the_lease_holder_may_complete_or_log() -> None:
         )
     )
     assert done.ok and sim.ti("a").state is TaskState.SUCCESS
+
+
+def test_a_task_cleared_while_running_is_not_leased_again_before_its_lease_ends() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a"), task("b")))
+    sim.create("d")
+    grants = {g.lease.key.task_id: g for g in sim.lease(worker="w1", n=2, ttl=30.0)}
+    clear = c.ClearTasks(
+        request_id=sim.rid(), now=at(5), dag_id="d", run_id=run_id(), task_ids=("a",)
+    )
+    assert sim.apply(clear).ok
+    assert sim.lease(worker="w2", n=5, now=at(10)) == []  # a's old lease runs to at(30)
+    assert sim.ti("a").state is TaskState.QUEUED
+    mark = c.MarkTasks(
+        request_id=sim.rid(),
+        now=at(11),
+        dag_id="d",
+        run_id=run_id(),
+        task_ids=("b",),
+        state=TaskState.FAILED,
+    )
+    assert sim.apply(mark).ok
+    restored = SchedulerState.restore(pickle.loads(pickle.dumps(sim.state.snapshot())))
+    assert restored.digest() == sim.state.digest()
+    (again,) = sim.lease(worker="w2", n=5, now=at(30))
+    assert again.lease.key.task_id == "a" and again.lease.token > grants["a"].lease.token
+    # b was marked while it ran: a clear right after must wait for b's old lease as well
+    clear_b = c.ClearTasks(
+        request_id=sim.rid(), now=at(31), dag_id="d", run_id=run_id(), task_ids=("b",)
+    )
+    assert sim.apply(clear_b).ok
+    assert [g.lease.key.task_id for g in sim.lease(worker="w2", n=5, now=at(31))] == ["b"]
+    assert sim.state.digest() == sim.state.recompute_digest()
