@@ -89,6 +89,9 @@ class ClusterConfig(_Section):
     leader_fallback_timeout: float = setting("1.5", s.number(gt=0))
     commit_timeout: float = setting("5", s.number(gt=0))
     admin_bind: str = setting("", s.address(optional=True))
+    # fsync the Raft journal and term/vote before acknowledging (off: a host crash or power
+    # loss may lose acknowledged entries; see README "Benchmarks")
+    durable_journal: bool = setting("true", s.boolean)
 
     @property
     def peers(self) -> tuple[str, ...]:
@@ -119,7 +122,7 @@ class ApiConfig(_Section):
     tls_key: Path | None = setting("", s.path(optional=True))  # noqa: RUF009
     tls_ca: Path | None = setting("", s.path(optional=True))  # noqa: RUF009
     max_message_bytes: int = setting("4194304", s.integer(ge=1))
-    max_conf_bytes: int = setting("65536", s.integer(ge=1))
+    max_conf_bytes: int = setting("65536", s.integer(ge=1, le=65536))  # core.limits caps it
 
     @property
     def tls_enabled(self) -> bool:
@@ -140,7 +143,7 @@ class WebserverConfig(_Section):
 @dataclass(frozen=True, repr=False)
 class WorkerConfig(_Section):
     concurrency: int = setting("4", s.integer(ge=1))
-    lease_ttl: float = setting("30", s.number(gt=0))
+    lease_ttl: float = setting("30", s.number(ge=1, le=86400))  # core.limits' lease TTL range
     heartbeat_interval: float = setting("5", s.number(gt=0))
     servers: tuple[str, ...] = setting("", s.addresses())
     token: str = setting("", s.text(), secret=True)

@@ -69,8 +69,11 @@ def display(value: Any, spec: Setting) -> Any:
 # -- parsers ------------------------------------------------------------------------------
 
 
-def number(*, gt: float | None = None, ge: float | None = None) -> Parser:
+def number(
+    *, gt: float | None = None, ge: float | None = None, le: float | None = None
+) -> Parser:
     bound = f" > {gt:g}" if gt is not None else f" >= {ge:g}" if ge is not None else ""
+    bound += f" and <= {le:g}" if le is not None else ""
 
     def parse(raw: str, home: Path) -> float:
         try:
@@ -81,6 +84,7 @@ def number(*, gt: float | None = None, ge: float | None = None) -> Parser:
             not math.isfinite(value)
             or (gt is not None and value <= gt)
             or (ge is not None and value < ge)
+            or (le is not None and value > le)
         ):
             raise ValueError(f"expected a number{bound}")
         return value
@@ -88,14 +92,16 @@ def number(*, gt: float | None = None, ge: float | None = None) -> Parser:
     return parse
 
 
-def integer(*, ge: int) -> Parser:
+def integer(*, ge: int, le: int | None = None) -> Parser:
+    bound = f">= {ge}" + (f" and <= {le}" if le is not None else "")
+
     def parse(raw: str, home: Path) -> int:
         try:
             value = int(raw)
         except ValueError:
             value = ge - 1
-        if value < ge:
-            raise ValueError(f"expected a whole number >= {ge}")
+        if value < ge or (le is not None and value > le):
+            raise ValueError(f"expected a whole number {bound}")
         return value
 
     return parse
