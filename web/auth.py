@@ -29,7 +29,7 @@ from flask import (
     url_for,
 )
 from raftsched.web.forms import LoginForm
-from raftsched.web.gateway import GatewayError, gateway
+from raftsched.web.gateway import SESSION_KEY, GatewayError, gateway
 
 bp = Blueprint("auth", __name__)
 
@@ -145,9 +145,12 @@ def login() -> Any:
         if role is None or role not in ROLES:
             form.form_errors.append(BAD_LOGIN)
             return render_template("login.html", form=form), 401
+        seen = session.get(SESSION_KEY)  # what this browser has seen stays seen
         session.clear()
         session.permanent = True
         session["user"], session["role"] = form.username.data, role
+        if seen is not None:
+            session[SESSION_KEY] = seen
         _cache().forget()
         return redirect(safe_next(form.next.data))
     status = 400 if request.method == "POST" else 200

@@ -13,6 +13,12 @@ exceptions (mapped to pages in ``handlers.py``):
 Every upstream failure is counted in ``raftsched_web_upstream_errors_total{method,code}``.
 The client is created lazily, once per process (gunicorn forks workers; gRPC channels must be
 made after the fork), and shared by every thread: it is thread-safe.
+
+Consistency: each user's session (the signed cookie, shared by every webserver) holds the
+highest applied index the user has seen or caused (:data:`SESSION_KEY`); every call sends it
+and raises it (``RaftschedClient(seen=...)``), so one user's pages never go back in time,
+whichever webserver and node answer: a run triggered through one webserver is on the run
+page served by another. See README "Consistency".
 """
 
 from __future__ import annotations
@@ -24,16 +30,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import grpc
-from flask import Flask, current_app
+from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from raftsched.web import metrics
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
 from raftsched.errors import NoQuorumError
 
 EXTENSION = "raftsched_gateway"
+SESSION_KEY = "seen_index"  # the user's highest applied index seen, in the session cookie
 FINISHED_TASK_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
 _UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
@@ -81,9 +88,15 @@ class Gateway:
     def __repr__(self) -> str:
         return f"Gateway({list(self.servers)!r})"  # never the token
 
-    def _new_client(self, servers: Iterable[str], deadline: float) -> RaftschedClient:
+    def _new_client(
+        self, servers: Iterable[str], deadline: float, *, track_index: bool = True
+    ) -> RaftschedClient:
         return RaftschedClient(
-            list(servers), token=self.token, tls_ca=self.tls_ca, deadline=deadline
+            list(servers),
+            token=self.token,
+            tls_ca=self.tls_ca,
+            deadline=deadline,
+            track_index=track_index,
         )
 
     @property
@@ -101,8 +114,11 @@ class Gateway:
             client.close()
 
     def _call(self, service: str, method: str, request: Message, **kwargs: Any) -> Any:
+        seen = session_seen()
         try:
-            return getattr(getattr(self.client, service), method)(request, **kwargs)
+            response = getattr(getattr(self.client, service), method)(request, seen=seen, **kwargs)
+            remember_seen(seen)
+            return response
         except NoQuorumError as err:
             metrics.upstream_error(method, "UNAVAILABLE")
             raise Unavailable(str(err), "UNAVAILABLE") from None
@@ -280,7 +296,9 @@ class Gateway:
         with self._lock:
             client = self._probes.get(address)
             if client is None:
-                client = self._probes[address] = self._new_client([address], timeout)
+                # A probe shows the node's own view, however far behind: no index tracking.
+                client = self._new_client([address], timeout, track_index=False)
+                self._probes[address] = client
         request = cluster_pb2.GetStatusRequest(local_only=True)
         try:
             response = client.cluster.GetStatus(request, timeout=timeout)
@@ -315,6 +333,20 @@ class Gateway:
     def delete_user(self, username: str) -> bool:
         request = user_pb2.DeleteUserRequest(username=username)
         return self._call("users", "DeleteUser", request).deleted
+
+
+def session_seen() -> SeenIndex | None:
+    """The index this user has seen, from the session; None outside a request."""
+    if not has_request_context():
+        return None
+    value = session.get(SESSION_KEY, 0)
+    return SeenIndex(value if isinstance(value, int) else 0)
+
+
+def remember_seen(seen: SeenIndex | None) -> None:
+    """Put what the user has now seen into the session (a new cookie only when it moved)."""
+    if seen is not None and has_request_context() and session.get(SESSION_KEY) != seen.value:
+        session[SESSION_KEY] = seen.value
 
 
 def _translate(err: ApiError, method: str) -> GatewayError:
@@ -476,6 +508,7 @@ def node_dict(node: cluster_pb2.NodeStatus) -> dict[str, Any]:
         "outbox_backlog": node.outbox_backlog,
         "db_watermark": node.db_watermark if node.HasField("db_watermark") else None,
         "db_ok": node.db_ok if node.HasField("db_ok") else None,
+        "quarantined": node.quarantined if node.HasField("quarantined") else None,
         "backpressure": node.backpressure,
         "has_quorum": node.has_quorum,
         "last_leader_contact": ts(node, "last_leader_contact"),

@@ -30,17 +30,30 @@ Streams (GetTaskLog) fail over before their first message; after it, they resume
 node with ``after_seq`` = the last ``seq`` received, so no chunk is lost or repeated. A
 followed log (``follow=True``) has no overall deadline unless ``timeout=`` is given.
 
+Consistency (README "Consistency"). Every answer carries the applied index it reflects
+(``freshness.applied_index`` and the trailer ``x-raftsched-applied-index``). The client keeps
+the highest index it has seen or caused in a :class:`SeenIndex` and sends it with every call
+(``x-raftsched-min-index``); a node that has not applied that far waits briefly, else answers
+UNAVAILABLE and the call moves to the next node. So one client never reads from behind what
+it has seen: read-your-writes and monotonic reads, across nodes. ``seen=`` adds a caller's
+own tracker for one call (the web keeps one per user session, in the signed cookie), and
+``consistency="linearizable"`` (per call, or the client's default for reads) makes the node
+do a read-index round trip through the leader first. ``track_index=False`` turns the
+client's own tracking off (tests measure the anomalies it prevents).
+
 Thread-safe: one client may serve every thread of a process (gRPC channels multiplex).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +63,13 @@ from google.protobuf.message import Message
 
 from raftsched.addresses import is_loopback
 from raftsched.api import tls
+from raftsched.api.consistency import (
+    APPLIED_TRAILER,
+    CONSISTENCY_HEADER,
+    LINEARIZABLE,
+    MIN_INDEX_HEADER,
+    RESET_TRAILER,
+)
 from raftsched.api.gen import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -69,6 +89,9 @@ READ_ONLY = frozenset(
     | {"ListImportErrors", "VerifyUser", "ListUsers"}
 )
 
+SEEN_INDEX_ENV = "RAFTSCHED_SEEN_INDEX_FILE"
+SEEN_FILE_PREFIX = "seen-index-"
+MAX_SEEN_FILES = 32
 # A retry needs this long at least: a node without a leader answers UNAVAILABLE only after
 # waiting a little for an election (see api/servicers/context.py).
 MIN_RETRY_SECONDS = 0.5
@@ -80,6 +103,74 @@ _CONNECT_FAILURES = (
     "dns resolution failed",
     "name resolution",
 )
+
+
+class SeenIndex:
+    """The highest Raft log index a caller has seen (read) or caused (written). Thread-safe.
+
+    ``load``/``save`` keep it in a small file, so separate processes of one caller (CLI
+    invocations) share it."""
+
+    def __init__(self, value: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._value = max(0, int(value))
+
+    @property
+    def value(self) -> int:
+        with self._lock:
+            return self._value
+
+    def observe(self, index: int) -> None:
+        with self._lock:
+            self._value = max(self._value, int(index))
+
+    def reset(self, index: int, sent: int) -> None:
+        """A leader served ``sent`` although its whole log is shorter: the cluster was
+        re-created; start again from ``index`` unless a newer answer came meanwhile."""
+        with self._lock:
+            if self._value <= sent:
+                self._value = int(index)
+
+    @classmethod
+    def load(cls, path: Path) -> SeenIndex:
+        try:
+            return cls(int(path.read_text().strip() or 0))
+        except (OSError, ValueError):
+            return cls()
+
+    def save(self, path: Path) -> None:
+        """Best effort: a caller that cannot write it only loses what it saw before."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}")
+            tmp.write_text(f"{self.value}\n")
+            tmp.replace(path)
+            if path.name.startswith(SEEN_FILE_PREFIX):
+                _prune_seen_files(path.parent)
+        except OSError as err:
+            log.debug("cannot save the seen index to %s: %s", path, err)
+
+    def __repr__(self) -> str:
+        return f"SeenIndex({self.value})"
+
+
+def seen_index_path(servers: Sequence[str], env: Mapping[str, str] | None = None) -> Path | None:
+    """Where one user's CLI keeps the index it has seen of the cluster at ``servers``:
+    ``$RAFTSCHED_SEEN_INDEX_FILE`` (empty: nowhere), else a file per server list under
+    ``$XDG_STATE_HOME/raftsched`` (default ``~/.local/state/raftsched``)."""
+    env = os.environ if env is None else env
+    if SEEN_INDEX_ENV in env:
+        return Path(env[SEEN_INDEX_ENV]) if env[SEEN_INDEX_ENV] else None
+    base = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    key = hashlib.sha256(",".join(sorted(servers)).encode()).hexdigest()[:16]
+    return base / "raftsched" / f"{SEEN_FILE_PREFIX}{key}"
+
+
+def _prune_seen_files(folder: Path) -> None:
+    """Keep the MAX_SEEN_FILES most recently used clusters' files (tests make many)."""
+    files = sorted(folder.glob(f"{SEEN_FILE_PREFIX}*"), key=lambda p: p.stat().st_mtime)
+    for old in files[:-MAX_SEEN_FILES]:
+        old.unlink(missing_ok=True)
 
 
 class ApiError(RaftschedError):
@@ -119,7 +210,8 @@ class RaftschedClient:
     roots) turns TLS on. ``deadline``: default seconds per call, retries included.
     ``attempt_timeout``: if set, cap each attempt at this many seconds, so a node that
     swallows packets (a partition) costs at most that before the next node is tried; leave it
-    above any long-poll's wait.
+    above any long-poll's wait. ``track_index``, ``seen``, ``consistency``: see the module
+    docstring (defaults: this client's own tracker; reads as fresh as what it has seen).
     """
 
     def __init__(
@@ -134,6 +226,9 @@ class RaftschedClient:
         max_message_bytes: int = 4 * 1024 * 1024,
         backoff: float = 0.05,
         max_backoff: float = 1.0,
+        track_index: bool = True,
+        seen: SeenIndex | None = None,
+        consistency: str = "",
     ) -> None:
         if isinstance(servers, str):
             servers = servers.split(",")
@@ -146,6 +241,9 @@ class RaftschedClient:
             raise ValueError(f"deadline = {deadline!r}: expected seconds > 0")
         self.deadline = deadline
         self.attempt_timeout = attempt_timeout
+        self.track_index = track_index
+        self.seen = seen if seen is not None else SeenIndex()
+        self.consistency = _check_consistency(consistency)
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._metadata: tuple[tuple[str, str], ...] = (
@@ -216,8 +314,16 @@ class RaftschedClient:
         with self._lock:
             self._good = index
 
-    def _metadata_for(self, extra: Sequence[tuple[str, str]] | None) -> tuple[Any, ...]:
-        return self._metadata + tuple(extra or ())
+    def _metadata_for(
+        self, extra: Sequence[tuple[str, str]] | None, view: _View | None = None
+    ) -> tuple[Any, ...]:
+        return self._metadata + tuple(extra or ()) + (view.metadata() if view else ())
+
+    def _view(self, rpc: _Rpc, seen: SeenIndex | None, consistency: str | None) -> _View:
+        trackers = tuple(t for t in (self.seen if self.track_index else None, seen) if t)
+        if consistency is None:
+            consistency = self.consistency if rpc.read_only else ""
+        return _View(trackers, _check_consistency(consistency))
 
     def call(
         self,
@@ -226,20 +332,25 @@ class RaftschedClient:
         *,
         timeout: float | None = None,
         metadata: Sequence[tuple[str, str]] | None = None,
+        seen: SeenIndex | None = None,
+        consistency: str | None = None,
     ) -> Any:
         """One unary call with failover and retries (what ``client.dags.X(...)`` runs)."""
         idempotent = _prepare(rpc, request)
+        view = self._view(rpc, seen, consistency)
         attempts = _Attempts(self, time.monotonic() + (timeout or self.deadline))
         for index, address, per_attempt in attempts:
             method = getattr(self._stub(address, rpc.service), rpc.name)
+            sent = view.floor()
             try:
-                response = method(
-                    request, timeout=per_attempt, metadata=self._metadata_for(metadata)
+                response, call = method.with_call(
+                    request, timeout=per_attempt, metadata=self._metadata_for(metadata, view)
                 )
             except grpc.RpcError as err:
                 attempts.failed(address, err, rpc, idempotent)
                 continue
             self._mark_good(index)
+            view.answered(sent, _freshness_index(response), call.trailing_metadata())
             return response
         raise attempts.give_up(rpc)
 
@@ -250,9 +361,12 @@ class RaftschedClient:
         *,
         timeout: float | None = None,
         metadata: Sequence[tuple[str, str]] | None = None,
+        seen: SeenIndex | None = None,
+        consistency: str | None = None,
     ) -> Iterator[Any]:
         """A server-streaming call with failover; resumes by ``after_seq`` when it can."""
         _prepare(rpc, request)
+        view = self._view(rpc, seen, consistency)
         if timeout is None and not getattr(request, "follow", False):
             timeout = self.deadline
         end = None if timeout is None else time.monotonic() + timeout
@@ -267,16 +381,19 @@ class RaftschedClient:
                 per_attempt = None if end is None else max(0.001, end - time.monotonic())
                 method = getattr(self._stub(address, rpc.service), rpc.name)
                 progressed = False
+                sent = view.floor()
                 try:
-                    for item in method(
-                        request, timeout=per_attempt, metadata=self._metadata_for(metadata)
-                    ):
+                    call = method(
+                        request, timeout=per_attempt, metadata=self._metadata_for(metadata, view)
+                    )
+                    for item in call:
                         if not progressed:
                             progressed = True
                             self._mark_good(index)
                         if resumable:
                             request.after_seq = item.seq  # type: ignore[attr-defined]
                         yield item
+                    view.answered(sent, 0, call.trailing_metadata())
                     return
                 except grpc.RpcError as err:
                     if progressed and not resumable:
@@ -370,6 +487,53 @@ class _Service:
 
     def __repr__(self) -> str:
         return f"<{self._name} client>"
+
+
+@dataclass(frozen=True)
+class _View:
+    """One call's consistency: the trackers it reads and feeds, and the mode asked for."""
+
+    trackers: tuple[SeenIndex, ...]
+    consistency: str
+
+    def floor(self) -> int:
+        return max((t.value for t in self.trackers), default=0)
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        out: tuple[tuple[str, str], ...] = ()
+        floor = self.floor()
+        if floor:
+            out += ((MIN_INDEX_HEADER, str(floor)),)
+        if self.consistency:
+            out += ((CONSISTENCY_HEADER, self.consistency),)
+        return out
+
+    def answered(self, sent: int, index: int, trailer: Sequence[Any] | None) -> None:
+        """Remember the answer's index (the larger of its freshness and its trailer)."""
+        reset = False
+        for key, value in trailer or ():
+            if key == APPLIED_TRAILER and str(value).isdigit():
+                index = max(index, int(value))
+            elif key == RESET_TRAILER:
+                reset = True
+        for tracker in self.trackers:
+            if reset:
+                tracker.reset(index, sent)
+            else:
+                tracker.observe(index)
+
+
+def _check_consistency(value: str) -> str:
+    value = (value or "").strip().lower()
+    if value not in ("", LINEARIZABLE):
+        raise ValueError(f"consistency = {value!r}: expected '' or {LINEARIZABLE!r}")
+    return value
+
+
+def _freshness_index(response: Message) -> int:
+    if "freshness" in type(response).DESCRIPTOR.fields_by_name and response.HasField("freshness"):
+        return int(response.freshness.applied_index)  # type: ignore[attr-defined]
+    return 0
 
 
 def _bind(client: RaftschedClient, rpc: _Rpc) -> Callable[..., Any]:

@@ -69,7 +69,7 @@ class NodeApi:
             UserServicer(self.ctx),
         ]
         self.server: ApiServer = build_server(
-            api, servicers, bind=self.bind, max_workers=max_workers
+            api, servicers, bind=self.bind, max_workers=max_workers, gate=self.ctx
         )
         self._stop = threading.Event()
         self._health: threading.Thread | None = None

@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from raftsched.api import auth, tls
+from raftsched.api.consistency import ConsistencyInterceptor, Gate
 from raftsched.api.gen import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -34,6 +35,7 @@ from raftsched.api.gen import (
     worker_pb2,
     worker_pb2_grpc,
 )
+from raftsched.api.servicers.decoding import DecodeErrorInterceptor
 from raftsched.config import ApiConfig
 from raftsched.errors import ConfigError
 
@@ -128,25 +130,40 @@ class ApiServer:
         self.stop(grace=1.0)
 
 
+def _interceptors(api: ApiConfig, gate: Gate | None) -> list[grpc.ServerInterceptor]:
+    """Authentication first: a call that is refused never waits for the replica."""
+    chain: list[grpc.ServerInterceptor] = [
+        auth.AuthInterceptor(auth.TokenTable.from_config(api)),
+        DecodeErrorInterceptor(),  # undecodable bytes: INVALID_ARGUMENT, not INTERNAL
+    ]
+    if gate is not None:
+        chain.append(ConsistencyInterceptor(gate))
+    return chain
+
+
 def build_server(
     api: ApiConfig,
     servicers: Iterable[object],
     *,
     bind: str | None = None,
     max_workers: int = 64,
+    gate: Gate | None = None,
 ) -> ApiServer:
     """A server for ``servicers`` on ``bind`` (default ``[api] grpc_bind``; port 0 picks one).
 
     ``max_workers`` bounds concurrent calls: each long-polling worker and each followed log
-    holds a thread while it waits. Raises ConfigError when there is no token and the bind is
-    not loopback (see :mod:`raftsched.api.auth`), when a TLS file cannot be read, when a
-    servicer is of no known service, or when the address cannot be bound.
+    holds a thread while it waits. ``gate`` (a node's ``ApiContext``) adds the consistency
+    interceptor (:mod:`raftsched.api.consistency`): calls wait until this node applied what
+    their caller has seen, and every answer carries its applied index. Raises ConfigError
+    when there is no token and the bind is not loopback (see :mod:`raftsched.api.auth`), when
+    a TLS file cannot be read, when a servicer is of no known service, or when the address
+    cannot be bound.
     """
     bind = bind or api.grpc_bind
     auth.check_open_allowed(api, bind)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        interceptors=[auth.AuthInterceptor(auth.TokenTable.from_config(api))],
+        interceptors=_interceptors(api, gate),
         options=server_options(api),
     )
     services = []

@@ -1,8 +1,8 @@
 """How the admin subcommands reach the cluster: where, with which token, and what a failure
 means to the person at the terminal.
 
-Every admin command takes ``--server``, ``--token``, ``--timeout`` and ``--output``
-(:func:`add_connection_flags`). Where the cluster is, first match wins: ``--server``,
+Every admin command takes ``--server``, ``--token``, ``--timeout``, ``--consistent`` and
+``--output`` (:func:`add_connection_flags`). Where the cluster is, first match wins: ``--server``,
 ``$RAFTSCHED_SERVER``, else the config's ``[cluster] nodes`` mapped to their gRPC addresses
 (:mod:`raftsched.addresses`: Raft port + 200, or ``[api] grpc_bind``'s port). The
 token: ``--token``, else ``$RAFTSCHED_TOKEN``; it is never printed, not even as a ``--help``
@@ -61,6 +61,12 @@ def add_connection_flags(parser: argparse.ArgumentParser, *, timeout_help: str =
         metavar="SECONDS",
         help=timeout_help or f"give up after this long, retries included ({DEFAULT_TIMEOUT:g})",
     )
+    parser.add_argument(
+        "--consistent",
+        action="store_true",
+        help="linearizable reads: each read first asks the leader for a read index (one Raft"
+        " commit) and answers once the node has applied it",
+    )
     add_output_flag(parser)
 
 
@@ -104,22 +110,31 @@ def resolve_token(args: argparse.Namespace, env: Mapping[str, str] | None = None
 
 @contextmanager
 def connect(args: argparse.Namespace) -> Iterator[RaftschedClient]:
-    """A client of the cluster named by the flags, the environment and the config."""
-    from raftsched.api.client import RaftschedClient
+    """A client of the cluster named by the flags, the environment and the config. It starts
+    from the index this user's earlier commands have seen (README "Consistency") and keeps
+    what this one sees for the next."""
+    from raftsched.api.client import RaftschedClient, SeenIndex, seen_index_path
     from raftsched.config import load_config
 
     servers = resolve_servers(args)
     tls_ca = load_config(getattr(args, "config", None)).api.tls_ca
+    seen_file = seen_index_path(servers)
+    seen = SeenIndex.load(seen_file) if seen_file is not None else SeenIndex()
     client = RaftschedClient(
         servers,
         token=resolve_token(args),
         tls_ca=str(tls_ca) if tls_ca is not None else None,
         deadline=getattr(args, "timeout", None) or DEFAULT_TIMEOUT,
+        seen=seen,
+        consistency="linearizable" if getattr(args, "consistent", False) else "",
     )
+    start = seen.value
     try:
         yield client
     finally:
         client.close()
+        if seen_file is not None and seen.value != start:
+            seen.save(seen_file)
 
 
 # -- what a failure means ------------------------------------------------------------------

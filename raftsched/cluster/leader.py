@@ -118,6 +118,10 @@ class LeaderLoop:
         self.first_commit_at: float | None = None
         self.backpressure = False
         self.ticks = 0
+        # Set by the runtime: while it returns a reason (the metadata DB and the log disagree,
+        # or were not compared yet this term) a tick creates, queues and expires nothing.
+        self.hold: Callable[[], str | None] | None = None
+        self.held: str | None = None
         node.add_apply_listener(self._on_apply)
         node.add_role_listener(lambda _role: self._wake.set())
 
@@ -145,7 +149,8 @@ class LeaderLoop:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not self._node.is_leader:
+            # A stopped state machine (a bug; see node.apply_error) schedules nothing more.
+            if not self._node.is_leader or getattr(self._node, "apply_error", None):
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
@@ -163,6 +168,7 @@ class LeaderLoop:
             and self._node.is_leader
             and self._node.term == self._term
             and self._node.fatal_error is None
+            and getattr(self._node, "apply_error", None) is None
         )
 
     def _lead(self, term: int) -> None:
@@ -226,6 +232,9 @@ class LeaderLoop:
     # -- one tick ----------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        self.held = self.hold() if self.hold is not None else None
+        if self.held is not None:
+            return
         self._refresh_due()
         if self._parser is not None:
             parsed = self._parser.take()

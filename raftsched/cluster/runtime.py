@@ -21,10 +21,12 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from raftsched.cluster import test_hooks
 from raftsched.cluster.admin import AdminServer
 from raftsched.cluster.heartbeat import HeartbeatWriter
 from raftsched.cluster.leader import LeaderLoop, LoopSettings
 from raftsched.cluster.materializer_driver import MaterializerDriver
+from raftsched.cluster.metrics import NodeMetrics
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer
 from raftsched.cluster.settings import RaftSettings, settings_from_config
@@ -119,8 +121,11 @@ class NodeRuntime:
             s.node_dir,
         )
         if self._admin_enabled:  # bind first: a port clash fails before Raft starts
-            self.admin = AdminServer(s.admin_address, self.status)
+            self.admin = AdminServer(
+                s.admin_address, self.status, metrics=NodeMetrics(self.status).render
+            )
         self.node = node = SchedulerNode(s)
+        test_hooks.install(node)  # RAFTSCHED_TEST_* variables; none in production
         self.proposer = Proposer(node, commit_timeout=s.commit_timeout)
         self.leader_loop = LeaderLoop(node, self.proposer, self.loop_settings)
         self.materializer = MaterializerDriver(
@@ -131,6 +136,10 @@ class NodeRuntime:
             idle_wait=self.loop_settings.scheduler_heartbeat_sec,
             run_retention_sec=self.loop_settings.run_retention_sec,
         )
+        # The DB and the log must agree before this node, as leader, schedules or leases.
+        self.leader_loop.hold = self.materializer.hold_reason
+        self.materializer.on_checked = self.leader_loop.wake
+        node.command_gate = self.materializer.refuses
         self.leader_loop.start()
         self.materializer.start()
         if self._heartbeat_write is not None:
@@ -203,11 +212,15 @@ class NodeRuntime:
             "outbox_acked_seq": outbox[2],
             "db_watermark": mat.db_watermark if mat else None,
             "db_ok": mat.store_ok if mat else None,
+            "quarantined": mat.quarantined if mat else None,
+            "materializer_error": (mat.mismatch or mat.last_error) if mat else None,
+            "db_log_mismatch": mat.mismatch if mat else None,
             "backpressure": loop.backpressure_now(outbox[0]) if loop else False,
             "became_leader_at": loop.became_leader_at if loop else None,
             "first_commit_at": loop.first_commit_at if loop else None,
             "last_leader_contact": contact,
             "fatal_error": node.fatal_error,
+            "apply_error": getattr(node, "apply_error", None),
             "time": time.time(),
         }
 
@@ -263,6 +276,10 @@ class MigratingSink:
     def write(self, entries: Sequence[OutboxEntry]) -> int:
         self.ensure_schema()
         return self._inner.write(entries)
+
+    def quarantined_count(self) -> int:
+        self.ensure_schema()
+        return self._inner.quarantined_count()
 
 
 def try_migrate(sink: OutboxSink) -> bool:

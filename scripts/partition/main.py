@@ -45,7 +45,9 @@ line its ``data`` timestamps up with ``timeline``/``leader_changes``, then read
 
 Invariants 2 and 3 FAIL as VACUOUS when no attempt was leased or no execution recorded (a
 check over nothing proves nothing); a 6th verdict (liveness) FAILs a due run that is neither
-finished nor legitimately still running (STUCK).
+finished nor legitimately still running (STUCK). A 7th judges one client session that read
+through every node in rotation during the faults (``sessions.py``): no answer older than one
+it saw before, no NOT_FOUND for a DAG it had seen (README "Consistency").
 
 Exit: 0 all invariants hold, 1 a violation, 2 usage / environment (not root, no netns),
 3 the cluster never came up (no leader, or no gRPC), 130 interrupted (SIGINT/SIGTERM:
@@ -65,7 +67,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from scripts.partition import checker, netns, report, schedule, workload
+from scripts.partition import checker, netns, report, schedule, sessions, workload
 from scripts.partition.history import NodeStatus, load_executions, load_history
 from scripts.partition.nemesis import Timeline, availability, execute
 
@@ -144,6 +146,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
     db = None
     cluster = None
     observer = None
+    session = None
     workers = None
     with netns.Hosts(args.nodes) as hosts:
         env.update(run_id=hosts.run_id, subnet=str(hosts.subnet))
@@ -193,6 +196,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             timeline = Timeline()
             observer = Observer(cluster, time.monotonic())
             observer.start()
+            session = sessions.SessionClient(cluster.api_addresses, workload.ADMIN_TOKEN)
+            session.start()
             execute(steps, cluster, timeline)
             _wait(lambda: datetime.now(UTC) > end + timedelta(seconds=2), args.duration + 30)
             timeline.log("drain", "begin")
@@ -209,7 +214,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             executions = load_executions(workers.exec_logs, workers.deaths)
             history = _read(db_url, statuses, end, executions, observer)
             workers.close()
-            verdicts = checker.check(history)
+            session.stop()
+            verdicts = [*checker.check(history), sessions.check_client_sessions(session.ops)]
             print(checker.format_verdicts(verdicts))
             env.update(settled=settled, drained=drained)
             data = report.build(
@@ -229,6 +235,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
         finally:
             if observer is not None:
                 observer.stop()
+            if session is not None:
+                session.stop()
             if workers is not None:
                 workers.close()
             if cluster is not None:

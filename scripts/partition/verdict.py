@@ -20,6 +20,7 @@ INVARIANTS: dict[str, str] = {
     "nothing_committed_lost": "4. nothing committed is lost",
     "replicas_agree": "5. replicas agree",
     "due_runs_finish": "6. due runs finish (liveness)",
+    "clients_never_go_back": "7. a client never reads from behind what it has seen",
 }
 
 

@@ -14,6 +14,10 @@ Contract:
 - :meth:`ApiContext.require_engine` is the metadata DB engine, or StoreUnavailable when this
   node has none (tests of the Raft part alone).
 - API addresses: :mod:`raftsched.addresses` (Raft port + 200 unless ``[api] grpc_bind``).
+- Consistency (:mod:`raftsched.api.consistency`, whose interceptor calls these before every
+  handler): :meth:`ApiContext.await_applied` waits, bounded, until this replica has applied
+  what the caller has seen; :meth:`ApiContext.read_index` commits a no-op through the leader
+  so that a linearizable read sees every write completed before it.
 
 Thread-safe: gRPC calls run on many threads at once; everything here is read-only or locked.
 """
@@ -21,6 +25,7 @@ Thread-safe: gRPC calls run on many threads at once; everything here is read-onl
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,12 +34,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 
 from raftsched.addresses import api_address_for
+from raftsched.api.consistency import CATCH_UP_WAIT
 from raftsched.api.gen import common_pb2
 from raftsched.api.status import StatusError, no_quorum
 from raftsched.cluster.proposer import new_request_id
-from raftsched.core.commands import Command
+from raftsched.core.commands import Batch, Command
 from raftsched.core.results import Result
-from raftsched.errors import CommitTimeout, NoQuorumError, StoreUnavailable
+from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, StoreUnavailable
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -44,8 +50,13 @@ if TYPE_CHECKING:
     from raftsched.config import ApiConfig
     from raftsched.core.state import SchedulerState
 
+log = logging.getLogger(__name__)
+
 MAX_REQUEST_ID = 200  # characters
 NO_LEADER_WAIT = 3.0  # seconds a write waits for a leader (an election) before UNAVAILABLE
+CATCH_UP_POLL = 0.01  # seconds between two looks at the applied index while catching up
+READ_INDEX_WAIT = 0.5  # seconds of the catch-up wait kept for a last read-index round trip
+MIN_READ_INDEX_WAIT = 0.05  # seconds: with less left, answer UNAVAILABLE at once
 T = TypeVar("T")
 C = TypeVar("C", bound=Command)
 
@@ -80,6 +91,61 @@ class ApiContext:
         value, index = self.node.read(lambda st: (fn(st), int(st.applied_index)))
         return value, self.freshness(index)
 
+    # -- consistency (README "Consistency") --------------------------------------------------
+
+    def applied_through(self) -> int:
+        """The Raft log index of the last command in this node's state: what every answer's
+        ``freshness.applied_index`` says (pysyncobj's own no-op entries do not count, so
+        every replica reaches every index a client can have seen)."""
+        return int(self.node.read(lambda st: st.applied_index))
+
+    def await_applied(self, min_index: int, context: grpc.ServicerContext | None = None) -> bool:
+        """Wait until this node applied ``min_index``: at most CATCH_UP_WAIT s, or the call's
+        remaining deadline less a margin; the last READ_INDEX_WAIT s of it go to a read-index
+        round trip, which makes this node catch up with everything committed. False once
+        applied. True when even that leaves it below ``min_index``: no such index was ever
+        committed here, so the caller saw an earlier cluster (re-created since): serve it.
+        Otherwise (no quorum, too slow) a StatusError UNAVAILABLE, so the failover client
+        tries the next node."""
+        budget = CATCH_UP_WAIT
+        remaining = _time_remaining(context)
+        if remaining is not None:
+            budget = max(0.0, min(budget, remaining - 0.3))
+        started = time.monotonic()
+        poll_until = started + max(0.0, budget - READ_INDEX_WAIT)
+        while self.applied_through() < min_index:
+            if time.monotonic() >= poll_until:
+                return self._confirm_behind(min_index, started + budget - time.monotonic())
+            time.sleep(CATCH_UP_POLL)
+        return False
+
+    def _confirm_behind(self, min_index: int, time_left: float) -> bool:
+        """After a read index (the cluster's whole committed log applied here): is this node
+        still below ``min_index``? Raises the UNAVAILABLE answer when it cannot tell."""
+        if time_left > MIN_READ_INDEX_WAIT and self.has_leader():
+            try:
+                self.read_index(max_wait=time_left)
+            except (RaftschedError, StatusError) as err:  # no quorum, commit timed out
+                log.info("read index to check index %d failed: %s", min_index, err)
+            else:
+                if self.applied_through() < min_index:
+                    log.warning("a caller has seen index %d, beyond this cluster's log", min_index)
+                    return True
+                return False
+        raise StatusError(
+            grpc.StatusCode.UNAVAILABLE,
+            f"node {self.node_id} has applied up to {self.applied_through()}, you have seen"
+            f" {min_index}; retry (the client moves to another node)",
+        )
+
+    def read_index(
+        self, context: grpc.ServicerContext | None = None, *, max_wait: float | None = None
+    ) -> None:
+        """A read-index round trip: commit a no-op (an empty Batch) through the leader; the
+        proposer returns once this node applied it, so everything committed before it is
+        in this node's state. A node cut off from the majority cannot: NoQuorumError."""
+        self.propose(self.make(Batch, "", commands=()), context, max_wait=max_wait)
+
     # -- writes ------------------------------------------------------------------------------
 
     def make(self, cls: type[C], request_id: str, **fields: Any) -> C:
@@ -90,8 +156,16 @@ class ApiContext:
             )
         return self.proposer.make(cls, request_id=request_id or new_request_id(), **fields)
 
-    def propose(self, command: Command, context: grpc.ServicerContext | None = None) -> Result:
+    def propose(
+        self,
+        command: Command,
+        context: grpc.ServicerContext | None = None,
+        *,
+        max_wait: float | None = None,
+    ) -> Result:
         deadline = self.proposer.deadline
+        if max_wait is not None:
+            deadline = min(deadline, max_wait)
         remaining = _time_remaining(context)
         if remaining is not None:
             deadline = max(0.2, min(deadline, remaining - 0.5))

@@ -289,6 +289,15 @@ _ROLES = {
 }
 
 
+def status_error(status: dict[str, Any]) -> str:
+    """Every error a node reports (fatal, state machine halted, and as leader its materializer
+    failing), joined by "; " in that order; empty when healthy."""
+    keys = ["fatal_error", "apply_error"]
+    if status.get("role") == "leader":
+        keys.append("materializer_error")
+    return "; ".join(str(status[k]) for k in keys if status.get(k))
+
+
 def node_status(status: dict[str, Any], api_address: str) -> cluster_pb2.NodeStatus:
     """``NodeRuntime.status()`` as a NodeStatus (lag is filled in by the caller)."""
     out = cluster_pb2.NodeStatus(
@@ -306,13 +315,15 @@ def node_status(status: dict[str, Any], api_address: str) -> cluster_pb2.NodeSta
         outbox_acked_seq=int(status.get("outbox_acked_seq") or 0),
         backpressure=bool(status.get("backpressure")),
         has_quorum=bool(status.get("has_quorum")),
-        error=str(status.get("fatal_error") or ""),
+        error=status_error(status),
     )
     leading = status.get("role") == "leader"  # the materializer's view is the leader's only
     if leading and status.get("db_watermark") is not None:
         out.db_watermark = int(status["db_watermark"])
     if leading and status.get("db_ok") is not None:
         out.db_ok = bool(status["db_ok"])
+    if leading and status.get("quarantined") is not None:
+        out.quarantined = int(status["quarantined"])
     contact = status.get("last_leader_contact")
     if contact:
         out.last_leader_contact.CopyFrom(ts(datetime.fromtimestamp(float(contact), UTC)))

@@ -8,6 +8,8 @@ clear, mark) go through Raft with the request's ``request_id``.
   next run from its timetable and its newest runs (live + DB; DB down: live only).
 - TriggerDag: the replicated state forgets finished runs after retention, the DB does not;
   so unless the live state knows the slot, the DB is asked first (ALREADY_EXISTS if taken).
+  Whether the DAG exists is decided in apply, from committed state: a replica that has not
+  applied the DAG's registration yet proposes anyway and never refuses it on its own.
 - BackfillDag: see :mod:`raftsched.api.servicers.backfill`.
 - ListTaskInstances: every attempt of every task (DB rows, the live current attempt on top),
   sorted by task_id then try_number: the last entry of a task is its current attempt.
@@ -21,7 +23,6 @@ clear, mark) go through Raft with the request's ``request_id``.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -32,11 +33,12 @@ from typing import Any
 import grpc
 
 from raftsched.api.gen import dag_pb2, dag_pb2_grpc
-from raftsched.api.servicers import convert, history
+from raftsched.api.servicers import bounds, convert, history
 from raftsched.api.servicers.backfill import Backfill
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
 from raftsched.core import commands as c
+from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import RunType, TaskKey, TaskState
 from raftsched.core.snapshot import attempt_number
@@ -61,9 +63,7 @@ LOG_BATCH = 1000
 def _required_id(value: str, field: str) -> str:
     if not value:
         raise invalid_argument(field, value, "must not be empty")
-    if len(value) > MAX_ID:
-        raise invalid_argument(field, value, f"at most {MAX_ID} characters")
-    return value
+    return bounds.ident(field, value)  # 1..250 printable characters, valid UTF-8
 
 
 def _bounded(value: int, field: str, default: int, most: int) -> int:
@@ -85,6 +85,9 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def ListDags(self, request: Any, context: grpc.ServicerContext) -> Any:
         page_size = _bounded(request.page_size, "page_size", DEFAULT_PAGE, MAX_PAGE)
         recent = _bounded(request.recent_runs, "recent_runs", DEFAULT_RECENT, MAX_RECENT)
+        bounds.text("search", request.search, bounds.MAX_SEARCH_CHARS)
+        bounds.tags("tags", request.tags)
+        bounds.text("page_token", request.page_token, limits.MAX_ID_CHARS)
 
         def read(state: Any) -> tuple[int, list[Any], dict[str, list[Any]]]:
             chosen = sorted(
@@ -136,7 +139,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
 
     def _set_paused(self, request: Any, context: grpc.ServicerContext, *, paused: bool) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
-        command = self.ctx.make(c.SetPaused, request.request_id, dag_id=dag_id, paused=paused)
+        request_id = bounds.request_id(request.request_id)
+        command = self.ctx.make(c.SetPaused, request_id, dag_id=dag_id, paused=paused)
         result = self.ctx.propose(command, context)
         raise_for_result(result, dag_id=dag_id)
         record, _runs, fresh = self._dag_and_runs(dag_id)
@@ -149,14 +153,13 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def TriggerDag(self, request: Any, context: grpc.ServicerContext) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
         conf = self._conf(request.conf_json)
-        logical = convert.from_ts(request, "logical_date") or datetime.now(UTC)
-        run_id = request.run_id
-        if len(run_id) > MAX_ID:
-            raise invalid_argument("run_id", run_id, f"at most {MAX_ID} characters")
+        logical = bounds.timestamp(request, "logical_date") or datetime.now(UTC)
+        run_id = bounds.ident("run_id", request.run_id, required=False)
+        request_id = bounds.request_id(request.request_id)
 
         def known(state: Any) -> tuple[bool, bool]:
-            if state.dag(dag_id) is None:
-                raise DagNotFound(dag_id)
+            if state.dag(dag_id) is None:  # this replica may lag: apply decides (UNKNOWN_DAG)
+                return False, False
             runs = list(state.runs(dag_id))
             return (
                 any(run.logical_date == logical for run in runs),
@@ -169,7 +172,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         decision = c.RunDecision(
             dag_id, logical, logical, logical, run_type=RunType.MANUAL, conf=conf, run_id=run_id
         )
-        command = self.ctx.make(c.CreateRuns, request.request_id, runs=(decision,))
+        command = self.ctx.make(c.CreateRuns, request_id, runs=(decision,))
         result = self.ctx.propose(command, context)
         item = result.value[0] if isinstance(result.value, tuple) and result.value else result
         raise_for_result(item, dag_id=dag_id, run_id=run_id or None)
@@ -184,24 +187,14 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     @translate_errors
     def BackfillDag(self, request: Any, context: grpc.ServicerContext) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
+        bounds.request_id(request.request_id)
         return self._backfill(request, context, self._conf(request.conf_json), dag_id)
 
     def _conf(self, text: str) -> dict[str, Any]:
-        limit = self.ctx.api.max_conf_bytes
-        size = len(text.encode())
-        if size > limit:
-            raise invalid_argument(
-                "conf_json", f"<{size} bytes>", f"at most {limit} bytes ([api] max_conf_bytes)"
-            )
-        if not text.strip():
-            return {}
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise invalid_argument("conf_json", text, f"not valid JSON: {err}") from None
-        if not isinstance(value, dict):
-            raise invalid_argument("conf_json", text, "expected a JSON object ({...})")
-        return value
+        """The conf as a checked dict: a JSON object within [api] max_conf_bytes and the
+        limits (size, depth: refused before json.loads recurses, clean strings)."""
+        limit = getattr(self.ctx.api, "max_conf_bytes", None) or limits.MAX_CONF_BYTES
+        return bounds.conf(text, limit, "conf_json")
 
     def _check_history(self, dag_id: str, logical: datetime, run_id: str) -> None:
         engine = self.ctx.require_engine()
@@ -222,7 +215,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     @translate_errors
     def ListRuns(self, request: Any, context: grpc.ServicerContext) -> Any:
         page_size = _bounded(request.page_size, "page_size", DEFAULT_PAGE, MAX_PAGE)
-        dag_id = request.dag_id or None
+        dag_id = bounds.ident("dag_id", request.dag_id, required=False) or None
+        limits.check_count("states", len(request.states), bounds.MAX_FILTER_STATES)
         states = [convert.run_state(n, f"states[{i}]") for i, n in enumerate(request.states)]
         wanted = {s for s in states if s is not None}
         run_type = convert.run_type(request.run_type, "run_type")
@@ -299,10 +293,10 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         run_id = _required_id(request.run_id, "run_id")
         command = self.ctx.make(
             c.ClearTasks,
-            request.request_id,
+            bounds.request_id(request.request_id),
             dag_id=dag_id,
             run_id=run_id,
-            task_ids=tuple(request.task_ids),
+            task_ids=bounds.ids("task_ids", request.task_ids, limits.MAX_ITEMS_PER_COMMAND),
             include_downstream=request.include_downstream,
         )
         result = self.ctx.propose(command, context)
@@ -324,10 +318,10 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
             )
         command = self.ctx.make(
             c.MarkTasks,
-            request.request_id,
+            bounds.request_id(request.request_id),
             dag_id=dag_id,
             run_id=run_id,
-            task_ids=tuple(request.task_ids),
+            task_ids=bounds.ids("task_ids", request.task_ids, limits.MAX_ITEMS_PER_COMMAND),
             state=state,
         )
         result = self.ctx.propose(command, context)
@@ -345,6 +339,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
             _required_id(request.run_id, "run_id"),
             _required_id(request.task_id, "task_id"),
         )
+        bounds.count("try_number", request.try_number, 0, limits.MAX_TRY_NUMBER)
+        bounds.count("after_seq", request.after_seq, 0, limits.MAX_JSON_INT)
         engine = self.ctx.require_engine()
         # A follower may not have applied the trigger the caller just got an answer for (from
         # another node); a follow waits for it a little before calling the task unknown.
