@@ -18,11 +18,21 @@ RUN groupadd --system --gid 10001 raftsched \
     && chown -R raftsched:raftsched /var/lib/raftsched
 
 WORKDIR /opt/raftsched
-# Metadata first so the dependency layer is reused while only the code changes.
-COPY pyproject.toml README.md ./
+# Dependencies first, from pyproject.toml alone, in a layer of their own: it is rebuilt only
+# when pyproject.toml changes, not on every code change (tests/deploy/test_dockerfile.py).
+# One image runs every process, so it takes the web UI and PostgreSQL extras.
+COPY pyproject.toml ./
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+        extras = p["optional-dependencies"]; \
+        print("\n".join(p["dependencies"] + extras["web"] + extras["postgres"]))' \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+# Then the code: no dependency resolution left to do (--no-deps).
+COPY README.md LICENSE ./
 COPY raftsched ./raftsched
 COPY web ./web
-RUN pip install . && raftsched --version
+RUN pip install --no-deps '.[web,postgres]' && pip check && raftsched --version
 
 USER raftsched
 WORKDIR /var/lib/raftsched

@@ -107,7 +107,8 @@ class SchedulerConfig(_Section):
     materialize_batch: int = setting("500", s.integer(ge=1))
     run_retention_sec: float = setting("600", s.number(ge=0))
     max_runs_per_tick: int = setting("500", s.integer(ge=1))
-    catchup_by_default: bool = setting("true", s.boolean)
+    catchup_by_default: bool = setting("false", s.boolean)
+    dags_are_paused_at_creation: bool = setting("false", s.boolean)
 
 
 @dataclass(frozen=True, repr=False)
@@ -148,6 +149,9 @@ class WorkerConfig(_Section):
     servers: tuple[str, ...] = setting("", s.addresses())
     token: str = setting("", s.text(), secret=True)
     grace_period: float = setting("30", s.number(ge=0))
+    task_env_allowlist: tuple[str, ...] = setting(
+        "PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH", s.env_names
+    )
 
 
 @dataclass(frozen=True)

@@ -69,9 +69,7 @@ def display(value: Any, spec: Setting) -> Any:
 # -- parsers ------------------------------------------------------------------------------
 
 
-def number(
-    *, gt: float | None = None, ge: float | None = None, le: float | None = None
-) -> Parser:
+def number(*, gt: float | None = None, ge: float | None = None, le: float | None = None) -> Parser:
     bound = f" > {gt:g}" if gt is not None else f" >= {ge:g}" if ge is not None else ""
     bound += f" and <= {le:g}" if le is not None else ""
 
@@ -218,6 +216,21 @@ def addresses(*, required: bool = False) -> Parser:
 
 def words(raw: str, home: Path) -> tuple[str, ...]:
     return _items(raw)
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_*?\[\]!][A-Za-z0-9_*?\[\]!]*")
+
+
+def env_names(raw: str, home: Path) -> tuple[str, ...]:
+    """Comma-separated environment variable names or fnmatch patterns (``LC_*``)."""
+    items = _items(raw)
+    for item in items:
+        if not _ENV_NAME.fullmatch(item):
+            raise ValueError(
+                f"{item!r} is not a variable name or pattern; expected comma-separated names"
+                " such as PATH,HOME,LC_*"
+            )
+    return items
 
 
 # SQLAlchemy dialects we ship a driver for. A bare postgresql:// would make SQLAlchemy look for

@@ -10,7 +10,7 @@ The servicers use three things from here:
 - :func:`invalid_argument` and :func:`no_quorum`, for the two messages that need data the
   exceptions do not carry (the field name; how many nodes are reachable).
 
-Mapping (DESIGN.md §6): NoQuorumError and NotLeaderError -> UNAVAILABLE (retry, maybe
+Mapping (docs/architecture.md §6): NoQuorumError and NotLeaderError -> UNAVAILABLE (retry, maybe
 elsewhere); CommitTimeout -> DEADLINE_EXCEEDED (the outcome is unknown: retry with the same
 request id); DagNotFound and unknown runs/tasks -> NOT_FOUND; DagDefinitionError and bad
 fields -> INVALID_ARGUMENT naming the field; a stale fencing token -> FAILED_PRECONDITION;

@@ -139,16 +139,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         add_connection_flags(change)
         change.set_defaults(handler=handler)
 
+    from raftsched.cli import rebuild_cmd
+
+    rebuild_cmd.add_to(cluster_sub)  # cluster rebuild --from-db (DB access, nodes stopped)
+
 
 # -- scheduler ------------------------------------------------------------------------------
 
 
 def _scheduler(args: argparse.Namespace) -> int:
+    from raftsched import taskenv
+    from raftsched.cluster.compat import check_pysyncobj
     from raftsched.cluster.runtime import NodeRuntime, try_migrate
     from raftsched.config import load_config
 
     config = load_config(args.config)
     setup_logging(config.core.logging_level)
+    check_pysyncobj()  # we patch its internals: refuse a release that lacks them, in one line
+    taskenv.configure(config.worker.task_env_allowlist)  # what DAG-parse children may see
     log = logging.getLogger("raftsched.scheduler")
     runtime = NodeRuntime.from_config(config, self_address=args.address)
     try_migrate(runtime.sink)

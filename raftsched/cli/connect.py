@@ -2,10 +2,11 @@
 means to the person at the terminal.
 
 Every admin command takes ``--server``, ``--token``, ``--timeout``, ``--consistent`` and
-``--output`` (:func:`add_connection_flags`). Where the cluster is, first match wins: ``--server``,
-``$RAFTSCHED_SERVER``, else the config's ``[cluster] nodes`` mapped to their gRPC addresses
-(:mod:`raftsched.addresses`: Raft port + 200, or ``[api] grpc_bind``'s port). The
-token: ``--token``, else ``$RAFTSCHED_TOKEN``; it is never printed, not even as a ``--help``
+``--output`` (:func:`add_connection_flags`), before or after the subcommand (each flag added
+there is hoisted by ``main.hoist_connection_flags``). Where the cluster is, first match wins:
+``--server``, ``$RAFTSCHED_SERVER``, else the config's ``[cluster] nodes`` mapped to their
+gRPC addresses (:mod:`raftsched.addresses`: Raft port + 200, or ``[api] grpc_bind``'s port).
+The token: ``--token``, else ``$RAFTSCHED_TOKEN``; it is never printed, not even as a ``--help``
 default. TLS is on when ``[api] tls_ca`` is set.
 
 :func:`cluster_call` turns an :class:`~raftsched.api.client.ApiError` into one line that says

@@ -146,16 +146,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
     from raftsched.dags.parser import parse_folder
 
-    timeout, output_limit = 30.0, 1024 * 1024
+    timeout, output_limit, catchup = 30.0, 1024 * 1024, False
     folder = Path(folder_arg) if folder_arg else None
     if folder is None or getattr(args, "config", None):
         from raftsched.config import load_config
 
-        core = load_config(getattr(args, "config", None)).core
+        config = load_config(getattr(args, "config", None))
+        core = config.core
         folder = folder or Path(core.dags_folder)
         timeout, output_limit = core.dag_file_timeout, core.dag_file_output_limit
+        catchup = config.scheduler.catchup_by_default
     try:
-        return parse_folder(folder, timeout=timeout, output_limit=output_limit)
+        return parse_folder(
+            folder, timeout=timeout, output_limit=output_limit, catchup_by_default=catchup
+        )
     except FileNotFoundError as err:
         raise RaftschedError(str(err)) from None
 

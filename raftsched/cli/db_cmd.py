@@ -3,7 +3,7 @@
 The URL comes from the config's ``[database] url`` (``--url`` overrides it, and then the
 config is not read at all). ``check`` exits 0 at head and 1 otherwise, with the way out.
 
-``quarantine list`` shows the outbox entries the database refused (DESIGN.md §5: the
+``quarantine list`` shows the outbox entries the database refused (docs/architecture.md §5: the
 materializer parks them in the ``outbox_quarantine`` table and goes on); ``quarantine retry``
 writes them again, straight into the database, and exits 1 unless every one was written.
 """

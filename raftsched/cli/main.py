@@ -2,6 +2,12 @@
 
 Exit codes: 0 ok, 1 error, 2 usage, 3 cluster unavailable. Errors are one clear line on
 stderr, never a traceback (set RAFTSCHED_DEBUG=1 to see one).
+
+Global flags go on either side of the subcommand: ``--config`` is accepted by every
+subcommand too, and the connection flags of the admin commands (``--server``, ``--token``,
+``--timeout``, ``--consistent``, ``--output``/``-o``: ``connect.add_connection_flags``) may
+come before the subcommand, where :func:`hoist_connection_flags` moves them behind it. A
+subcommand that does not take such a flag still refuses it (a usage error).
 """
 
 from __future__ import annotations
@@ -42,21 +48,86 @@ def build_parser() -> argparse.ArgumentParser:
         description="A highly available workflow scheduler on Raft.",
     )
     parser.add_argument("--version", action="version", version=f"raftsched {__version__}")
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help="config file (default: $RAFTSCHED_CONFIG, else $RAFTSCHED_HOME/raftsched.cfg)",
-    )
+    parser.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"raftsched.cli.{name}")
         module.register(sub)
+    for subparser in _subparsers(parser):
+        # SUPPRESS: a --config given before the subcommand is not overwritten by a default.
+        subparser.add_argument(
+            "--config", metavar="FILE", default=argparse.SUPPRESS, help=CONFIG_HELP
+        )
     return parser
+
+
+CONFIG_HELP = "config file (default: $RAFTSCHED_CONFIG, else $RAFTSCHED_HOME/raftsched.cfg)"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser below ``parser``, each once (aliases share a parser)."""
+    found: dict[int, argparse.ArgumentParser] = {}
+    todo = [parser]
+    while todo:
+        for action in todo.pop()._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    if id(child) not in found:
+                        found[id(child)] = child
+                        todo.append(child)
+    return list(found.values())
+
+
+def _connection_options() -> dict[str, bool]:
+    """Option string -> whether it takes a value, for every flag of add_connection_flags."""
+    from raftsched.cli.connect import add_connection_flags
+
+    probe = argparse.ArgumentParser(add_help=False)
+    add_connection_flags(probe)
+    return {
+        option: action.nargs != 0 for action in probe._actions for option in action.option_strings
+    }
+
+
+def hoist_connection_flags(argv: Sequence[str]) -> list[str]:
+    """``--server X dags list`` -> ``dags list --server X``: connection flags written before the
+    subcommand move behind the whole command line (before a ``--``, if there is one)."""
+    options = _connection_options()
+    head: list[str] = []
+    moved: list[str] = []
+    i, args = 0, list(argv)
+    while i < len(args):
+        token = args[i]
+        if token == "--" or not token.startswith("-"):
+            break  # the subcommand (or a stray positional): the rest stays as it is
+        name = token.partition("=")[0] if token.startswith("--") else token[:2]
+        if name in options:
+            attached = token != name  # --server=X, -ojson
+            width = 2 if options[name] and not attached else 1
+            moved += args[i : i + width]
+            i += width
+            continue
+        width = 2 if token == "--config" else 1
+        head += args[i : i + width]
+        i += width
+    rest = args[i:]
+    if "--" in rest:
+        cut = rest.index("--")
+        return head + rest[:cut] + moved + rest[cut:]
+    return head + rest + moved
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None
+) -> argparse.Namespace:
+    """Parse a command line as ``raftsched`` does (global flags on either side)."""
+    parser = parser or build_parser()
+    return parser.parse_args(hoist_connection_flags(sys.argv[1:] if argv is None else argv))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(argv, parser)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help()

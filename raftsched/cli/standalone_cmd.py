@@ -7,7 +7,8 @@ otherwise one webserver), all under ``$RAFTSCHED_HOME`` (default ``~/raftsched``
     raftsched.cfg       written on the first run (fresh random cluster secret and web secret
                         key); never rewritten
     admin-password.txt  the web UI's first admin account, made on the first run
-    dags/               the example DAGs are copied here when the folder is empty
+    dags/               the example DAGs are copied here when the folder is empty and
+                        [core] load_examples is true (the default)
     raftsched.db        the metadata database (SQLite)
     data/               each node's Raft journal
     web/                nginx's config and the webservers' run directory
@@ -134,8 +135,8 @@ def initial_config(home: Path, addresses: list[str]) -> str:
 [core]
 home = {home}
 dags_folder = dags
-# The example DAGs were copied into dags/ (when it was empty); do not load them twice.
-load_examples = false
+# true: copy the example DAGs into dags/ whenever it is empty (set false to start empty)
+load_examples = true
 
 [database]
 url = sqlite:///{home / "raftsched.db"}
@@ -166,6 +167,15 @@ def prepare_home(layout: Layout, addresses: list[str]) -> list[str]:
         _write_new(layout.config_path, initial_config(layout.home, addresses))
         created.append(f"wrote {layout.config_path} (with a new random cluster secret)")
     return created
+
+
+def seed_dags_folder(dags_folder: Path, load_examples: bool) -> int:
+    """Create ``dags_folder``; copy the example DAGs into it when it is empty and ``[core]
+    load_examples`` is true. Returns how many files were copied."""
+    if not load_examples:
+        dags_folder.mkdir(parents=True, exist_ok=True)
+        return 0
+    return copy_examples(dags_folder)
 
 
 def copy_examples(dags_folder: Path) -> int:
@@ -240,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
             child_env["RAFTSCHED__CLUSTER__NODES"] = ",".join(addresses)
             config = load_config(layout.config_path, env=child_env)
 
-    copied = copy_examples(config.core.dags_folder)
+    copied = seed_dags_folder(config.core.dags_folder, config.core.load_examples)
     if copied:
         notes.append(f"copied {copied} example DAG files into {config.core.dags_folder}")
 

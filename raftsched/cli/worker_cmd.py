@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(config.core.logging_level)
     log = logging.getLogger("raftsched.worker")
     cfg = config.worker
+    from raftsched import taskenv
+
+    taskenv.configure(cfg.task_env_allowlist)  # what task processes may see of our env
     settings = WorkerSettings(
         concurrency=args.concurrency or cfg.concurrency,
         lease_ttl=cfg.lease_ttl,

@@ -85,6 +85,8 @@ class LoopSettings:
     max_outbox: int = 50000
     max_runs_per_tick: int = 500
     run_retention_sec: float = 600.0
+    catchup_by_default: bool = False  # [scheduler]: a DAG without catchup= gets this
+    dags_are_paused_at_creation: bool = False  # [scheduler]: a new DAG starts paused
     parse: bool = True  # tests may drive RegisterDags themselves
 
 
@@ -193,6 +195,7 @@ class LeaderLoop:
                 timeout=self._settings.dag_file_timeout,
                 output_limit=self._settings.dag_file_output_limit,
                 full_interval=self._settings.min_file_process_interval,
+                catchup_by_default=self._settings.catchup_by_default,
                 on_result=self._wake.set,
             )
             self._parser.start()
@@ -307,7 +310,10 @@ class LeaderLoop:
                 self._due.mark_created(decision.dag_id, decision.logical_date)
 
     def _sync_dags(self, specs: list[DagSpec], errors: list[ImportErrorRecord]) -> None:
-        commands = self._node.read(lambda state: _dag_changes(self._proposer, state, specs, errors))
+        paused = self._settings.dags_are_paused_at_creation
+        commands = self._node.read(
+            lambda state: _dag_changes(self._proposer, state, specs, errors, paused)
+        )
         if not commands or not self._leading():
             return
         log.info("DAG files changed: proposing %s", ", ".join(type(c).__name__ for c in commands))
@@ -395,6 +401,7 @@ def _dag_changes(
     state: SchedulerState,
     specs: list[DagSpec],
     errors: list[ImportErrorRecord],
+    paused_at_creation: bool = False,
 ) -> list[Command]:
     """The commands that make the replicated DAGs match one parse of the folder."""
     commands: list[Command] = []
@@ -407,7 +414,11 @@ def _dag_changes(
     )
     for start in range(0, len(changed), MAX_DAGS_PER_COMMAND):  # the core's bound per command
         commands.append(
-            proposer.make(RegisterDags, specs=changed[start : start + MAX_DAGS_PER_COMMAND])
+            proposer.make(
+                RegisterDags,
+                specs=changed[start : start + MAX_DAGS_PER_COMMAND],
+                paused_at_creation=paused_at_creation,
+            )
         )
     parsed = {spec.dag_id for spec in specs}
     broken = {error.fileloc for error in errors}  # a file that fails keeps its DAGs

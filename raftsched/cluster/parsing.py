@@ -37,8 +37,10 @@ class ParseThread:
         on_result: Callable[[], None],
         poll_interval: float = 1.0,
         max_workers: int = 2,
+        catchup_by_default: bool = False,
     ) -> None:
         self._folder = Path(folder)
+        self._catchup_by_default = catchup_by_default
         self._timeout = timeout
         self._output_limit = output_limit
         self._full_interval = full_interval
@@ -113,6 +115,7 @@ class ParseThread:
             output_limit=self._output_limit,
             max_workers=self._max_workers,
             cache=True,
+            catchup_by_default=self._catchup_by_default,
         )
 
 

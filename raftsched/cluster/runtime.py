@@ -95,6 +95,8 @@ class NodeRuntime:
             max_outbox=sched.max_outbox,
             max_runs_per_tick=sched.max_runs_per_tick,
             run_retention_sec=sched.run_retention_sec,
+            catchup_by_default=sched.catchup_by_default,
+            dags_are_paused_at_creation=sched.dags_are_paused_at_creation,
         )
         return cls(
             settings,

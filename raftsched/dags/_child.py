@@ -1,7 +1,9 @@
-"""The child process that imports one DAG file: ``python -m raftsched.dags._child FD TIMEOUT FILE``.
+"""The child process that imports one DAG file:
+``python -m raftsched.dags._child FD TIMEOUT FILE [CATCHUP_DEFAULT]``.
 
 It imports FILE (its directory first on sys.path, like Airflow), collects every DAG built
-while importing, and writes one JSON object to file descriptor FD:
+while importing (a DAG without ``catchup=`` gets CATCHUP_DEFAULT, ``1`` or ``0``, default 0:
+``[scheduler] catchup_by_default``), and writes one JSON object to file descriptor FD:
 ``{"specs": [DagSpec dicts]}`` or ``{"error": {"message": one line, "traceback": text}}``.
 Whatever the file prints goes to this process's stdout/stderr, which the parent caps. Shortly
 before the parent's timeout, faulthandler dumps the stacks to stderr so a hang shows where.
@@ -17,7 +19,7 @@ import traceback
 from typing import Any
 
 from raftsched.dags import loading
-from raftsched.dags.authoring import DAG, PythonTask, collect_dags
+from raftsched.dags.authoring import DAG, PythonTask, collect_dags, set_catchup_default
 from raftsched.dags.validation import resolve_callable
 from raftsched.errors import DagDefinitionError
 
@@ -78,6 +80,7 @@ def format_traceback(err: BaseException) -> str:
 
 def main(argv: list[str]) -> int:
     fd, timeout, path = int(argv[0]), float(argv[1]), argv[2]
+    set_catchup_default(argv[3:4] == ["1"])
     if timeout > 1:
         faulthandler.dump_traceback_later(max(timeout - 0.5, timeout * 0.8), exit=False)
     try:

@@ -32,6 +32,15 @@ from raftsched.errors import DagDefinitionError
 
 _context: list[DAG] = []  # the DAGs of enclosing `with DAG(...)` blocks, innermost last
 _collector: list[DAG] | None = None  # set by collect_dags() while a DAG file is imported
+# catchup of a DAG that does not pass it: [scheduler] catchup_by_default, which the parser
+# hands to its child process (set_catchup_default)
+_catchup_default = False
+
+
+def set_catchup_default(value: bool) -> None:
+    """What ``DAG(catchup=...)`` means when a DAG file leaves it out."""
+    global _catchup_default
+    _catchup_default = bool(value)
 
 
 @contextmanager
@@ -54,7 +63,7 @@ class DAG:
         start_date: datetime | None = None,
         end_date: datetime | None = None,
         timezone: str = "UTC",
-        catchup: bool = False,
+        catchup: bool | None = None,  # None: [scheduler] catchup_by_default
         max_active_runs: int = 16,
         max_active_tasks: int = 16,
         default_retries: int = 0,
@@ -80,7 +89,7 @@ class DAG:
                 f"DAG {dag_id!r} with schedule {self.schedule.display} needs a start_date",
                 dag_id=dag_id,
             )
-        self.catchup = bool(catchup)
+        self.catchup = _catchup_default if catchup is None else bool(catchup)
         self.max_active_runs = v.check_count(
             max_active_runs,
             f"max_active_runs of DAG {dag_id!r}",

@@ -13,6 +13,10 @@ costs only its own result: one ``ImportErrorRecord`` (file, one-line message, tr
   error (its DAGs are not loaded): a DAG file should define DAGs, not talk.
 - A file that defines no DAG is NOT an error (helper modules are normal, as in Airflow); it
   is listed in ``ParseResult.empty_files`` so `raftsched dags parse` can point it out.
+- Environment: the child gets only the allow-listed part of this process's environment
+  (``raftsched.taskenv``), so a DAG file's code never sees the cluster secret, the
+  database URL or a token set as ``RAFTSCHED__*`` (or ``RAFTSCHED_TOKEN``/``RAFTSCHED_CONFIG``);
+  this process makes itself non-dumpable first, so the child cannot read them in /proc either.
 - A dag_id defined by two files: the file later in path order gets an error for it (its
   other DAGs still load).
 - Bounds (``raftsched.core.limits``): the specs a child sends are checked again here
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import raftsched
+from raftsched import taskenv
 from raftsched.core import limits
 from raftsched.core.model import DagSpec, ImportErrorRecord
 from raftsched.dags import validation
@@ -87,15 +92,27 @@ def dag_files(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def parse_file(path: Path | str, *, timeout: float, output_limit: int) -> ParseResult:
-    return _combine([_run_child(Path(path).resolve(), timeout, output_limit)])
+def parse_file(
+    path: Path | str, *, timeout: float, output_limit: int, catchup_by_default: bool = False
+) -> ParseResult:
+    return _combine([_run_child(Path(path).resolve(), timeout, output_limit, catchup_by_default)])
 
 
 def parse_folder(
-    folder: Path | str, *, timeout: float, output_limit: int, max_workers: int = 2
+    folder: Path | str,
+    *,
+    timeout: float,
+    output_limit: int,
+    max_workers: int = 2,
+    catchup_by_default: bool = False,
 ) -> ParseResult:
     parser = DagFileParser(
-        folder, timeout=timeout, output_limit=output_limit, max_workers=max_workers, cache=False
+        folder,
+        timeout=timeout,
+        output_limit=output_limit,
+        max_workers=max_workers,
+        cache=False,
+        catchup_by_default=catchup_by_default,
     )
     return parser.parse()
 
@@ -105,6 +122,8 @@ class DagFileParser:
 
     The cache does not see changes in modules a DAG file imports; build a new parser (or pass
     cache=False) to force a full parse. Not thread-safe: one caller at a time.
+    ``catchup_by_default``: the catchup of a DAG that does not set it ([scheduler]
+    catchup_by_default).
     """
 
     def __init__(
@@ -115,8 +134,10 @@ class DagFileParser:
         output_limit: int,
         max_workers: int = 2,
         cache: bool = True,
+        catchup_by_default: bool = False,
     ) -> None:
         self.folder = Path(folder)
+        self.catchup_by_default = catchup_by_default
         self.timeout = timeout
         self.output_limit = output_limit
         self.max_workers = max(1, max_workers)
@@ -131,13 +152,16 @@ class DagFileParser:
             fresh = dict(
                 zip(
                     todo,
-                    pool.map(lambda p: _run_child(p, self.timeout, self.output_limit), todo),
+                    pool.map(self._run_child, todo),
                     strict=True,
                 )
             )
         if self.cache:
             self._cache = {p: (stamps[p], fresh.get(p) or self._cache[p][1]) for p in files}
         return _combine(fresh.get(p) or self._cache[p][1] for p in files)
+
+    def _run_child(self, path: Path) -> FileResult:
+        return _run_child(path, self.timeout, self.output_limit, self.catchup_by_default)
 
     def _cached(self, path: Path, stamp: tuple[int, int]) -> FileResult | None:
         hit = self._cache.get(path)
@@ -223,15 +247,21 @@ class _Capture:
         self.tail = (self.tail + data)[-TRACEBACK_LIMIT:]
 
 
-def _run_child(path: Path, timeout: float, output_limit: int) -> FileResult:
+def _run_child(
+    path: Path, timeout: float, output_limit: int, catchup_by_default: bool = False
+) -> FileResult:
     fileloc = str(path)
     read_fd, write_fd = os.pipe()
-    env = dict(os.environ)
+    env = taskenv.scrubbed()  # no cluster secret, DB URL or token for the DAG file's code
+    taskenv.protect_this_process()  # nor through /proc/OUR_PID/environ
     package_root = str(Path(raftsched.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "raftsched.dags._child", str(write_fd), str(timeout), fileloc],
+            [
+                *(sys.executable, "-m", "raftsched.dags._child", str(write_fd), str(timeout)),
+                *(fileloc, "1" if catchup_by_default else "0"),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -1,32 +1,36 @@
-"""The guard between a worker and one attempt: ``python -I -S _guard.py WORKER_PID -- CMD...``.
+"""The guard of one attempt: the process that leads the attempt's session and kills all of it.
 
-The worker starts every attempt under this guard (Linux only, see ``runner.py``) so that the
-attempt dies with the worker however the worker dies, SIGKILL included (invariant 2: an orphan
-that outlives its lease would run beside the retry the cluster grants elsewhere).
+Two ways in (Linux only): the worker's supervisor (``supervisor.py``) forks a guard per attempt
+and calls :func:`guard` in it (no exec: the cheap path); ``python -I -S _guard.py PARENT_PID --
+CMD...`` does the same for a command, for a caller without a supervisor. Either way the attempt
+dies with its PARENT (the supervisor, or the worker) however that dies, SIGKILL included
+(invariant 2: an orphan that outlives its lease would run beside the retry the cluster grants
+elsewhere).
 
-- The guard leads the attempt's session and process group (the worker starts it with
-  ``start_new_session``) and runs CMD as its child in that group, signal mask and ignored
-  signals reset. The guard itself reads no stdin (so a PythonTask's kwargs reach CMD alone).
-- ``PR_SET_PDEATHSIG``: the kernel sends :data:`DEATH_SIGNAL` when the worker THREAD that
-  forked the guard exits. That thread is the one in ``Attempt.run()``, which returns only
-  after the guard is reaped; so the signal means the worker died, or gave up supervising.
-  The signal is acted on only when it comes from WORKER_PID (``si_pid``), or when
-  ``getppid()`` is no longer WORKER_PID, checked every :data:`POLL` seconds as a fallback
-  (the worker may die before ``prctl``; PDEATHSIG is also lost across a setuid exec).
+- The guard leads the attempt's session and process group and runs the task as its child in
+  that group, signal mask and ignored signals reset. The guard itself reads no stdin.
+- ``PR_SET_PDEATHSIG``: the kernel sends :data:`DEATH_SIGNAL` when the THREAD that forked the
+  guard exits (the supervisor is single-threaded; the script's caller must keep its forking
+  thread alive until the guard is reaped). The signal is acted on only when it comes from
+  PARENT (``si_pid``), or when ``getppid()`` is no longer PARENT, checked every :data:`POLL`
+  seconds as a fallback (PARENT may die before ``prctl``; PDEATHSIG is also lost across a
+  setuid exec). PARENT itself sends :data:`DEATH_SIGNAL` to kill the attempt (``kill``).
 - ``PR_SET_CHILD_SUBREAPER``: a descendant orphaned out of the tree (a daemon that double-forks
   and calls ``setsid``) is re-parented to the guard, not to init, so the guard still sees it.
-- Tear-down (when the worker dies, and when CMD ends): SIGKILL every live process of the
-  session and every child of the guard, reap, repeat until none is left (at most
-  :data:`TEARDOWN_SECONDS`). The guard then exits with CMD's status: its exit code, or the
-  same signal re-raised on itself (core dumps off), so the worker sees what it saw before.
-- SIGTERM, SIGINT and SIGHUP to the group reach CMD and are swallowed by the guard, which
-  lives until CMD ends: ``execution_timeout``'s SIGTERM keeps its grace.
+- Tear-down (when PARENT dies or asks, and when the task ends leaving anything behind): SIGKILL
+  every live process of the session and every child of the guard, reap, repeat until none is
+  left (at most :data:`TEARDOWN_SECONDS`). When the task ends and the guard has no child left
+  at all, nothing is left (a live descendant always has an ancestor that is the subreaper's
+  child), and the /proc scan is skipped. The guard then exits with the task's status: its exit
+  code, or the same signal re-raised on itself (core dumps off).
+- SIGTERM, SIGINT and SIGHUP to the group reach the task and are swallowed by the guard, which
+  lives until the task ends: ``execution_timeout``'s SIGTERM keeps its grace.
 
 Not covered: processes the tree hands to someone else (``systemd-run``, ``at``, a container
 daemon, ssh to another host), descendants that become subreapers themselves and are then
 orphaned away, processes it may not signal (setuid), and a SIGKILL of the guard itself (the
-worker's ``killpg`` covers the group then, not escapees from it). Only stdlib imports: it runs
-with ``-I -S`` for a fast start.
+supervisor, a subreaper too, then kills what the guard's death re-parents to it). Only stdlib
+imports: the script runs with ``-I -S`` for a fast start.
 """
 
 from __future__ import annotations
@@ -38,6 +42,11 @@ import resource
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the script runs with -I -S: import nothing it does not need
+    from collections.abc import Callable, Mapping
+    from typing import NoReturn
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -49,8 +58,12 @@ WATCHED = {signal.SIGCHLD, DEATH_SIGNAL, signal.SIGTERM, signal.SIGINT, signal.S
 RESET = {getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name)}
 
 
+_libc: ctypes.CDLL | None = None
+
+
 def _prctl(option: int, value: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
+    global _libc
+    libc = _libc = _libc or ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
         err = ctypes.get_errno()
         print(f"raftsched guard: prctl({option}): {os.strerror(err)}", file=sys.stderr)
@@ -100,7 +113,7 @@ def _teardown(task: int, status: list[int]) -> None:
         signal.sigtimedwait({signal.SIGCHLD}, 0.02)  # orphans re-parent to me as parents die
 
 
-def _exit_like(wait_status: int) -> None:
+def _exit_like(wait_status: int) -> NoReturn:
     if os.WIFSIGNALED(wait_status):
         signum = os.WTERMSIG(wait_status)
         with contextlib.suppress(OSError, ValueError):
@@ -112,38 +125,67 @@ def _exit_like(wait_status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(wait_status))
 
 
+def _no_children_left() -> bool:
+    """Whether I have no child at all, live or zombie. I am a subreaper: a live descendant
+    always has a live ancestor that is my child, so then nothing of the attempt is left (and
+    no /proc scan is needed, the common case)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def guard(parent: int, start: Callable[[], int]) -> NoReturn:
+    """Be the guard of one attempt and exit like it: ``start()`` starts the task as my child
+    and returns its PID. Call it in the process that leads the attempt's session, with
+    ``parent`` the process whose death must kill the attempt (this process's parent). Every
+    signal of :data:`WATCHED` must be blocked before ``start()`` runs (``start`` unblocks
+    them in the task)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, DEATH_SIGNAL)
+    if os.getppid() != parent:  # it died before prctl
+        os._exit(CANNOT_START)
+    try:
+        task = start()
+    except OSError as err:
+        print(f"cannot start the task: {err}", file=sys.stderr, flush=True)
+        os._exit(CANNOT_START)
+    status: list[int] = []
+    while not status:
+        info = signal.sigtimedwait(WATCHED, POLL)
+        orphaned = os.getppid() != parent
+        if orphaned or (
+            info is not None and info.si_signo == DEATH_SIGNAL and info.si_pid == parent
+        ):
+            _teardown(task, status)
+            os._exit(128 + signal.SIGKILL)  # nobody is waiting for this status
+        _reap(task, status)
+    if not _no_children_left():
+        _teardown(task, status)
+    _exit_like(status[0])
+
+
+def spawn_command(command: list[str], env: Mapping[str, str]) -> int:
+    """Start ``command`` as my child with the signal mask and the watched signals reset."""
+    return os.posix_spawnp(command[0], command, env, setsigmask=(), setsigdef=RESET | WATCHED)
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 3 or argv[1] != "--" or not argv[0].isdigit():
         print("usage: _guard.py WORKER_PID -- COMMAND [ARG...]", file=sys.stderr)
         os._exit(2)
     worker, command = int(argv[0]), argv[2:]
-    signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, DEATH_SIGNAL)
-    if os.getppid() != worker:  # it died before prctl
-        os._exit(CANNOT_START)
-    try:
-        task = os.posix_spawnp(
-            command[0], command, os.environ, setsigmask=(), setsigdef=RESET | WATCHED
-        )
-    except OSError as err:
-        print(f"cannot start the task: {err}", file=sys.stderr)
-        os._exit(CANNOT_START)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    status: list[int] = []
-    while not status:
-        info = signal.sigtimedwait(WATCHED, POLL)
-        orphaned = os.getppid() != worker
-        if orphaned or (
-            info is not None and info.si_signo == DEATH_SIGNAL and info.si_pid == worker
-        ):
-            _teardown(task, status)
-            os._exit(128 + signal.SIGKILL)  # nobody is waiting for this status
-        _reap(task, status)
-    _teardown(task, status)
-    _exit_like(status[0])
+
+    def start() -> int:
+        task = spawn_command(command, os.environ)
+        devnull = os.open(os.devnull, os.O_RDONLY)  # the guard itself reads no stdin
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        return task
+
+    guard(worker, start)
 
 
 if __name__ == "__main__":

@@ -5,13 +5,19 @@ sys.path, as the parser does), looks CALLABLE ("fn" or "Class.fn") up among its 
 names and calls it with the kwargs. Exit 0 when it returns; when it raises, the traceback goes
 to stderr and the exit code is 1, so its last line ("ValueError: ...") becomes the attempt's
 failure message. DAGs the file builds while importing are collected and discarded.
+
+This is the cold path (a new interpreter per attempt), used when no fork server has the DAG
+file imported (see ``supervisor.py``); a warm attempt runs :func:`call` in a fork.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from types import ModuleType
@@ -54,6 +60,53 @@ def read_kwargs(text: str) -> dict[str, Any]:
     return kwargs
 
 
+def call(module: ModuleType | None, path: str, callable_name: str, kwargs: Any) -> int:
+    """Look the function up (importing the DAG file unless ``module`` is given), call it and
+    return the exit code the attempt ends with: 0, 1 after a traceback on stderr, or what a
+    ``SystemExit`` says (as the interpreter would exit with it)."""
+    try:
+        namespace = vars(module) if module is not None else vars(import_dag_file(path))
+        fn = resolve_callable(namespace, callable_name)
+        if fn is None:
+            raise TaskLoadError(f"{callable_name!r} is not a callable module-level name of {path}")
+        if not isinstance(kwargs, dict):
+            raise TaskLoadError(f"kwargs must be a JSON object, got {type(kwargs).__name__}")
+    except TaskLoadError as err:
+        print(f"raftsched: {err}", file=sys.stderr)
+        return 1
+    try:
+        fn(**kwargs)
+    except SystemExit as exit_:
+        return _exit_code(exit_)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _exit_code(exit_: SystemExit) -> int:
+    code = exit_.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def finish(code: int) -> int:
+    """What the interpreter does before it exits: wait for non-daemon threads, run atexit
+    handlers, flush stdout/stderr. For a task process that leaves with ``os._exit``."""
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    return code
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m raftsched.worker._run_python FILE CALLABLE", file=sys.stderr)
@@ -64,19 +117,11 @@ def main(argv: list[str]) -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
     try:
-        fn = load_callable(path, callable_name)
         kwargs = read_kwargs(kwargs_text)
-    except TaskLoadError as err:
+    except (TaskLoadError, ValueError) as err:
         print(f"raftsched: {err}", file=sys.stderr)
         return 1
-    try:
-        fn(**kwargs)
-    except SystemExit:
-        raise
-    except BaseException:
-        traceback.print_exc()
-        return 1
-    return 0
+    return call(None, path, callable_name, kwargs)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,26 @@
 """Runs one task attempt in a subprocess and says how it ended.
 
-- BashTask: ``bash -c COMMAND``. PythonTask: ``python -m raftsched.worker._run_python`` imports
-  the DAG file and calls the function (kwargs arrive as JSON on its stdin).
-- Environment: the worker's own, then the task's ``env``, then the ``RAFTSCHED_*`` variables
-  (``Assignment.task_env``). The working directory is a fresh temporary folder, removed after.
-- Each attempt leads its own session and process group, so every signal goes to the group:
-  whatever the task started dies with it.
-- On Linux the command runs under a guard (``_guard.py``, the group's leader, CMD its child)
+- BashTask: ``bash -c COMMAND``. PythonTask: the function is called in a fork of a warm
+  process that has the DAG file imported (a fork server per DAG file and version, see
+  ``supervisor.py``); cold (``python -m raftsched.worker._run_python``, kwargs as JSON on its
+  stdin) when the file has no usable fork server.
+- Environment (``raftsched/taskenv.py``): the worker's own, less what ``[worker] task_env_allowlist`` does
+  not allow (its token, the cluster secret, the DB URL...), then the task's ``env``, then the
+  ``RAFTSCHED_*`` variables (``Assignment.task_env``). The working directory is a fresh
+  temporary folder, removed after.
+- On Linux every attempt is forked by the worker's one long-lived supervisor under a guard
+  (``_guard.py``: the leader of the attempt's session and process group, the task its child)
   that kills the whole attempt when the worker dies, SIGKILL included (invariant 2: no orphan
-  beside the retry), and kills what escaped the group when the task ends. Its parent-death
-  signal is tied to the thread that forks it: the thread in :meth:`Attempt.run`, which returns
-  only once the guard is reaped. Exit codes and signals are still the task's own.
-- ``execution_timeout``: SIGTERM to the group, SIGKILL ``kill_grace`` seconds later; the
-  attempt fails with "execution_timeout of Ns exceeded".
-- :meth:`Attempt.kill` (lease refused, worker shutting down): SIGKILL to the group at once; the
-  outcome is marked ``killed`` and the caller does not report it.
-- When the main process exits, anything it left behind in its group is killed and the pipes
-  are drained for at most ``DRAIN_SECONDS`` (a process that left the group may hold them).
+  beside the retry; the supervisor dies with the worker, and each guard with the supervisor),
+  and kills what the task left behind, escaped daemons included, when the task ends. Exit
+  codes and signals are still the task's own. Elsewhere the task is a plain child process in a
+  session of its own (no guard).
+- ``execution_timeout``: SIGTERM to the group, then ``kill_grace`` seconds later the guard kills
+  the whole attempt; the attempt fails with "execution_timeout of Ns exceeded".
+- :meth:`Attempt.kill` (lease refused, worker shutting down): the whole attempt is killed at
+  once; the outcome is marked ``killed`` and the caller does not report it.
+- When the attempt ends the pipes are drained for at most ``DRAIN_SECONDS`` (a process that
+  escaped every kill may hold them).
 - stdout/stderr are read as they come and handed to ``sink(stream, text)``; the last line of
   stderr becomes the failure message. The bytes are decoded as ``limits.clean_bytes`` would
   decode the whole stream (an incremental decoder, so a character split between two reads
@@ -41,10 +45,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import raftsched
+from raftsched import taskenv
 from raftsched.core import limits
+from raftsched.worker.executor import Handle, executor
 from raftsched.worker.transport import STDERR, STDOUT, Assignment
 
 READ_BYTES = 65536
@@ -73,11 +79,12 @@ GUARDED = sys.platform.startswith("linux")  # prctl(PR_SET_PDEATHSIG): elsewhere
 
 
 def guarded(command: list[str], worker_pid: int) -> list[str]:
-    """``command`` under the guard, which watches ``worker_pid`` (see ``_guard.py``)."""
+    """``command`` under the guard script, which watches ``worker_pid`` (see ``_guard.py``)."""
     return [sys.executable, "-I", "-S", GUARD, str(worker_pid), "--", *command]
 
 
 def command_for(assignment: Assignment) -> list[str]:
+    """The command of a cold attempt (a PythonTask without a fork server, no supervisor)."""
     if assignment.kind == "bash":
         return ["bash", "-c", assignment.command]
     if assignment.kind == "python":
@@ -92,7 +99,9 @@ def command_for(assignment: Assignment) -> list[str]:
 
 
 def environment_for(assignment: Assignment, base: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+    """The attempt's environment: ``base`` (default: the allowed part of the worker's own),
+    then the task's ``env``, then its ``RAFTSCHED_*`` variables."""
+    env = taskenv.scrubbed() if base is None else dict(base)
     env.update(dict(assignment.env))
     env.update(assignment.task_env())
     if assignment.kind == "python":
@@ -102,14 +111,71 @@ def environment_for(assignment: Assignment, base: dict[str, str] | None = None) 
     return env
 
 
-def _exited(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether the process has exited, without reaping it (so its group id stays reserved)."""
-    if proc.returncode is not None:
-        return True
-    try:
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
-    except ChildProcessError:
-        return True
+class _Supervised:
+    """An attempt the supervisor runs (Linux): its guard's handle."""
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    @property
+    def pid(self) -> int | None:
+        return self.handle.pid
+
+    def exited(self) -> bool:
+        return self.handle.exited()
+
+    def wait_exit(self, timeout: float) -> None:
+        self.handle.wait(timeout)
+
+    def signal(self, signum: int) -> None:
+        if signum == signal.SIGKILL:
+            self.handle.kill()  # the guard kills the session, escaped daemons included
+        else:
+            self.handle.signal(signum)
+
+    def wait(self) -> tuple[int | None, str | None]:
+        self.handle.wait()
+        if self.handle.status is None:
+            return None, self.handle.error or "the task could not be run"
+        return os.waitstatus_to_exitcode(self.handle.status), None
+
+
+class _Plain:
+    """An attempt as a plain child process in a session of its own (no guard: not Linux)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def exited(self) -> bool:
+        """Whether it has exited, without reaping it (so its group id stays reserved)."""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            return (
+                os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
+            )
+        except ChildProcessError:
+            return True
+
+    def wait_exit(self, timeout: float) -> None:
+        if not self.exited():
+            time.sleep(timeout)
+
+    def signal(self, signum: int) -> None:
+        with self.lock:
+            if self.proc.returncode is None:  # reaped: its group id may be someone else's now
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signum)
+
+    def wait(self) -> tuple[int | None, str | None]:
+        self.signal(signal.SIGKILL)  # whatever it left in its group; a zombie keeps the id
+        with self.lock:
+            return self.proc.wait(), None
 
 
 class Attempt:
@@ -122,7 +188,7 @@ class Attempt:
         self.assignment = assignment
         self.sink = sink
         self.kill_grace = kill_grace
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: _Supervised | _Plain | None = None
         self.kill_reason: str | None = None
         self._lock = threading.Lock()
         self._last_stderr = ""
@@ -130,41 +196,71 @@ class Attempt:
 
     @property
     def pid(self) -> int | None:
+        """The attempt's leader: its guard (Linux), or the task itself."""
         return self.proc.pid if self.proc is not None else None
 
     def kill(self, reason: str) -> None:
-        """SIGKILL the whole process group now; the outcome will be ``killed``."""
+        """Kill the whole attempt now; the outcome will be ``killed``."""
         with self._lock:
             if self.kill_reason is None:
                 self.kill_reason = reason
             self._signal_group(signal.SIGKILL)
 
     def _signal_group(self, signum: int) -> None:
-        if self.proc is None or self.proc.returncode is not None:
-            return  # not started, or reaped: its group id may belong to someone else now
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signum)
+        if self.proc is not None:
+            self.proc.signal(signum)
 
     def run(self) -> Outcome:
         workdir = tempfile.mkdtemp(prefix="raftsched-attempt-")
         try:
+            if self.kill_reason is not None:
+                return Outcome(False, None, self.kill_reason, killed=True)
+            try:
+                proc, out, err = self._start(workdir)
+            except (OSError, ValueError) as error:
+                return Outcome(False, None, f"cannot start the task: {error}")
             with self._lock:
-                if self.kill_reason is not None:
-                    return Outcome(False, None, self.kill_reason, killed=True)
-                try:
-                    self.proc = self._start(workdir)
-                except (OSError, ValueError) as err:
-                    return Outcome(False, None, f"cannot start the task: {err}")
-            return self._supervise()
+                self.proc = proc
+                if self.kill_reason is not None:  # killed while it started
+                    self._signal_group(signal.SIGKILL)
+            return self._supervise(out, err)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _start(self, workdir: str) -> subprocess.Popen[bytes]:
+    def _start(self, workdir: str) -> tuple[_Supervised | _Plain, BinaryIO, BinaryIO]:
+        a = self.assignment
+        if not GUARDED:
+            return self._start_plain(workdir)
+        if a.kind not in ("bash", "python"):
+            raise ValueError(f"unknown task kind {a.kind!r}: expected 'bash' or 'python'")
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            handle = executor().spawn(
+                kind=a.kind,
+                env=environment_for(a),
+                cwd=workdir,
+                stdout=out_w,
+                stderr=err_w,
+                command=a.command,
+                fileloc=a.fileloc,
+                callable_name=a.callable_name,
+                kwargs=a.kwargs,
+            )
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        return _Supervised(handle), open(out_r, "rb", 0), open(err_r, "rb", 0)
+
+    def _start_plain(self, workdir: str) -> tuple[_Plain, BinaryIO, BinaryIO]:
         a = self.assignment
         python = a.kind == "python"
-        command = command_for(a)
         proc = subprocess.Popen(
-            guarded(command, os.getpid()) if GUARDED else command,
+            command_for(a),
             stdin=subprocess.PIPE if python else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -178,46 +274,59 @@ class Attempt:
                 proc.stdin.write(json.dumps(dict(a.kwargs)).encode())
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()
-        return proc
+        assert proc.stdout is not None and proc.stderr is not None
+        return _Plain(proc), proc.stdout, proc.stderr
 
-    def _supervise(self) -> Outcome:
+    def _supervise(self, out: BinaryIO, err: BinaryIO) -> Outcome:
         proc = self.proc
-        assert proc is not None and proc.stdout is not None and proc.stderr is not None
+        assert proc is not None
         timeout = self.assignment.execution_timeout
         start = time.monotonic()
         deadline = start + timeout if timeout else None
         term_sent_at: float | None = None
+        killed_at: float | None = None
         drain_until: float | None = None
         decoders = {
             STDOUT: codecs.getincrementaldecoder("utf-8")("replace"),
             STDERR: codecs.getincrementaldecoder("utf-8")("replace"),
         }
-        with selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ, STDOUT)
-            sel.register(proc.stderr, selectors.EVENT_READ, STDERR)
-            while True:
-                if sel.get_map():
-                    self._read(sel, decoders)
-                else:  # it closed both pipes but may still run
-                    time.sleep(POLL)
-                now = time.monotonic()
-                if deadline is not None and term_sent_at is None and now >= deadline:
-                    term_sent_at = now
-                    self._signal_group(signal.SIGTERM)
-                if term_sent_at is not None and now >= term_sent_at + self.kill_grace:
-                    self._signal_group(signal.SIGKILL)
-                if _exited(proc):
-                    if drain_until is None:
-                        self._signal_group(signal.SIGKILL)  # whatever it left in its group
-                        drain_until = now + DRAIN_SECONDS
-                    if not sel.get_map() or now >= drain_until:
-                        break  # read to the end, or a process outside the group holds a pipe
-        with self._lock:  # the leader is a zombie until reaped: its group id stays ours
-            self._signal_group(signal.SIGKILL)
-            proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-        return self._outcome(proc.returncode, timed_out=term_sent_at is not None, timeout=timeout)
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(out, selectors.EVENT_READ, STDOUT)
+                sel.register(err, selectors.EVENT_READ, STDERR)
+                while True:
+                    if sel.get_map():
+                        self._read(sel, decoders)
+                    else:  # it closed both pipes but may still run
+                        proc.wait_exit(POLL)
+                    now = time.monotonic()
+                    if deadline is not None and term_sent_at is None and now >= deadline:
+                        term_sent_at = now
+                        self._signal_group(signal.SIGTERM)
+                    if (
+                        term_sent_at is not None
+                        and killed_at is None
+                        and now >= term_sent_at + self.kill_grace
+                    ):
+                        killed_at = now
+                        self._signal_group(signal.SIGKILL)
+                    if proc.exited():
+                        if drain_until is None:
+                            self._signal_group(signal.SIGKILL)  # no guard: what it left behind
+                            drain_until = now + DRAIN_SECONDS
+                        if not sel.get_map() or now >= drain_until:
+                            break  # read to the end, or an escaped process holds a pipe
+            returncode, error = proc.wait()
+        finally:
+            out.close()
+            err.close()
+        if error is not None and self.kill_reason is None:
+            return Outcome(False, None, error)
+        return self._outcome(
+            returncode if returncode is not None else -signal.SIGKILL,
+            timed_out=term_sent_at is not None,
+            timeout=timeout,
+        )
 
     def _read(self, sel: selectors.BaseSelector, decoders: dict[str, Any]) -> None:
         for sk, _ in sel.select(POLL):

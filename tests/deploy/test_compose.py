@@ -9,6 +9,7 @@ secret they do not need; nginx's mounted config is fresh and lists both webserve
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import run_webservers  # noqa: E402
+
+from raftsched.cli.main import build_parser, parse_args  # noqa: E402
 
 RAFT_PORT = 7101
 API_OFFSET = 200
@@ -224,3 +227,94 @@ def test_dockerfile_runs_raftsched_unprivileged() -> None:
     user = re.findall(r"^USER (\S+)", text, re.M)
     assert user and user[-1] not in ("root", "0")
     assert "COPY web " in text, "the webserver package (raftsched.web) lives in web/"
+
+
+# -- every raftsched command line in the file parses with the real CLI -----------------------
+
+IMAGE = "raftsched:local"  # its ENTRYPOINT is ["raftsched"]
+
+
+def raftsched_services(services: dict[str, dict[str, Any]]) -> set[str]:
+    return {name for name, service in services.items() if service.get("image") == IMAGE}
+
+
+def commented_command_lines(text: str, services: set[str]) -> list[list[str]]:
+    """The argv (after ``raftsched``) of each command in the comments: ``raftsched ...`` and
+    ``docker compose run [--rm] SERVICE ...`` / ``docker run [--rm] raftsched:local ...``."""
+    found = []
+    for line in text.splitlines():
+        match = re.match(r"\s*#+\s{2,}((?:raftsched|docker) .*)", line)  # indented: a command
+        if not match:
+            continue
+        words = shlex.split(match.group(1), comments=True)
+        if words[:1] == ["raftsched"]:
+            found.append(words[1:])
+        elif words[:3] == ["docker", "compose", "run"] or words[:2] == ["docker", "run"]:
+            rest = [w for w in words[words.index("run") + 1 :] if w != "--rm"]
+            if rest and (rest[0] in services or rest[0] == IMAGE):
+                found.append(rest[1:])
+    return found
+
+
+def parses(argv: list[str]) -> None:
+    """The real parser accepts ``argv`` and it names a command that runs (not a bare group)."""
+    parser = build_parser()
+    try:
+        args = parse_args(argv, parser)
+    except SystemExit as exc:
+        assert exc.code == 0 and "--help" in argv, f"raftsched {shlex.join(argv)}: usage error"
+        return
+    assert getattr(args, "handler", None) is not None, f"raftsched {shlex.join(argv)}"
+    assert args.command, argv
+
+
+def test_every_command_in_the_comments_parses(services: dict[str, dict[str, Any]]) -> None:
+    lines = commented_command_lines(
+        (ROOT / "docker-compose.yml").read_text(), raftsched_services(services)
+    )
+    lines += commented_command_lines((ROOT / "Dockerfile").read_text(), set())
+    assert len(lines) >= 4, lines  # users create, cluster status, dags list, --help
+    for argv in lines:
+        parses(argv)
+    assert any(argv[:2] == ["users", "create"] for argv in lines)
+    assert any(argv[:2] == ["cluster", "status"] for argv in lines)
+
+
+def test_every_service_command_parses(services: dict[str, dict[str, Any]]) -> None:
+    names = raftsched_services(services)
+    assert names >= {"migrate", *named(services, "scheduler"), *named(services, "worker")}
+    for name in sorted(names):
+        parses(command(services[name]))
+
+
+def test_the_admin_container_has_a_token_and_the_cluster(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """`docker compose run --rm migrate users create ...` calls the cluster over gRPC: it needs
+    the nodes (their gRPC addresses follow from [cluster] nodes) and an admin token."""
+    values = env(services["migrate"])
+    admin = env(services[named(services, "scheduler")[0]])["RAFTSCHED__API__ADMIN_TOKENS"]
+    assert values["RAFTSCHED_TOKEN"] == admin
+    assert values["RAFTSCHED__CLUSTER__NODES"]
+
+
+def test_the_parser_check_catches_what_broke_before() -> None:
+    """The header's old lines: a flag users create never had, and (before global flags
+    were accepted on either side) --server before the subcommand."""
+    with pytest.raises(AssertionError):
+        parses(["users", "create", "--username", "admin", "--role", "admin"])
+    with pytest.raises(AssertionError):
+        parses(["--server", "h:7301", "db", "migrate"])  # db migrate takes no --server
+    parses(["--server", "h:7301", "--token", "t", "cluster", "status"])
+
+
+def test_the_readme_compose_commands_parse(services: dict[str, dict[str, Any]]) -> None:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## Deploying with Docker Compose\n")
+    section = text[start : text.index("\n## ", start + 1)]
+    commented = "\n".join(f"#  {line}" for line in section.splitlines() if line.startswith("    "))
+    lines = commented_command_lines(commented, raftsched_services(services))
+    assert any(argv[:2] == ["users", "create"] for argv in lines), lines
+    assert any(argv[:2] == ["cluster", "status"] for argv in lines), lines
+    for argv in lines:
+        parses(argv)

@@ -1,5 +1,5 @@
 """Property tests: random command sequences, including duplicated, reordered and stale
-proposals, keep every invariant of DESIGN §4 that the state machine owns."""
+proposals, keep every invariant of docs/architecture.md §4 that the state machine owns."""
 
 from __future__ import annotations
 

@@ -1,0 +1,364 @@
+"""The worker's side of the task supervisor (``supervisor.py``): start it, ask it for attempts.
+
+:func:`executor` is this process's one :class:`Executor`. It starts the supervisor on first use
+(and again if it died: the attempts it ran then end as failures), keeps one fork server per
+DAG file that PythonTasks of this worker come from (at most :data:`MAX_FORKSERVERS`, least
+recently used retired first), and hands :meth:`Executor.spawn` calls to the right server. A
+:class:`Handle` is one attempt: its guard's PID, its end (wait status, or why it could not
+run), and the two requests the runner makes of it: ``signal`` (SIGTERM to its group) and
+``kill`` (the guard kills the whole attempt).
+
+A PythonTask whose DAG file has no usable fork server (the import failed, took longer than
+:data:`FORKSERVER_WAIT`, or the file is missing) runs cold: ``python -m
+raftsched.worker._run_python`` under a guard forked by the supervisor, as before, so its
+attempt shows the import's error itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import raftsched
+from raftsched import taskenv
+from raftsched.worker.supervisor import recv, send
+
+log = logging.getLogger(__name__)
+
+MAX_FORKSERVERS = 8
+FORKSERVER_WAIT = 60.0  # seconds an attempt waits for its DAG file's fork server to import it
+STARTED_WAIT = 10.0  # seconds a warm spawn waits to be acknowledged before it may go cold
+_ids = itertools.count(1)
+
+
+class Handle:
+    """One attempt started through a server. ``status`` is the guard's wait status once it
+    exited; ``error`` says why there is none (it could not start, the server died)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.id = next(_ids)
+        self.channel = channel
+        self.pid: int | None = None
+        self.status: int | None = None
+        self.error: str | None = None
+        self.done = threading.Event()
+        self.started = threading.Event()  # set on "started", and when done
+
+    def exited(self) -> bool:
+        return self.done.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.done.wait(timeout)
+
+    def signal(self, signum: int) -> None:
+        """Signal the attempt's process group (unless it already ended)."""
+        if not self.done.is_set():
+            self.channel.request({"op": "signal", "id": self.id, "signum": int(signum)})
+
+    def kill(self) -> None:
+        """Kill the whole attempt now: its guard SIGKILLs every process of it."""
+        if not self.done.is_set():
+            self.channel.request({"op": "kill", "id": self.id})
+
+    def _update(self, message: Mapping[str, Any]) -> None:
+        if message.get("op") == "started":
+            self.pid = int(message["pid"])
+            self.started.set()
+            return
+        if "status" in message:
+            self.status = int(message["status"])
+        else:
+            self.error = str(message.get("error") or "the task could not be started")
+        self.done.set()
+        self.started.set()
+
+    def _lost(self, why: str) -> None:
+        if not self.done.is_set():
+            self.error = why
+            self.done.set()
+            self.started.set()
+
+
+class Channel:
+    """The worker's end of one server's socket, with a thread that reads the answers."""
+
+    def __init__(self, sock: socket.socket, name: str) -> None:
+        self.sock = sock
+        self.name = name
+        self.handles: dict[int, Handle] = {}
+        self.lock = threading.Lock()  # handles, closed: never held while sending
+        self.send_lock = threading.Lock()  # one message at a time
+        self.ready = threading.Event()  # a fork server: imported (or failed)
+        self.failed: str | None = None
+        self.stamp: list[int] | None = None
+        self.closed = False
+        threading.Thread(target=self._read, name=f"raftsched-{name}", daemon=True).start()
+
+    def request(self, message: dict[str, Any], fds: tuple[int, ...] = ()) -> bool:
+        try:
+            with self.send_lock:
+                send(self.sock, message, fds)
+        except OSError:
+            return False
+        return True
+
+    def spawn(self, spec: dict[str, Any], stdio: tuple[int, int, int]) -> Handle:
+        handle = Handle(self)
+        with self.lock:
+            if self.closed:
+                handle._lost(f"the task {self.name} is gone")
+                return handle
+            self.handles[handle.id] = handle
+        memfd = os.memfd_create("raftsched-spec", os.MFD_CLOEXEC)
+        try:
+            data = json.dumps(spec).encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(memfd, view) :]
+            if not self.request({"op": "spawn", "id": handle.id}, (*stdio, memfd)):
+                handle._lost(f"the task {self.name} is gone")
+        finally:
+            os.close(memfd)
+        return handle
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message, fds = recv(self.sock)
+            except (OSError, ValueError):
+                message, fds = None, []
+            for fd in fds:
+                os.close(fd)
+            if message is None:
+                break
+            op = message.get("op")
+            if op == "ready":
+                self.stamp = message.get("stamp")
+                self.ready.set()
+            elif op == "failed":
+                self.failed = str(message.get("message") or "failed")
+                self.ready.set()
+            elif op in ("started", "exit"):
+                with self.lock:
+                    handle = self.handles.get(int(message.get("id", 0)))
+                    if op == "exit":
+                        self.handles.pop(int(message.get("id", 0)), None)
+                if handle is not None:
+                    handle._update(message)
+        with self.lock:
+            self.closed = True
+            lost = list(self.handles.values())
+            self.handles.clear()
+        self.failed = self.failed or f"the task {self.name} exited"
+        self.ready.set()
+        for handle in lost:
+            handle._lost(f"the worker's task {self.name} exited while the task ran")
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+@dataclass(eq=False)
+class _ForkServer:
+    stamp: list[int]
+    channel: Channel
+    used: float = field(default_factory=time.monotonic)
+
+
+def _stamp(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def package_root() -> str:
+    return str(Path(raftsched.__file__).resolve().parent.parent)
+
+
+class Executor:
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.supervisor: Channel | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.forkservers: dict[str, _ForkServer] = {}
+        self.cold: dict[str, list[int]] = {}  # DAG files whose import failed, by stamp
+
+    # -- the supervisor --------------------------------------------------------------------
+    def _supervisor(self) -> Channel:
+        with self.lock:
+            if self.supervisor is None or self.supervisor.closed:
+                self._start_supervisor()
+            assert self.supervisor is not None
+            return self.supervisor
+
+    def _start_supervisor(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+        self.forkservers.clear()  # they die with it
+        taskenv.protect_this_process()  # a task cannot read our environ in /proc either
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = taskenv.scrubbed()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root(), env.get("PYTHONPATH")]))
+        try:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "raftsched.worker.supervisor",
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                ],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd="/",
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self.supervisor = Channel(ours, "supervisor")
+        log.info("task supervisor started (pid %d)", self.proc.pid)
+
+    # -- fork servers ----------------------------------------------------------------------
+    def _forkserver(self, path: str) -> Channel | None:
+        """The ready fork server of the DAG file at ``path`` as it is now, or None: cold."""
+        stamp = _stamp(path)
+        if stamp is None:
+            return None
+        supervisor = self._supervisor()
+        with self.lock:
+            if self.cold.get(path) == stamp:
+                return None
+            fs = self.forkservers.get(path)
+            if fs is not None and (fs.stamp != stamp or fs.channel.closed):
+                self._retire(path)
+                fs = None
+            if fs is None:
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                try:
+                    ok = supervisor.request({"op": "forkserver", "path": path}, (theirs.fileno(),))
+                finally:
+                    theirs.close()
+                if not ok:
+                    ours.close()
+                    return None
+                fs = self.forkservers[path] = _ForkServer(stamp, Channel(ours, "fork server"))
+                while len(self.forkservers) > MAX_FORKSERVERS:
+                    oldest = min(self.forkservers, key=lambda p: self.forkservers[p].used)
+                    self._retire(oldest)
+            fs.used = time.monotonic()
+        if not fs.channel.ready.wait(FORKSERVER_WAIT) or fs.channel.failed is not None:
+            with self.lock:
+                if fs.channel.failed is not None and not fs.channel.closed:
+                    self.cold[path] = stamp
+                if self.forkservers.get(path) is fs:
+                    self._retire(path)
+            return None
+        if fs.channel.stamp != stamp:  # changed while it imported: not the code to run
+            with self.lock:
+                if self.forkservers.get(path) is fs:
+                    self._retire(path)
+            return None
+        return fs.channel
+
+    def _retire(self, path: str) -> None:
+        fs = self.forkservers.pop(path, None)
+        if fs is not None:
+            fs.channel.request({"op": "retire"})
+
+    # -- attempts --------------------------------------------------------------------------
+    def spawn(
+        self,
+        *,
+        kind: str,
+        env: Mapping[str, str],
+        cwd: str,
+        stdout: int,
+        stderr: int,
+        command: str = "",
+        fileloc: str = "",
+        callable_name: str = "",
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> Handle:
+        base = {"env": dict(env), "cwd": cwd}
+        kwargs = dict(kwargs or {})
+        stdin_data: bytes | None = None
+        channel: Channel | None = None
+        if kind == "bash":
+            spec = {**base, "kind": "exec", "argv": ["bash", "-c", command]}
+        elif kind == "python":
+            channel = self._forkserver(fileloc)
+            if channel is not None:
+                spec = {
+                    **base,
+                    "kind": "python",
+                    "fileloc": fileloc,
+                    "callable": callable_name,
+                    "kwargs": kwargs,
+                }
+            else:
+                argv = [sys.executable, "-m", "raftsched.worker._run_python"]
+                spec = {**base, "kind": "exec", "argv": [*argv, fileloc, callable_name]}
+                stdin_data = json.dumps(kwargs).encode()
+        else:
+            raise ValueError(f"unknown task kind {kind!r}: expected 'bash' or 'python'")
+        if channel is not None:
+            handle = channel.spawn(spec, (devnull := _stdin(None), stdout, stderr))
+            os.close(devnull)
+            handle.started.wait(STARTED_WAIT)
+            if handle.pid is not None or not channel.closed:
+                return handle
+            # The fork server retired or died before it got the request: run it cold.
+            argv = [sys.executable, "-m", "raftsched.worker._run_python", fileloc, callable_name]
+            spec = {**base, "kind": "exec", "argv": argv}
+            stdin_data = json.dumps(kwargs).encode()
+        stdin = _stdin(stdin_data)
+        try:
+            return self._supervisor().spawn(spec, (stdin, stdout, stderr))
+        finally:
+            os.close(stdin)
+
+
+def _stdin(data: bytes | None) -> int:
+    if data is None:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.memfd_create("raftsched-stdin", os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+_executor: Executor | None = None
+_executor_lock = threading.Lock()
+
+
+def executor() -> Executor:
+    """This process's executor (a forked child gets a new one)."""
+    global _executor
+    with _executor_lock:
+        if _executor is None or _executor.pid != os.getpid():
+            _executor = Executor()
+        return _executor
