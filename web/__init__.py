@@ -61,6 +61,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     for module in (auth, dags, runs, tasks, cluster, import_errors, users, health):
         app.register_blueprint(module.bp)
     csrf.exempt(health.bp)
+    from raftsched.web import api  # the REST API, /api/v1 (bearer tokens, no CSRF)
+
+    api.init_app(app, csrf)
     return app
 
 

@@ -14,18 +14,41 @@ them (``store.materializer``); each round reads how many are quarantined (``quar
 which ``raftsched db quarantine retry`` can lower. Any other error (``OutboxGap``, a bug)
 backs off and retries the same round, and is kept in ``last_error`` until a round succeeds.
 
-``db_watermark``, ``store_ok``, ``quarantined`` and ``last_error`` are readable from any
-thread.
+DB and log must agree (docs/architecture.md §5). On becoming leader, after a barrier commit (so
+the state holds everything committed before this term), the driver compares the DB watermark
+``W`` with the state's outbox: ``W > last_seq`` means the journals are behind the DB (lost,
+or older than the DB): writing would skip the new history's entries up to ``W``; ``W <
+acked_seq`` means the DB lost entries the cluster already dropped as written (a restore,
+SQLite ``synchronous=NORMAL`` after a crash). Either way ``mismatch`` says what is wrong and
+which command repairs it (``cluster status`` shows it as the node's error, and it is logged),
+nothing is written or acknowledged, and ``refuses(command)`` (the node's command gate and the
+leader loop's hold) stops new runs, queueing and leases. The check repeats every few seconds
+and clears itself once the two agree (e.g. the DB was restored). Until the first check of a
+term succeeded (the DB may be down) ``hold_reason()`` also holds the leader loop when the log
+has never been materialized (acked seq 0: it may be a new log beside an old DB); an
+established log keeps scheduling through a DB outage, up to back-pressure. An entry is
+acknowledged only once the DB's watermark covers it (never ``min(watermark, last_seq)``).
+
+``db_watermark``, ``store_ok``, ``quarantined``, ``mismatch`` and ``last_error`` are readable
+from any thread.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer
-from raftsched.core.commands import AckMaterialized, Command
+from raftsched.core.commands import (
+    AckMaterialized,
+    Batch,
+    Command,
+    CreateRuns,
+    LeaseTasks,
+    QueueTasks,
+)
 from raftsched.core.results import Result
 from raftsched.errors import RaftschedError, StoreUnavailable
 from raftsched.store.abc import OutboxSink
@@ -35,6 +58,37 @@ log = logging.getLogger(__name__)
 BACKOFF_MIN = 0.5
 BACKOFF_MAX = 5.0
 _COALESCE = 0.005  # let a burst of commits land before writing
+RECHECK = 5.0  # seconds between checks while the DB and the log disagree
+REBUILD_HINT = (
+    "stop every node and run `raftsched cluster rebuild --from-db` (the DB's history becomes"
+    " the cluster's state), then start the nodes again"
+)
+_SCHEDULING = (CreateRuns, LeaseTasks, QueueTasks)
+
+
+class LogDbMismatch(RaftschedError):
+    """The metadata DB and the replicated outbox disagree; nothing may be written or acked."""
+
+
+def mismatch_reason(watermark: int, last_seq: int, acked_seq: int) -> str | None:
+    """Why the DB watermark and the state's outbox cannot both be right, or None."""
+    if watermark > last_seq:
+        return (
+            f"the metadata DB holds outbox entries up to seq {watermark} but the Raft log's"
+            f" state ends at seq {last_seq}: the journals are behind the DB (lost, or older"
+            " than the DB). Not materializing or scheduling (runs that already ran would be"
+            f" created again); to repair: {REBUILD_HINT}"
+        )
+    if watermark < acked_seq:
+        return (
+            f"the metadata DB's watermark is {watermark} but the cluster already acknowledged"
+            f" outbox entries up to seq {acked_seq} as written: the DB lost committed writes"
+            " (restored from a backup, or SQLite synchronous=NORMAL after a crash). Not"
+            " materializing or scheduling; to repair: restore the DB to a copy whose"
+            f" watermark is at least {acked_seq}, or {REBUILD_HINT} (the lost entries stay"
+            " lost)"
+        )
+    return None
 
 
 class MaterializerDriver:
@@ -62,6 +116,9 @@ class MaterializerDriver:
         self.written = 0
         self.quarantined: int | None = None  # entries in the DB's quarantine, as last read
         self.last_error: str | None = None  # why the last round failed (not "DB down")
+        self.mismatch: str | None = None  # the DB and the log disagree (see module doc)
+        self._checked_term: int | None = None  # term whose DB/log check passed
+        self.on_checked: Callable[[], None] | None = None  # wakes the leader loop
         node.add_apply_listener(self._on_apply)
         node.add_role_listener(lambda _role: self._wake.set())
 
@@ -84,6 +141,8 @@ class MaterializerDriver:
         while not self._stop.is_set():
             if not self._node.is_leader:
                 self.last_error = None  # a follower's materializer is idle, not failing
+                self.mismatch = None
+                self._checked_term = None
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
@@ -98,6 +157,54 @@ class MaterializerDriver:
     def _leading(self, term: int) -> bool:
         return not self._stop.is_set() and self._node.is_leader and self._node.term == term
 
+    # -- the DB/log agreement ----------------------------------------------------------------
+
+    def hold_reason(self) -> str | None:
+        """Why the leader loop must not create runs, queue or expire now (None: go on)."""
+        if self.mismatch is not None:
+            return self.mismatch
+        # Only a log that has never been materialized waits for the comparison: it may be a new
+        # log beside an old DB (journals wiped). An established log keeps scheduling while the
+        # DB is down, as back-pressure allows: a DB outage must not stop work.
+        unchecked = self._checked_term is None or self._checked_term != self._node.term
+        if unchecked and self._node.read(lambda s: s.outbox_acked_seq) == 0:
+            return "waiting to compare the metadata DB's watermark with the Raft log"
+        return None
+
+    def refuses(self, command: Command) -> str | None:
+        """The node's command gate: new runs, queueing and leases while the DB and the log
+        disagree."""
+        if self.mismatch is None or command is None:  # None: "do you refuse anything?"
+            return self.mismatch
+        if isinstance(command, _SCHEDULING) or (
+            isinstance(command, Batch) and any(isinstance(c, _SCHEDULING) for c in command.commands)
+        ):
+            return self.mismatch
+        return None
+
+    def _check(self, watermark: int, term: int) -> None:
+        """Raise LogDbMismatch unless the DB watermark agrees with the committed state."""
+        if self._checked_term != term:
+            barrier = self._proposer.make(Batch, commands=())
+            self._proposer.propose(
+                barrier,
+                deadline=self._proposer.commit_timeout,
+                should_continue=lambda: self._leading(term),
+            )
+        last_seq, acked = self._node.read(lambda s: (s.outbox_last_seq, s.outbox_acked_seq))
+        reason = mismatch_reason(watermark, last_seq, acked)
+        if reason is not None:
+            if reason != self.mismatch:
+                log.critical("%s", reason)
+            self.mismatch = reason
+            raise LogDbMismatch(reason)
+        if self.mismatch is not None:
+            log.warning("the metadata DB and the Raft log agree again; materializing resumes")
+        self.mismatch = None
+        self._checked_term = term
+        if self.on_checked is not None:
+            self.on_checked()
+
     def _lead(self, term: int) -> None:
         backoff = BACKOFF_MIN
         watermark: int | None = None
@@ -106,6 +213,7 @@ class MaterializerDriver:
                 if watermark is None:
                     watermark = self._sink.watermark()
                     self.db_watermark = watermark
+                    self._check(watermark, term)
                 more = self._round(watermark, term)
                 watermark = self.db_watermark
                 if not self.store_ok:
@@ -120,6 +228,10 @@ class MaterializerDriver:
                 watermark = None
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            except LogDbMismatch:
+                watermark = None
+                self._stop.wait(RECHECK)
                 continue
             except RaftschedError as err:  # OutboxGap, a refused ack...
                 log.error("materializer: %s", err)
@@ -143,11 +255,19 @@ class MaterializerDriver:
                 s.outbox_acked_seq,
             )
         )
+        reason = mismatch_reason(watermark, last_seq, acked)
+        if reason is not None:  # never acknowledge what was not written
+            self.mismatch = reason
+            log.critical("%s", reason)
+            raise LogDbMismatch(reason)
         if entries:
             watermark = self._sink.write(entries)
             self.written += len(entries)
         self.db_watermark = watermark
         self.quarantined = self._sink.quarantined_count()
+        # The check above held before the write: the DB's entries up to the watermark are this
+        # history's. A watermark now past last_seq means an old leader wrote further in the
+        # same history meanwhile; ours up to last_seq are in the DB either way.
         ack = min(watermark, last_seq)
         if ack > acked and self._leading(term):
             command = self._proposer.make(

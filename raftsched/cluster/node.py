@@ -21,6 +21,19 @@ Contract:
 - ``digest()`` returns ``(index, digest)`` taken together under the lock.
 - A snapshot that cannot be read (e.g. written by a newer release) sets ``fatal_error``; the
   runtime then stops the process, and apply refuses to run on the unknown state.
+- The Raft journal is ``raftsched.cluster.journal.DurableJournal`` (pysyncobj's
+  ``createJournal`` is redirected for this node's journal path). Group commit: at the start
+  of every tick the journal is fsynced once for everything written since the last tick, and
+  the transport holds append-entries acknowledgements (``next_node_idx``) until then. So a
+  follower acknowledges only entries on disk, and the leader, whose commit computation runs
+  after that fsync, counts itself only for entries on disk. Term and vote are fsynced before
+  the vote leaves (the journal stores them synchronously). ``durable_journal=False`` skips
+  the fsyncs (and holds nothing back).
+- ``command_gate`` (set by the runtime): while it returns a reason for a command, this node
+  refuses that command with ``REQUEST_DENIED`` when it is proposed here or forwarded to this
+  node as leader (the materializer's DB/log mismatch check stops leases and new runs).
+  ``command_gate(None)`` is None while the gate refuses nothing (forwarded commands are then
+  not decoded).
 - A command that makes a handler raise (a bug: apply is total for every input) stops the state
   machine at that entry on every replica (``apply_error``): later entries change nothing, the
   node keeps serving reads and status, logs the command once, and writes no snapshot, so the
@@ -39,9 +52,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pysyncobj import SyncObj, replicated
+import pysyncobj.syncobj as _pysyncobj_syncobj
+from pysyncobj import FAIL_REASON, SyncObj, replicated
 from pysyncobj.transport import TCPTransport
 
+from raftsched.cluster.journal import DurableJournal
 from raftsched.cluster.settings import RaftSettings, build_conf
 from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
@@ -81,9 +96,52 @@ def safe_commit_index(message: dict[str, Any], current_commit: int) -> int:
     return min(leader_commit, vouched)  # never lowers a commit: pysyncobj only raises it
 
 
+# pysyncobj builds its journal with the module-level createJournal(journalFile): journals of
+# SchedulerNodes (registered by path, with their durability) become DurableJournals; any other
+# SyncObj in the process keeps pysyncobj's own.
+_original_create_journal = _pysyncobj_syncobj.createJournal
+_journal_options: dict[str, bool] = {}
+_journal_lock = threading.Lock()
+
+
+def _create_journal(journal_file: str | None = None) -> Any:
+    with _journal_lock:
+        durable = _journal_options.get(str(journal_file)) if journal_file else None
+    if durable is None:
+        return _original_create_journal(journal_file)
+    return DurableJournal(str(journal_file), durable=durable)
+
+
+_pysyncobj_syncobj.createJournal = _create_journal
+_REGULAR = b"\x00"  # pysyncobj's _COMMAND_TYPE.REGULAR, as the first byte of a command
+
+
 class _ContactTransport(TCPTransport):
-    """pysyncobj's TCP transport: notes when the leader last reached us, and holds a
-    follower's commit index to what the leader has vouched for (:func:`safe_commit_index`)."""
+    """pysyncobj's TCP transport: notes when the leader last reached us, holds a follower's
+    commit index to what the leader has vouched for (:func:`safe_commit_index`), and holds
+    append-entries acknowledgements until the journal is on disk (:meth:`release_held`)."""
+
+    def send(self, node: Any, message: Any) -> bool:
+        held = getattr(self, "_held", None)
+        if held is None:
+            held = self._held = []
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "next_node_idx"
+            and (held or getattr(self._syncObj, "_journal_dirty", lambda: False)())
+        ):
+            held.append((node, message))
+            return True
+        return bool(super().send(node, message))
+
+    def release_held(self) -> None:
+        """Send the acknowledgements held back (call once the journal is on disk)."""
+        held = getattr(self, "_held", None)
+        if not held:
+            return
+        self._held = []
+        for node, message in held:
+            super().send(node, message)
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
         if isinstance(message, dict) and message.get("type") == "append_entries":
@@ -120,6 +178,9 @@ class SchedulerNode(SyncObj):
         self._last_leader_contact: float | None = None
         self._fatal_error: str | None = None
         self._closed = False
+        self.command_gate: Callable[[Command], str | None] | None = None
+        with _journal_lock:
+            _journal_options[str(settings.journal_file)] = settings.durable_journal
         conf = build_conf(
             settings,
             serializer=self._write_snapshot,
@@ -164,7 +225,41 @@ class SchedulerNode(SyncObj):
 
     def submit(self, command: Command, callback: Callable[[Any, int], None]) -> None:
         """Propose ``command``; ``callback(result, fail_reason)`` runs on the tick thread."""
+        if self._gate_refuses(command):
+            callback(None, FAIL_REASON.REQUEST_DENIED)
+            return
         self._apply_command(command, callback=callback)
+
+    def _gate_refuses(self, command: Any) -> bool:
+        gate = self.command_gate
+        if gate is None:
+            return False
+        try:
+            return gate(command) is not None
+        except Exception:
+            log.exception("command gate failed")
+            return False
+
+    def _applyCommand(self, command: Any, callback: Any, commandType: Any = None) -> None:
+        # A command forwarded by a follower arrives here as bytes with commandType None.
+        gate = self.command_gate
+        if (
+            gate is not None
+            and commandType is None
+            and gate(None) is not None  # the gate is closed for something: look closer
+            and isinstance(command, bytes)
+            and command[:1] == _REGULAR
+        ):
+            try:
+                decoded = pickle.loads(command[1:])
+                args = decoded[1] if isinstance(decoded, tuple) and len(decoded) > 1 else ()
+                inner = args[0] if args else None
+            except Exception:
+                inner = None
+            if inner is not None and self._gate_refuses(inner):
+                self._SyncObj__callErrCallback(FAIL_REASON.REQUEST_DENIED, callback)  # type: ignore[attr-defined]
+                return
+        super()._applyCommand(command, callback, commandType)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -269,6 +364,32 @@ class SchedulerNode(SyncObj):
     def _note_leader_contact(self) -> None:
         self._last_leader_contact = time.time()
 
+    # -- the journal (group commit) ----------------------------------------------------------
+
+    @property
+    def journal(self) -> Any:
+        return self._SyncObj__raftLog  # type: ignore[attr-defined]
+
+    def _journal_dirty(self) -> bool:
+        journal = getattr(self, "_SyncObj__raftLog", None)
+        return bool(getattr(journal, "dirty", False)) and bool(getattr(journal, "durable", False))
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        self.sync_journal()
+        super()._onTick(timeToWait)
+
+    def sync_journal(self) -> None:
+        """fsync what the journal wrote since the last call, then send the acknowledgements
+        held back meanwhile (tick thread)."""
+        journal = getattr(self, "_SyncObj__raftLog", None)
+        flush = getattr(journal, "flush", None)
+        if flush is not None and getattr(journal, "dirty", False):
+            flush()
+        transport = getattr(self, "_SyncObj__transport", None)
+        release = getattr(transport, "release_held", None)
+        if release is not None:
+            release()
+
     # -- snapshots (called by pysyncobj on the tick thread) ----------------------------------
 
     def _write_snapshot(self, filename: str, raft_data: Any) -> None:
@@ -315,6 +436,47 @@ class SchedulerNode(SyncObj):
         thread = self._SyncObj__thread  # type: ignore[attr-defined]
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+
+
+def write_starting_point(
+    node_dir: Any,
+    nodes: Any,
+    state: dict[str, Any],
+    index: int,
+    *,
+    term: int = 1,
+    durable: bool = True,
+) -> None:
+    """Write a node's data files so it starts from ``state`` (a SchedulerState snapshot dict)
+    at Raft log ``index`` (``raftsched cluster rebuild --from-db``): the snapshot
+    (``raft.dump``, the format ``_read_snapshot`` reads; its raft part is pysyncobj's tuple
+    ``(last applied entry, the entry before it, cluster members)``), a journal holding those two
+    entries (so pysyncobj keeps it) and the meta file (term, no vote, commit index ``index``:
+    nothing before it is ever replayed). ``node_dir`` must hold no other Raft files."""
+    from pathlib import Path
+
+    from pysyncobj.node import TCPNode
+
+    from raftsched.cluster.journal import write_file_durably
+    from raftsched.cluster.settings import DUMP_FILE, JOURNAL_FILE
+
+    directory = Path(node_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    noop = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP
+    last, before = (noop, index, term), (noop, index - 1, term)
+    members = {TCPNode(address) for address in nodes}
+    payload = {"format": SNAPSHOT_FORMAT, "raft": (last, before, members), "state": state}
+    raw = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    write_file_durably(str(directory / DUMP_FILE), gzip.compress(raw, 3), durable=durable)
+    journal = DurableJournal(str(directory / JOURNAL_FILE), durable=durable)
+    try:
+        journal.add(*before)
+        journal.add(*last)
+        journal.flush()
+        journal.setRaftCommitIndex(index)
+        journal.setCurrentTerm(term, None)
+    finally:
+        journal._destroy()
 
 
 def _restore(factory: Callable[[], SchedulerState], data: dict[str, Any]) -> SchedulerState:

@@ -1,6 +1,6 @@
 """Raft settings of one scheduler node, from the config, and the pysyncobj ``SyncObjConf``.
 
-What is chosen and why (measured on 2 cores, 3 nodes on loopback; see shared/PYSYNCOBJ.md):
+What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architecture.md §9):
 
 - ``bindAddress`` is always this node's own ``host:port`` (pysyncobj binds 0.0.0.0 otherwise).
 - ``password`` is the cluster secret: Raft traffic is encrypted and authenticated. An empty
@@ -18,7 +18,11 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; see shared/PYS
 - ``dynamicMembershipChange`` on (``cluster add-node|remove-node``), ``commandsWaitLeader`` on
   (a command proposed during an election waits for the leader instead of failing at once).
 
-Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` and ``raft.dump``.
+- ``durable_journal`` on (``[cluster] durable_journal``): the journal and term/vote are
+  fsynced before the node acknowledges an entry or a vote (``raftsched.cluster.journal``).
+
+Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` (+ ``.meta``) and
+``raft.dump``.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ class RaftSettings:
     append_entries_use_batch: bool = False
     log_compaction_min_entries: int = 5000
     log_compaction_min_time: float = 300.0
+    durable_journal: bool = True
 
     def __repr__(self) -> str:
         return (
@@ -148,6 +153,7 @@ def settings_from_config(config: Any, *, self_address: str | None = None) -> Raf
         leader_fallback_timeout=cluster.leader_fallback_timeout,
         commit_timeout=cluster.commit_timeout,
         admin_bind=cluster.admin_bind,
+        durable_journal=getattr(cluster, "durable_journal", True),
     )
     settings.validate()
     return settings

@@ -6,7 +6,7 @@ Modules, one concept each:
 - ``engine``        ``create_engine_for(url)``, write transactions, DB errors -> raftsched errors
 - ``migrate``       Alembic in code: ``init_db`` (upgrade to head), ``require_head``
 - ``abc``           ``OutboxSink``: the contract of writing outbox entries exactly once
-- ``materializer``  ``Materializer(engine)``: outbox -> DB behind the watermark (DESIGN.md §5)
+- ``materializer``  ``Materializer(engine)``: outbox -> DB, exactly once (docs/architecture.md §5)
 - ``memory``        ``MemoryMaterializer``: the same contract in memory, for fast tests
 - ``heartbeats``    scheduler nodes' heartbeat rows
 - ``queries``       read-only history queries for the API layer

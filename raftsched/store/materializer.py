@@ -1,4 +1,4 @@
-"""The outbox materializer (DESIGN.md §5): committed outbox entries → metadata DB, exactly once.
+"""The outbox materializer (docs/architecture.md §5): committed outbox entries → DB, exactly once.
 
 Contract of :meth:`Materializer.write` (the same for :class:`MemoryMaterializer` in
 ``store.memory``):

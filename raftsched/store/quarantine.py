@@ -1,4 +1,4 @@
-"""The outbox quarantine: entries the metadata DB refused, parked with its error (DESIGN.md §5).
+"""The outbox quarantine: entries the DB refused, parked with its error (docs/architecture.md §5).
 
 The materializer (``store.materializer``) isolates each entry the database refuses, writes
 the rest, and puts the refused one here with the watermark moving past it, so one bad row

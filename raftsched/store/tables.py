@@ -166,7 +166,7 @@ materialize_watermark = sa.Table(
 
 WATERMARK_ROW_ID = 1
 
-# Outbox entries the database refused (DESIGN.md §5): the materializer writes everything else
+# Outbox entries the DB refused (docs/architecture.md §5): the materializer writes everything else
 # and parks each refused entry here, with the DB's error, moving the watermark past it.
 # ``raftsched db quarantine list|retry`` shows them and writes them again. Every column is
 # plain ASCII text or a number, so the row itself cannot be refused.

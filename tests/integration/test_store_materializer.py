@@ -1,4 +1,4 @@
-"""Contract of the outbox materializer (DESIGN.md §5), on SQLite and PostgreSQL alike."""
+"""Contract of the outbox materializer (docs/architecture.md §5), on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 

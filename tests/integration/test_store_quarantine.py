@@ -1,4 +1,4 @@
-"""A row the database refuses never stops the materializer (DESIGN.md §5, issue #9): it is
+"""A row the DB refuses never stops the materializer (docs/architecture.md §5, issue #9): it is
 isolated by bisection, the rest of its batch is written, it goes to the quarantine with the
 DB's error and the watermark moves past it, exactly once; `raftsched db quarantine list|retry`
 show and re-write it. On SQLite and PostgreSQL (and the in-memory sink's simulation)."""
@@ -253,6 +253,8 @@ class _Proposer:
         return SimpleNamespace(**fields)
 
     def propose(self, command: Any, **_kwargs: Any) -> None:
+        if not hasattr(command, "seq"):  # the barrier a new leader commits first
+            return
         with self.node.lock:
             self.node.state.acked = command.seq
 
