@@ -82,6 +82,7 @@ from raftsched.errors import LimitExceeded, SnapshotVersionError
 __all__ = ["DEDUP_CAPACITY", "LOG_STREAMS", "RunKey", "SchedulerState"]
 
 DEDUP_CAPACITY = 10_000  # request ids remembered (FIFO); part of the snapshot
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class SchedulerState:
@@ -124,6 +125,8 @@ class SchedulerState:
         # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
         # on every replica alike, until a release with the fix replays the log.
         self.halted: str | None = None
+        # The latest command time applied (commands' ``now`` raised to it): the state's clock
+        self._clock = _EPOCH
 
     # == apply ===============================================================================
 
@@ -152,7 +155,11 @@ class SchedulerState:
         if seen is not None:
             return replace(seen, duplicate=True)
         handler = _HANDLERS[type(command)]
-        now = command.now.astimezone(UTC)
+        # One time source that never goes backwards: commands are stamped by whichever node
+        # proposed them (the leader for its own decisions), and clocks differ between nodes
+        # and leaders; a lease is granted, extended and expired on this one clock.
+        now = max(command.now.astimezone(UTC), self._clock)
+        self._clock = now
         try:
             result = handler(self, command, now, log_index)
             if self.halted is not None:
@@ -314,7 +321,13 @@ class SchedulerState:
 
     def _finish_digest(self, total: int) -> str:
         errors = tuple((e.fileloc, e.message, e.traceback) for e in self._import_errors)
-        scalars = (sn.SCHEMA_VERSION, self.applied_index, self._acked_seq, self._last_seq)
+        scalars = (
+            sn.SCHEMA_VERSION,
+            self.applied_index,
+            self._acked_seq,
+            self._last_seq,
+            self._clock.isoformat(),
+        )
         return dg.finish(total, scalars, errors)
 
     def _entity_sum(self) -> int:
@@ -361,6 +374,7 @@ class SchedulerState:
             },
             "dedup": [[rid, sn.encode_value(res)] for rid, res in self._dedup.items()],
             "halted": self.halted,
+            "clock": sn.utc_iso(self._clock),
             "evicted_slots": [
                 [dag_id, sn.utc_iso(logical), sn.utc_iso(when)]
                 for (dag_id, logical), when in self._evicted_slots.items()
@@ -400,6 +414,7 @@ class SchedulerState:
         state._outbox_log_chars = sum(log_chars(e) for e in state._outbox)
         state._dedup = OrderedDict((rid, sn.decode_value(res)) for rid, res in data["dedup"])
         state.halted = data.get("halted")
+        state._clock = sn.parse_utc(data.get("clock")) or _EPOCH
         state._evicted_slots = {
             (dag_id, sn.parse_utc(logical)): sn.parse_utc(when)
             for dag_id, logical, when in data.get("evicted_slots", ())

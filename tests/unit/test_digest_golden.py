@@ -155,14 +155,16 @@ def test_dag_scenario_digests_are_pinned() -> None:
 
 
 GOLDEN = {
+    # Changed on purpose twice, both checked to change nothing else: (1) at the last step only
+    # (the eviction), the state remembers an evicted run's slot for an hour; (2) every step:
+    # the digest covers the state's monotone clock. With (2)'s scalar left out, every step's
+    # digest equals the pin from before (1).
     "tasks": (
-        # Changed once, on purpose, at the last step only (the eviction): the state now
-        # remembers an evicted run's slot for an hour, and the digest covers that memory.
-        "71a86fd05bffd15cb11376e231556498802252464d0d8e0bb8b698482fed94fc",
-        "5fc4d8fe2e2492b35b21d048c3eaf87226d8264b231d93fdb8cad9973d6c0079",
+        "1604f4d68896f01cca983ce3740d7e80c76c6996905a0ba13b80076530c4e381",
+        "d27d62064da5ee9922d85a2ba38ee37df6b93508a18bfd820e32fef4a8fbefb2",
     ),
     "dags": (
-        "27ced6ef11448970ed3bc482e3abea435c33a5b073e57f56718e7abe93f9eb1c",
-        "d92c2a76f4f81ad7fa3f15994d42932c4e7af68cb138731a2c5d8c305c4683af",
+        "ec65e3d08b6e3ea0b830185262931c83ba4a5a8e9eb2b25a52c65c7208930a92",
+        "a9c560c47da5211e50d1f468cb2c6ab10448b300365c22492d23475c0330e530",
     ),
 }

@@ -386,3 +386,16 @@ def test_a_task_cleared_while_running_is_not_leased_again_before_its_lease_ends(
     assert sim.apply(clear_b).ok
     assert [g.lease.key.task_id for g in sim.lease(worker="w2", n=5, now=at(31))] == ["b"]
     assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_a_lease_stamped_by_a_node_whose_clock_is_behind_still_runs_its_full_ttl() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a")), now=at(100))  # the leader's clock: at(100)
+    sim.create("d", now=at(100))
+    (grant,) = sim.lease(worker="w1", now=at(40), ttl=30.0)  # a follower 60 s behind
+    assert grant.lease.expires_at == at(130)  # not at(70): the state's clock never goes back
+    expire = c.ExpireLeases(
+        request_id=sim.rid(), now=at(101), leases=(c.LeaseRef(grant.lease.key, 1 << 40),)
+    )
+    sim.apply(expire)
+    assert sim.state.expired_leases(at(101)) == []
