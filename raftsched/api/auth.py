@@ -23,6 +23,8 @@ scheduler on a network would let anyone run commands on the workers.
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import hmac
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -178,9 +180,10 @@ class AuthInterceptor(grpc.ServerInterceptor):
         need = required_role(method)
         if need is None:
             return handler
-        denial = self._check(method, need, handler_call_details.invocation_metadata or ())
+        metadata = handler_call_details.invocation_metadata or ()
+        denial = self._check(method, need, metadata)
         if denial is None:
-            return handler
+            return _as_caller(handler, caller_scope_of(_bearer(metadata)))
         return _deny(handler, *denial)
 
     def _check(
@@ -213,6 +216,59 @@ class AuthInterceptor(grpc.ServerInterceptor):
             grpc.StatusCode.PERMISSION_DENIED,
             f"{method} needs role {needed}; this token has role {have.label}",
         )
+
+
+# The identity of the call being handled in this thread ("" in open mode): the API scopes
+# client-chosen request ids by it (``ApiContext.make``), so a caller that reuses another
+# caller's request id never receives the other's result (e.g. its lease grants).
+_CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("raftsched_caller", default="")
+
+
+def caller_scope() -> str:
+    """The scope of the caller whose call this thread is handling ("" in open mode)."""
+    return _CALLER.get()
+
+
+def caller_scope_of(token: str) -> str:
+    """A short, stable identity of a bearer token (never the token itself)."""
+    return "c" + hashlib.sha256(token.encode()).hexdigest()[:10] if token else ""
+
+
+def _bearer(metadata: Iterable[Any]) -> str:
+    header = next((value for key, value in metadata if key == "authorization"), "")
+    if isinstance(header, bytes):
+        header = header.decode(errors="replace")
+    return str(header).strip().partition(" ")[2].strip()
+
+
+def _as_caller(handler: grpc.RpcMethodHandler, scope: str) -> grpc.RpcMethodHandler:
+    """``handler`` with :func:`caller_scope` set to ``scope`` while its behaviour runs."""
+    if handler.request_streaming:  # no raftsched call streams requests
+        return handler
+
+    if handler.response_streaming:
+        behaviour = handler.unary_stream
+
+        def stream(request: Any, context: grpc.ServicerContext) -> Any:
+            _CALLER.set(scope)  # every call sets it first: no stale scope survives a call
+            yield from behaviour(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(
+            stream,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+    unary = handler.unary_unary
+
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        _CALLER.set(scope)
+        return unary(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        call,
+        request_deserializer=handler.request_deserializer,
+        response_serializer=handler.response_serializer,
+    )
 
 
 def _deny(

@@ -276,3 +276,29 @@ def test_unreadable_tls_file_is_a_config_error(tmp_path):
     api = replace(api_config(tmp_path), tls_cert=tmp_path / "no.pem", tls_key=tmp_path / "no.key")
     with pytest.raises(ConfigError, match="tls_key"):
         build_server(api, [Dags()])
+
+
+def test_request_ids_are_scoped_by_the_callers_token() -> None:
+    """A caller that reuses another caller's request id never gets the other's result."""
+    import grpc as _grpc
+
+    from raftsched.api import auth as _auth
+
+    seen: list[str] = []
+
+    def behaviour(request: object, context: object) -> str:
+        seen.append(_auth.caller_scope())
+        return "ok"
+
+    handler = _grpc.unary_unary_rpc_method_handler(behaviour)
+    for token in ("alice-token", "bob-token", "alice-token"):
+        _auth._as_caller(handler, _auth.caller_scope_of(token)).unary_unary(None, None)
+    assert seen[0] == seen[2] != seen[1] and all(s.startswith("c") for s in seen)
+    assert "alice" not in seen[0]  # the scope never shows the token
+
+    def stream(request: object, context: object):  # type: ignore[no-untyped-def]
+        yield _auth.caller_scope()
+
+    streaming = _grpc.unary_stream_rpc_method_handler(stream)
+    scope = _auth.caller_scope_of("carol-token")
+    assert list(_auth._as_caller(streaming, scope).unary_stream(None, None)) == [scope]

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 
 from raftsched.addresses import api_address_for
+from raftsched.api.auth import caller_scope
 from raftsched.api.consistency import CATCH_UP_WAIT
 from raftsched.api.gen import common_pb2
 from raftsched.api.status import StatusError, no_quorum
@@ -154,6 +155,8 @@ class ApiContext:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"request_id is {len(request_id)} characters long: at most {MAX_REQUEST_ID}",
             )
+        if request_id and (scope := caller_scope()):
+            request_id = f"{scope}:{request_id}"  # one caller cannot replay another's result
         return self.proposer.make(cls, request_id=request_id or new_request_id(), **fields)
 
     def propose(
