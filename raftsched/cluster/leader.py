@@ -29,10 +29,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from raftsched.clock import now as clock_now
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.parsing import ParseThread
 from raftsched.cluster.proposer import Proposer
@@ -101,7 +102,7 @@ class LeaderLoop:
         proposer: Proposer,
         settings: LoopSettings,
         *,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = clock_now,
     ) -> None:
         self._node = node
         self._proposer = proposer

@@ -21,11 +21,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from pysyncobj import FAIL_REASON
 
+from raftsched import clock
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
 from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError
@@ -60,7 +61,7 @@ def new_request_id() -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    return clock.now()
 
 
 class Proposer:

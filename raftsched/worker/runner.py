@@ -4,10 +4,11 @@
   process that has the DAG file imported (a fork server per DAG file and version, see
   ``supervisor.py``); cold (``python -m raftsched.worker._run_python``, kwargs as JSON on its
   stdin) when the file has no usable fork server.
-- Environment (``raftsched/taskenv.py``): the worker's own, less what ``[worker] task_env_allowlist`` does
-  not allow (its token, the cluster secret, the DB URL...), then the task's ``env``, then the
-  ``RAFTSCHED_*`` variables (``Assignment.task_env``). The working directory is a fresh
-  temporary folder, removed after.
+- Environment (``raftsched/taskenv.py``): the worker's own, less what
+  ``[worker] task_env_allowlist`` does not allow (its token, the cluster secret, the DB
+  URL...), then the task's ``env``, then the ``RAFTSCHED_*`` variables
+  (``Assignment.task_env``). The working directory is a fresh temporary folder, removed
+  after.
 - On Linux every attempt is forked by the worker's one long-lived supervisor under a guard
   (``_guard.py``: the leader of the attempt's session and process group, the task its child)
   that kills the whole attempt when the worker dies, SIGKILL included (invariant 2: no orphan
@@ -19,6 +20,10 @@
   the whole attempt; the attempt fails with "execution_timeout of Ns exceeded".
 - :meth:`Attempt.kill` (lease refused, worker shutting down): the whole attempt is killed at
   once; the outcome is marked ``killed`` and the caller does not report it.
+- ``deadline`` / :meth:`Attempt.extend` (Linux): the attempt's lease fence, kept by the
+  supervisor (or the DAG file's fork server), which kills the attempt when it passes without
+  an extension, whatever the worker is doing (frozen, cut off); :attr:`Attempt.fenced` then
+  says so. Elsewhere it is ignored: the worker's own watchdog is the only fence.
 - When the attempt ends the pipes are drained for at most ``DRAIN_SECONDS`` (a process that
   escaped every kill may hold them).
 - stdout/stderr are read as they come and handed to ``sink(stream, text)``; the last line of
@@ -127,6 +132,13 @@ class _Supervised:
     def wait_exit(self, timeout: float) -> None:
         self.handle.wait(timeout)
 
+    def extend(self, deadline: float) -> None:
+        self.handle.extend(deadline)
+
+    @property
+    def fenced(self) -> bool:
+        return self.handle.fenced
+
     def signal(self, signum: int) -> None:
         if signum == signal.SIGKILL:
             self.handle.kill()  # the guard kills the session, escaped daemons included
@@ -166,6 +178,11 @@ class _Plain:
         if not self.exited():
             time.sleep(timeout)
 
+    def extend(self, deadline: float) -> None:
+        pass  # no supervisor: the worker's watchdog is the only fence
+
+    fenced = False
+
     def signal(self, signum: int) -> None:
         with self.lock:
             if self.proc.returncode is None:  # reaped: its group id may be someone else's now
@@ -183,11 +200,17 @@ class Attempt:
     thread at any time (also before ``run()``: the attempt then never starts)."""
 
     def __init__(
-        self, assignment: Assignment, sink: Sink, *, kill_grace: float = KILL_GRACE
+        self,
+        assignment: Assignment,
+        sink: Sink,
+        *,
+        kill_grace: float = KILL_GRACE,
+        deadline: float | None = None,
     ) -> None:
         self.assignment = assignment
         self.sink = sink
         self.kill_grace = kill_grace
+        self.deadline = deadline  # the lease fence (time.monotonic()); None: none
         self.proc: _Supervised | _Plain | None = None
         self.kill_reason: str | None = None
         self._lock = threading.Lock()
@@ -206,6 +229,22 @@ class Attempt:
                 self.kill_reason = reason
             self._signal_group(signal.SIGKILL)
 
+    def extend(self, deadline: float) -> None:
+        """Move the lease fence on: the supervisor kills the attempt at ``deadline``
+        (``time.monotonic()``) unless extended again."""
+        with self._lock:
+            if self.deadline is not None and deadline <= self.deadline:
+                return
+            self.deadline = deadline
+            if self.proc is not None and self.kill_reason is None:
+                self.proc.extend(deadline)
+
+    @property
+    def fenced(self) -> bool:
+        """Whether its supervisor killed it because the fence passed."""
+        proc = self.proc
+        return proc is not None and proc.fenced
+
     def _signal_group(self, signum: int) -> None:
         if self.proc is not None:
             self.proc.signal(signum)
@@ -215,19 +254,25 @@ class Attempt:
         try:
             if self.kill_reason is not None:
                 return Outcome(False, None, self.kill_reason, killed=True)
+            with self._lock:
+                deadline = self.deadline
             try:
-                proc, out, err = self._start(workdir)
+                proc, out, err = self._start(workdir, deadline)
             except (OSError, ValueError) as error:
                 return Outcome(False, None, f"cannot start the task: {error}")
             with self._lock:
                 self.proc = proc
                 if self.kill_reason is not None:  # killed while it started
                     self._signal_group(signal.SIGKILL)
+                elif self.deadline is not None and self.deadline != deadline:
+                    proc.extend(self.deadline)  # extended while it started
             return self._supervise(out, err)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _start(self, workdir: str) -> tuple[_Supervised | _Plain, BinaryIO, BinaryIO]:
+    def _start(
+        self, workdir: str, deadline: float | None = None
+    ) -> tuple[_Supervised | _Plain, BinaryIO, BinaryIO]:
         a = self.assignment
         if not GUARDED:
             return self._start_plain(workdir)
@@ -246,6 +291,7 @@ class Attempt:
                 fileloc=a.fileloc,
                 callable_name=a.callable_name,
                 kwargs=a.kwargs,
+                deadline=deadline,
             )
         except BaseException:
             os.close(out_r)

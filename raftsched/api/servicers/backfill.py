@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from raftsched import clock
 from raftsched.api.gen import dag_pb2
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result
@@ -96,7 +97,7 @@ class Backfill:
         end = _required_date(request, "end_date")
         if end < start:
             raise invalid_argument("end_date", utc_iso(end), "expected at or after start_date")
-        now = datetime.now(UTC)
+        now = clock.now()
         if end > now:
             raise invalid_argument(
                 "end_date",

@@ -27,11 +27,12 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import grpc
 
+from raftsched import clock
 from raftsched.api.gen import dag_pb2, dag_pb2_grpc
 from raftsched.api.servicers import bounds, convert, history
 from raftsched.api.servicers.backfill import Backfill
@@ -103,7 +104,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         (total, page, live), fresh = self.ctx.read(read)
         more = len(page) > page_size
         page = page[:page_size]
-        now = datetime.now(UTC)
+        now = clock.now()
         engine = self._engine_or_none()
         dags = []
         for record in page:
@@ -121,9 +122,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         dag_id = _required_id(request.dag_id, "dag_id")
         record, runs, fresh = self._dag_and_runs(dag_id)
         recent = self._recent(self._engine_or_none(), dag_id, runs, DEFAULT_RECENT)
-        dag = convert.dag(
-            record, next_run=history.next_run(record, datetime.now(UTC)), recent=recent
-        )
+        dag = convert.dag(record, next_run=history.next_run(record, clock.now()), recent=recent)
         tasks = [
             convert.task_definition(t) for t in sorted(record.spec.tasks, key=lambda t: t.task_id)
         ]
@@ -144,7 +143,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         result = self.ctx.propose(command, context)
         raise_for_result(result, dag_id=dag_id)
         record, _runs, fresh = self._dag_and_runs(dag_id)
-        dag = convert.dag(record, next_run=history.next_run(record, datetime.now(UTC)))
+        dag = convert.dag(record, next_run=history.next_run(record, clock.now()))
         return dag_pb2.PauseDagResponse(
             dag=dag, changed=result.ok and result.reason != r.UNCHANGED, freshness=fresh
         )
@@ -153,7 +152,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def TriggerDag(self, request: Any, context: grpc.ServicerContext) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
         conf = self._conf(request.conf_json)
-        logical = bounds.timestamp(request, "logical_date") or datetime.now(UTC)
+        logical = bounds.timestamp(request, "logical_date") or clock.now()
         run_id = bounds.ident("run_id", request.run_id, required=False)
         request_id = bounds.request_id(request.request_id)
 
