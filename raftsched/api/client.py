@@ -46,6 +46,7 @@ Thread-safe: one client may serve every thread of a process (gRPC channels multi
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -114,6 +115,7 @@ class SeenIndex:
     def __init__(self, value: int = 0) -> None:
         self._lock = threading.Lock()
         self._value = max(0, int(value))
+        self._was_reset = False
 
     @property
     def value(self) -> int:
@@ -130,6 +132,7 @@ class SeenIndex:
         with self._lock:
             if self._value <= sent:
                 self._value = int(index)
+                self._was_reset = True
 
     @classmethod
     def load(cls, path: Path) -> SeenIndex:
@@ -142,9 +145,17 @@ class SeenIndex:
         """Best effort: a caller that cannot write it only loses what it saw before."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}")
-            tmp.write_text(f"{self.value}\n")
-            tmp.replace(path)
+            # Under a lock, and never lower than what the file holds: two CLI commands run at
+            # once must not make the slower one's save undo the faster one's newer index
+            # (unless this caller saw the cluster re-created).
+            with open(path.with_name(f"{path.name}.lock"), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                value = self.value
+                if not self._was_reset:
+                    value = max(value, SeenIndex.load(path).value)
+                tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}")
+                tmp.write_text(f"{value}\n")
+                tmp.replace(path)
             if path.name.startswith(SEEN_FILE_PREFIX):
                 _prune_seen_files(path.parent)
         except OSError as err:

@@ -148,6 +148,13 @@ REASON_CODES: dict[str, tuple[grpc.StatusCode, str]] = {
     r.INVALID: (Code.INVALID_ARGUMENT, "invalid request: {detail}"),
     r.UNKNOWN_COMMAND: (Code.UNIMPLEMENTED, "this node does not know that command; upgrade it"),
     r.INTERNAL_ERROR: (Code.INTERNAL, "internal error; the leader's log has the traceback"),
+    # A stopped state machine (a bug) must not look like a stale lease: a worker keeps its
+    # outcome and retries it, and a release with the fix replays the log.
+    r.HALTED: (
+        Code.UNAVAILABLE,
+        "the cluster's state machine stopped applying (a bug; `raftsched cluster status` shows"
+        " it): retry once a release with the fix runs",
+    ),
 }
 _DEFAULT = (Code.FAILED_PRECONDITION, "refused: {reason}")
 

@@ -157,6 +157,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     setup_logging(config.core.logging_level)
     check_pysyncobj()  # we patch its internals: refuse a release that lacks them, in one line
     taskenv.configure(config.worker.task_env_allowlist)  # what DAG-parse children may see
+    taskenv.protect_this_process()  # no task of the same user reads our /proc environ
     log = logging.getLogger("raftsched.scheduler")
     runtime = NodeRuntime.from_config(config, self_address=args.address)
     try_migrate(runtime.sink)

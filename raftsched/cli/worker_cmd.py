@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from raftsched import taskenv
 
     taskenv.configure(cfg.task_env_allowlist)  # what task processes may see of our env
+    taskenv.protect_this_process()  # before the first attempt: no task reads our environ
     settings = WorkerSettings(
         concurrency=args.concurrency or cfg.concurrency,
         lease_ttl=cfg.lease_ttl,

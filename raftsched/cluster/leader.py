@@ -307,7 +307,15 @@ class LeaderLoop:
     def _mark_created(self, command: CreateRuns, result: r.Result) -> None:
         items = result.value if isinstance(result.value, (list, tuple)) else ()
         for decision, item in zip(command.runs, items, strict=False):
-            if getattr(item, "ok", False) or getattr(item, "reason", "") == r.RUN_EXISTS:
+            reason = getattr(item, "reason", "")
+            if reason == r.INVALID:  # a slot apply cannot take: skip it, never retry forever
+                log.error(
+                    "DAG %s: no run for %s: %s",
+                    decision.dag_id,
+                    decision.logical_date.isoformat(),
+                    getattr(item, "value", "") or reason,
+                )
+            if getattr(item, "ok", False) or reason in (r.RUN_EXISTS, r.INVALID):
                 self._due.mark_created(decision.dag_id, decision.logical_date)
 
     def _sync_dags(self, specs: list[DagSpec], errors: list[ImportErrorRecord]) -> None:

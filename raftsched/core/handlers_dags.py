@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core.model import DagRecord, DagSpec, OutboxKind
+from raftsched.core.limits import MAX_IMPORT_ERROR_CHARS, clean_text
+from raftsched.core.model import DagRecord, DagSpec, ImportErrorRecord, OutboxKind
 from raftsched.core.outbox import emit_entry, set_dag
 from raftsched.core.ready import Topology
 from raftsched.core.results import Item, Result
 from raftsched.core.validate import check_spec
-from raftsched.errors import LimitExceeded
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -51,7 +51,7 @@ def apply_register_dags(
     for spec in cmd.specs:
         try:
             check_spec(spec)
-        except LimitExceeded as err:
+        except Exception as err:  # LimitExceeded; or a malformed value of another release
             items.append(Item(False, r.INVALID, str(err)))
             continue
         if not spec.spec_hash:
@@ -91,7 +91,14 @@ def apply_remove_dags(
 def apply_set_import_errors(
     state: SchedulerState, cmd: c.SetImportErrors, now: datetime, index: int
 ) -> Result:
-    errors = tuple(cmd.errors)
+    errors = tuple(  # texts a DAG file produced: sanitized and cut, never refused
+        ImportErrorRecord(
+            e.fileloc,
+            clean_text(e.message[:MAX_IMPORT_ERROR_CHARS]),
+            clean_text(e.traceback[:MAX_IMPORT_ERROR_CHARS]),
+        )
+        for e in cmd.errors
+    )
     if errors == state._import_errors:
         return Result(True, r.UNCHANGED)
     state._import_errors = errors

@@ -29,6 +29,7 @@ from raftsched.core.outbox import ack, set_dag, touch_run, touch_ti
 from raftsched.core.results import Item, Result
 from raftsched.core.timetable import timetable_for
 from raftsched.core.transitions import LiveRun, settle, settle_run
+from raftsched.core.validate import check_run_decision
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -41,6 +42,10 @@ def apply_create_runs(
 
 
 def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
+    try:
+        check_run_decision(d)
+    except Exception as err:  # LimitExceeded; or a malformed value of another release
+        return Item(False, r.INVALID, str(err))
     record = state._dags.get(d.dag_id)
     if record is None:
         return Item(False, r.UNKNOWN_DAG)

@@ -19,6 +19,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
+from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
 from raftsched.core.outbox import emit_entry, is_full, touch_run, touch_ti
 from raftsched.core.ready import Verdict
@@ -201,7 +202,7 @@ def apply_complete_attempt(
     if reason:
         return Result(False, reason)
     assert rec is not None and ti is not None
-    message = cmd.message
+    message = clean_text(cmd.message[:MAX_MESSAGE_CHARS])
     if cmd.chunks and is_full(state):  # the outcome still lands, so running work can finish
         message = (message + " " if message else "") + _LOGS_DROPPED
     else:
@@ -304,7 +305,7 @@ def _append_logs(
                 "try_number": ti.try_number,
                 "chunk_seq": ti.log_chunks,
                 "stream": chunk.stream,
-                "text": chunk.text,
+                "text": clean_text(chunk.text[:MAX_LOG_CHUNK_CHARS]),
                 "created_at": sn.utc_iso(now),
             },
         )

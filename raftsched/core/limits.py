@@ -56,6 +56,9 @@ MAX_CONF_BYTES = 65_536  # a run's conf as compact JSON
 MAX_CONF_DEPTH = 32  # nesting of objects and arrays, the conf object itself is depth 1
 MAX_RUNS_PER_COMMAND = 5_000
 MIN_DATE = datetime(1900, 1, 1, tzinfo=UTC)  # logical dates, start/end dates, "now"
+# A run's data interval may begin before MIN_DATE (a DAG starting on 1900-01-01 has its first
+# interval start a period earlier; periods are at most MAX_DURATION_SECONDS or a cron year)
+MIN_INTERVAL_DATE = datetime(1898, 1, 1, tzinfo=UTC)
 MAX_DATE = datetime(2999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 # -- tasks, leases, logs ------------------------------------------------------------------------
@@ -66,6 +69,9 @@ MAX_LEASE_TTL_SECONDS = 86_400.0
 MAX_LOG_CHUNK_CHARS = 65_536  # one chunk of a task's output; the worker splits longer lines
 MAX_LOG_CHUNKS_PER_CALL = 64
 MAX_MESSAGE_CHARS = 4_096  # an attempt's outcome message
+# What apply accepts of any output text before it cuts it to the bounds above (older releases
+# sent longer texts; the API cuts them first, so this only stops absurd sizes)
+MAX_OUTPUT_TEXT_CHARS = 4 * 1024 * 1024
 MAX_IMPORT_ERRORS = 10_000
 MAX_IMPORT_ERROR_CHARS = 65_536  # an import error's message or traceback
 MAX_TOKEN = (1 << 63) - 1
@@ -171,8 +177,11 @@ def check_float(field: str, value: object, lo: float, hi: float) -> float:
     return number
 
 
-def check_datetime(field: str, value: object, *, optional: bool = False) -> datetime | None:
-    """An aware datetime between MIN_DATE and MAX_DATE (no overflow in any timetable maths)."""
+def check_datetime(
+    field: str, value: object, *, optional: bool = False, earliest: datetime = MIN_DATE
+) -> datetime | None:
+    """An aware datetime between ``earliest`` (MIN_DATE) and MAX_DATE (no overflow in any
+    timetable maths)."""
     if value is None and optional:
         return None
     if not isinstance(value, datetime):
@@ -183,10 +192,10 @@ def check_datetime(field: str, value: object, *, optional: bool = False) -> date
         utc = value.astimezone(UTC)
     except (OverflowError, ValueError):
         raise LimitExceeded(field, f"{value!r} is out of range") from None
-    if not MIN_DATE <= utc <= MAX_DATE:
+    if not earliest <= utc <= MAX_DATE:
         raise LimitExceeded(
             field,
-            f"{utc.isoformat()} is out of range; allowed is {MIN_DATE.date()}..{MAX_DATE.date()}",
+            f"{utc.isoformat()} is out of range; allowed is {earliest.date()}..{MAX_DATE.date()}",
         )
     return value
 

@@ -37,7 +37,10 @@ from raftsched.core.model import (
 )
 from raftsched.core.results import Item, LeaseGrant, Result
 
-SCHEMA_VERSION = 1
+# 1: the first release. 2: halted, clock, evicted_slots and fences (a release that knows only
+# 1 refuses a 2: it would drop the fences and lease a fenced task again). Every release reads
+# the versions before its own.
+SCHEMA_VERSION = 2
 
 ATTEMPT_STATES = frozenset({TaskState.RUNNING, TaskState.SUCCESS, TaskState.FAILED})
 

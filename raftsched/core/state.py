@@ -77,7 +77,7 @@ from raftsched.core.ready import ReadyQueue, TimeIndex, Topology
 from raftsched.core.results import Result
 from raftsched.core.transitions import LiveRun, RunKey, find, set_state
 from raftsched.core.validate import check_command
-from raftsched.errors import LimitExceeded, SnapshotVersionError
+from raftsched.errors import SnapshotVersionError
 
 __all__ = ["DEDUP_CAPACITY", "LOG_STREAMS", "RunKey", "SchedulerState"]
 
@@ -149,8 +149,13 @@ class SchedulerState:
             return Result(False, r.UNKNOWN_COMMAND, type(command).__name__)
         try:
             check_command(command)
-        except LimitExceeded as err:  # changes nothing, so it is not remembered either
-            return Result(False, r.INVALID, str(err))
+        except Exception as err:  # LimitExceeded, or a malformed value (say, a list where a
+            # string belongs) that a check tripped over: either way nothing changed
+            return Result(False, r.INVALID, str(err) or type(err).__name__)
+        if isinstance(command, c.Batch) and not command.commands:
+            # a barrier (a new leader's first commit, a read-index round trip): it changes
+            # nothing, so it takes no place in the request-id memory
+            return Result(True, value=())
         seen = self._dedup.get(command.request_id)
         if seen is not None:
             return replace(seen, duplicate=True)

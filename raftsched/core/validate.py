@@ -42,6 +42,7 @@ from raftsched.core.timetable import check_cron
 from raftsched.errors import LimitExceeded
 
 TASK_KINDS = frozenset({"bash", "python"})
+HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 LOG_STREAMS = frozenset({"stdout", "stderr"})
 
 
@@ -113,9 +114,24 @@ def _chunks(field: str, chunks: object) -> None:
     for i, chunk in enumerate(_tuple(field, chunks, lim.MAX_LOG_CHUNKS_PER_CALL)):
         if not isinstance(chunk, c.LogChunk):
             raise LimitExceeded(f"{field}[{i}]", f"must be a LogChunk, not {type(chunk).__name__}")
-        if chunk.stream not in LOG_STREAMS:
+        if not isinstance(chunk.stream, str) or chunk.stream not in LOG_STREAMS:
             raise LimitExceeded(f"{field}[{i}].stream", "must be 'stdout' or 'stderr'")
-        check_text(f"{field}[{i}].text", chunk.text, lim.MAX_LOG_CHUNK_CHARS)
+        _output_text(f"{field}[{i}].text", chunk.text)
+
+
+def _output_text(field: str, value: object) -> None:
+    """A task's output or outcome text: sanitized and cut by apply (``core.limits.clean_text``),
+    never refused for its characters (entries of older releases carry NUL, and the bytes a
+    task prints are not ours to refuse). Only its type and a generous size are checked."""
+    if not isinstance(value, str):
+        raise LimitExceeded(field, f"must be a string, got {type(value).__name__}")
+    if len(value) > lim.MAX_OUTPUT_TEXT_CHARS:
+        raise LimitExceeded(
+            field,
+            f"is {len(value)} characters long; the limit is {lim.MAX_OUTPUT_TEXT_CHARS}",
+            limit=lim.MAX_OUTPUT_TEXT_CHARS,
+            size=len(value),
+        )
 
 
 def _duration(field: str, value: object, *, optional: bool = False, positive: bool = False) -> None:
@@ -138,6 +154,8 @@ def check_spec(spec: object, field: str = "spec") -> None:
     _schedule(f"{field}.schedule", spec.schedule)
     check_text(f"{field}.timezone", spec.timezone, lim.MAX_ZONE_CHARS, empty=False)
     try:
+        if spec.timezone in HOST_ZONES:  # the host's own zone: would differ between nodes
+            raise ValueError(spec.timezone)
         ZoneInfo(spec.timezone)
     except Exception:  # ZoneInfoNotFoundError, ValueError for a path, ...
         raise LimitExceeded(f"{field}.timezone", f"{spec.timezone!r} is not an IANA zone") from None
@@ -179,7 +197,7 @@ def _task(field: str, task: object) -> None:
         raise LimitExceeded(field, f"must hold TaskSpecs, got {type(task).__name__}")
     check_id(f"{field}.task_id", task.task_id)
     field = f"{field}[{task.task_id}]"
-    if task.kind not in TASK_KINDS:
+    if not isinstance(task.kind, str) or task.kind not in TASK_KINDS:
         raise LimitExceeded(f"{field}.kind", "must be 'bash' or 'python'")
     if task.command is not None:
         check_text(f"{field}.command", task.command, lim.MAX_COMMAND_CHARS)
@@ -257,8 +275,8 @@ def _import_errors(cmd: c.SetImportErrors) -> None:
         if not isinstance(error, ImportErrorRecord):
             raise LimitExceeded(f"errors[{i}]", "must be an ImportErrorRecord")
         check_text(f"errors[{i}].fileloc", error.fileloc, lim.MAX_FILELOC_CHARS)
-        check_text(f"errors[{i}].message", error.message, lim.MAX_IMPORT_ERROR_CHARS)
-        check_text(f"errors[{i}].traceback", error.traceback, lim.MAX_IMPORT_ERROR_CHARS)
+        _output_text(f"errors[{i}].message", error.message)
+        _output_text(f"errors[{i}].traceback", error.traceback)
 
 
 def _set_paused(cmd: c.SetPaused) -> None:
@@ -267,20 +285,25 @@ def _set_paused(cmd: c.SetPaused) -> None:
 
 
 def _create_runs(cmd: c.CreateRuns) -> None:
-    for i, d in enumerate(_tuple("runs", cmd.runs, lim.MAX_RUNS_PER_COMMAND)):
-        field = f"runs[{i}]"
-        if not isinstance(d, c.RunDecision):
-            raise LimitExceeded(field, f"must be a RunDecision, got {type(d).__name__}")
-        check_id(f"{field}.dag_id", d.dag_id)
-        for name in ("logical_date", "data_interval_start", "data_interval_end"):
-            check_datetime(f"{field}.{name}", getattr(d, name))
-        _enum(f"{field}.run_type", d.run_type, RunType)
-        if d.conf:  # {} is the common case: nothing to walk
-            check_conf(d.conf, f"{field}.conf")
-        elif not isinstance(d.conf, dict):
-            raise LimitExceeded(f"{field}.conf", "must be a JSON object")
-        if d.run_id != "":
-            check_id(f"{field}.run_id", d.run_id)
+    """Each decision is checked by the handler (:func:`check_run_decision`): one bad slot is
+    refused alone, never the 49 good ones batched with it."""
+    _tuple("runs", cmd.runs, lim.MAX_RUNS_PER_COMMAND)
+
+
+def check_run_decision(d: object, field: str = "run") -> None:
+    if not isinstance(d, c.RunDecision):
+        raise LimitExceeded(field, f"must be a RunDecision, got {type(d).__name__}")
+    check_id(f"{field}.dag_id", d.dag_id)
+    check_datetime(f"{field}.logical_date", d.logical_date)
+    for name in ("data_interval_start", "data_interval_end"):
+        check_datetime(f"{field}.{name}", getattr(d, name), earliest=lim.MIN_INTERVAL_DATE)
+    _enum(f"{field}.run_type", d.run_type, RunType)
+    if d.conf:  # {} is the common case: nothing to walk
+        check_conf(d.conf, f"{field}.conf")
+    elif not isinstance(d.conf, dict):
+        raise LimitExceeded(f"{field}.conf", "must be a JSON object")
+    if d.run_id != "":
+        check_id(f"{field}.run_id", d.run_id)
 
 
 def _queue(cmd: c.QueueTasks) -> None:
@@ -322,7 +345,7 @@ def _complete(cmd: c.CompleteAttempt) -> None:
     _bool("success", cmd.success)
     if cmd.exit_code is not None:
         check_int("exit_code", cmd.exit_code, lim.MIN_EXIT_CODE, lim.MAX_EXIT_CODE)
-    check_text("message", cmd.message, lim.MAX_MESSAGE_CHARS)
+    _output_text("message", cmd.message)
     _chunks("chunks", cmd.chunks)
 
 

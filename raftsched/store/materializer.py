@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from raftsched.core.model import OutboxEntry, OutboxKind, parse_utc
-from raftsched.errors import RaftschedError
+from raftsched.errors import RaftschedError, StoreUnavailable
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors, write_transaction
@@ -47,6 +47,7 @@ from raftsched.store.upsert import insert_ignore, upsert
 log = logging.getLogger(__name__)
 
 _LOGGED_REFUSALS = 5  # per batch; a systematic refusal must not flood the log
+_SYSTEMATIC = 8  # a batch of at least this many, every entry refused: the DB's fault
 
 
 class OutboxGap(RaftschedError):
@@ -107,6 +108,16 @@ class Materializer:
                 return watermark
             last = new[-1].seq
             refused = _apply_isolating(conn, new)
+            if len(refused) == len(new) >= _SYSTEMATIC:
+                # Every row refused: the database (its schema, a permission, a closed
+                # connection) is at fault, not the rows. Quarantining all would acknowledge
+                # them and drop them from the outbox; back off and retry instead.
+                raise StoreUnavailable(
+                    f"the metadata database refused all {len(new)} outbox entries"
+                    f" {new[0].seq}..{last} ({refused[0][1]}); this looks like a problem of the"
+                    " database rather than of the rows: check its schema (`raftsched db"
+                    " check`) and permissions"
+                )
             if refused:
                 now = datetime.now(UTC)
                 q.put(conn, [q.quarantine_row(e, reason, now) for e, reason in refused])

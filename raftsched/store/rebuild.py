@@ -38,6 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from raftsched.core.model import DagSpec, utc_iso
+from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import tables as t
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def build_state(
     counts["dags"] = len(dags)
     counts["slots_remembered"] = len(slots)
     state = {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "applied_index": base_index,
         "specs": specs,
         "dags": dags,

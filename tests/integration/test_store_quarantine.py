@@ -89,6 +89,23 @@ def test_refused_entries_are_quarantined_and_the_rest_is_written(db_engine: sa.E
     assert m.quarantined_count() == len(refused)
 
 
+def test_a_batch_whose_every_entry_is_refused_is_an_outage_not_a_quarantine(
+    db_engine: sa.Engine,
+) -> None:
+    """Eight or more entries, all refused: the database is at fault (schema, permissions), so
+    nothing is quarantined or acknowledged; the driver backs off and retries."""
+    box = Outbox()
+    box.dag()
+    box.run(0)
+    m = Materializer(db_engine)
+    assert m.write(box.entries) == 2
+    for i in range(8):
+        box.run(0, run_id=f"{DUP}-{i}")  # each a second run for run0's slot
+    with pytest.raises(StoreUnavailable, match="refused all 8"):
+        m.write(box.entries)
+    assert m.watermark() == 2 and m.quarantined_count() == 0
+
+
 def test_k_refused_entries_out_of_n_are_isolated_in_o_k_log_n_tries(
     db_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

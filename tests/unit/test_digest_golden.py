@@ -155,16 +155,17 @@ def test_dag_scenario_digests_are_pinned() -> None:
 
 
 GOLDEN = {
-    # Changed on purpose twice, both checked to change nothing else: (1) at the last step only
-    # (the eviction), the state remembers an evicted run's slot for an hour; (2) every step:
-    # the digest covers the state's monotone clock. With (2)'s scalar left out, every step's
-    # digest equals the pin from before (1).
+    # Changed on purpose three times, each checked to change nothing else: (1) at the last
+    # step only (the eviction), the state remembers an evicted run's slot for an hour; (2)
+    # every step: the digest covers the state's monotone clock; (3) every step: snapshot
+    # schema_version 2 (in the digest). With (2)'s scalar left out and version 1, every
+    # step's digest equals the pin from before (1).
     "tasks": (
-        "1604f4d68896f01cca983ce3740d7e80c76c6996905a0ba13b80076530c4e381",
-        "d27d62064da5ee9922d85a2ba38ee37df6b93508a18bfd820e32fef4a8fbefb2",
+        "44625edaa4611949edce3c81f9058bbd7b60655ed9335b87ecf83df580a8af4a",
+        "95b5c0fa2769da530094759f18a18820e01042078726f4868584670fde9f17da",
     ),
     "dags": (
-        "ec65e3d08b6e3ea0b830185262931c83ba4a5a8e9eb2b25a52c65c7208930a92",
-        "a9c560c47da5211e50d1f468cb2c6ab10448b300365c22492d23475c0330e530",
+        "1f70e668acb9f925d5140b6ef730563acfe2a8fe970cbe820298da632242ce40",
+        "f2353e933a5ef2e28c86d05e5c553be40087a2ca700419228fa5401c91becd47",
     ),
 }

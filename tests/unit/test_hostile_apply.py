@@ -255,11 +255,14 @@ def test_hostile_sequences_never_break_apply(data: st.DataObject, cut: int) -> N
 def test_a_refused_command_is_not_remembered_and_a_fixed_repeat_applies() -> None:
     sim = Sim()
     sim.register(dag("d", task("a")))
-    bad = c.RunDecision("d", T0, T0, T0, RunType.MANUAL, conf=_deep(100))
-    refused = sim.apply(c.CreateRuns(request_id="t1", now=T0, runs=(bad,)))
-    assert refused.reason == r.INVALID and "nested deeper than 32" in refused.value
-    good = c.RunDecision("d", T0, T0, T0, RunType.MANUAL, conf={"ok": 1})
-    assert sim.apply(c.CreateRuns(request_id="t1", now=T0, runs=(good,))).ok
+    bad = c.SetPaused(request_id="t1", now=T0, dag_id="x" * 300, paused=True)
+    refused = sim.apply(bad)
+    assert refused.reason == r.INVALID and "the limit is 250" in refused.value
+    assert sim.apply(c.SetPaused(request_id="t1", now=T0, dag_id="d", paused=True)).ok
+    # a run decision is refused alone, with the message in its item
+    deep = c.RunDecision("d", T0, T0, T0, RunType.MANUAL, conf=_deep(100))
+    item = sim.apply(c.CreateRuns(request_id="t2", now=T0, runs=(deep,))).value[0]
+    assert item.reason == r.INVALID and "nested deeper than 32" in item.value
 
 
 def test_a_handler_that_raises_stops_the_state_and_nothing_changes_after() -> None:
@@ -399,3 +402,57 @@ def test_a_lease_stamped_by_a_node_whose_clock_is_behind_still_runs_its_full_ttl
     )
     sim.apply(expire)
     assert sim.state.expired_leases(at(101)) == []
+
+
+def test_texts_a_task_printed_are_sanitized_not_refused_as_older_releases_sent_them() -> None:
+    """An older release put NUL into log chunks and outcome messages; replaying its log must
+    give the same outcome (the attempt completes), with texts every DB accepts."""
+    sim = Sim()
+    sim.register(dag("d", task("a")))
+    sim.create("d")
+    (grant,) = sim.lease()
+    assert sim.append_logs(grant, ("stdout", "bin\x00ary \udc80")).ok
+    done = sim.complete(grant, success=True, message="exit\x00 " + "m" * 10_000)
+    assert done.ok and sim.ti("a").state is TaskState.SUCCESS
+    [log_row] = sim.outbox("task_log")
+    assert log_row["text"] == "bin\ufffdary \ufffd"
+    assert "\x00" not in sim.ti("a").message and len(sim.ti("a").message) <= 4096
+
+
+def test_one_bad_run_decision_is_refused_alone() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a")), dag("e", task("a")))
+    early = datetime(1899, 12, 31, tzinfo=UTC)  # a DAG starting 1900-01-01: interval before
+    bad = c.RunDecision("d", T0, T0, T0, RunType.MANUAL, conf={"x": _deep(40)})
+    first = c.RunDecision("d", datetime(1900, 1, 1, tzinfo=UTC), early, early)
+    good = c.RunDecision("e", T0, T0 - timedelta(days=1), T0)
+    result = sim.apply(c.CreateRuns(request_id="r", now=T0, runs=(bad, first, good)))
+    assert [item.reason for item in result.value] == [r.INVALID, "", ""]
+    assert "nested deeper" in result.value[0].value
+
+
+def test_a_barrier_takes_no_place_in_the_request_id_memory() -> None:
+    sim = Sim()
+    before = len(sim.state._dedup)
+    for i in range(3):
+        assert sim.apply(c.Batch(request_id=f"barrier-{i}", now=T0, commands=())).ok
+    assert len(sim.state._dedup) == before
+
+
+def test_a_malformed_value_is_refused_not_raised() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a")))
+    weird = c.AppendLogs(
+        request_id="w",
+        now=T0,
+        key=TaskKey("d", "r", "a"),
+        token=1,
+        chunks=(c.LogChunk(["x"], "t"),),  # type: ignore[arg-type]
+    )
+    assert sim.apply(weird).reason == r.INVALID
+    from dataclasses import replace as _replace
+
+    spec = dag("z", task("a"))
+    broken = _replace(spec, tasks=(_replace(spec.tasks[0], kind=["bash"]),))  # type: ignore[arg-type]
+    result = sim.apply(c.RegisterDags(request_id="z", now=T0, specs=(broken,)))
+    assert result.value[0].reason == r.INVALID and sim.state.halted is None

@@ -12,6 +12,7 @@ from test_state_harness import T0, Sim, at, dag, run_id, task
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core.model import OutboxKind, RunType
+from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.core.state import DEDUP_CAPACITY, SchedulerState
 from raftsched.errors import SnapshotVersionError
 
@@ -193,7 +194,7 @@ def busy_sim() -> Sim:
 def test_snapshot_is_json_and_restores_equal() -> None:
     state = busy_sim().state
     snap = state.snapshot()
-    assert snap["schema_version"] == 1
+    assert snap["schema_version"] == SCHEMA_VERSION
     restored = SchedulerState.restore(json.loads(json.dumps(snap)))
     assert restored.snapshot() == snap
     assert restored.digest() == state.digest() == state.recompute_digest()
@@ -228,12 +229,24 @@ def test_snapshot_then_restore_then_continue_equals_continuing() -> None:
 
 def test_newer_snapshot_is_refused() -> None:
     snap = SchedulerState().snapshot()
-    snap["schema_version"] = 2
+    snap["schema_version"] = SCHEMA_VERSION + 1
     with pytest.raises(SnapshotVersionError) as err:
         SchedulerState.restore(snap)
-    assert err.value.found == 2 and "upgrade raftsched" in str(err.value)
+    assert err.value.found == SCHEMA_VERSION + 1 and "upgrade raftsched" in str(err.value)
     with pytest.raises(ValueError, match="schema_version"):
         SchedulerState.restore({})
+
+
+def test_a_version_1_snapshot_still_restores() -> None:
+    sim = Sim()
+    sim.register(dag("d", task("a")))
+    sim.create("d")
+    snap = sim.state.snapshot()
+    for key in ("halted", "clock", "evicted_slots", "fences"):
+        del snap[key]
+    snap["schema_version"] = 1
+    restored = SchedulerState.restore(snap)
+    assert restored.run("d", run_id()) is not None and restored.halted is None
 
 
 def test_digest_tracks_state() -> None:

@@ -54,8 +54,16 @@ _CODE_OF_HTTP: dict[int, str] = {
 }
 # The cluster names the gRPC request field (``conf_json = '...': expected ...``); the REST
 # body calls some of them differently.
-_FIELD_NAMES = {"conf_json": "conf"}
-_FIELD_PREFIX = re.compile(r"^([a-z_][a-z0-9_.\[\]]*) = ")
+_FIELD_NAMES = {"conf_json": "conf", "states": "state"}
+_REQUEST_FIELDS = frozenset(
+    {"dag_id", "run_id", "task_id", "task_ids", "logical_date", "start_date", "end_date"}
+    | {"page_size", "page_token", "search", "state", "try_number", "after_seq", "recent_runs"}
+    | {"tags", "dry_run"}
+    | set(_FIELD_NAMES)
+)
+# "conf_json = '[1]': expected a JSON object", "conf_json is 70000 bytes long; ...",
+# "task_ids[3] = ...": the gRPC request field the message starts with.
+_FIELD_PREFIX = re.compile(r"^([a-z_]+)(\[\d+\])?(?: = |\s)")
 
 
 class ApiProblem(Exception):
@@ -88,7 +96,7 @@ def _from_gateway(err: GatewayError) -> tuple[Response, int]:
     message = err.message
     field = None
     match = _FIELD_PREFIX.match(message)
-    if match and code in ("INVALID_ARGUMENT", "OUT_OF_RANGE"):
+    if match and match.group(1) in _REQUEST_FIELDS and code in ("INVALID_ARGUMENT", "OUT_OF_RANGE"):
         field = _FIELD_NAMES.get(match.group(1), match.group(1))
         message = field + message[len(match.group(1)) :]
     return error_response(code, message, field=field)

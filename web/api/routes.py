@@ -98,6 +98,12 @@ def authenticate() -> None:
         raise ApiProblem("PAYLOAD_TOO_LARGE", f"the body is over {MAX_BODY_BYTES} bytes")
     if request.endpoint in PUBLIC_ENDPOINTS:
         return
+    if request.method == "POST" and request.content_length and not request.is_json:
+        raise ApiProblem(
+            "UNSUPPORTED_MEDIA_TYPE",
+            f"the body is {request.mimetype or 'untyped'}: send JSON (Content-Type:"
+            " application/json)",
+        )
     scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
@@ -202,7 +208,7 @@ def unpause_dag(dag_id: str) -> Any:
 
 
 @bp.route("/dags/<dag_id>/runs", methods=["POST"], tags=["Runs"])
-@bp.arguments(s.TriggerBody)
+@bp.arguments(s.TriggerBody, required=False)
 @bp.response(201, s.Run)
 @errors(400, 403, 404, 409)
 def trigger_dag(body: dict[str, Any], dag_id: str) -> Any:
@@ -283,7 +289,7 @@ def list_task_instances(dag_id: str, run_id: str, page_size: int, page_token: st
 
 
 @bp.route("/dags/<dag_id>/runs/<run_id>/clear", methods=["POST"], tags=["Task instances"])
-@bp.arguments(s.ClearBody)
+@bp.arguments(s.ClearBody, required=False)
 @bp.response(200, s.ClearResult)
 @errors(400, 403, 404, 409)
 def clear_tasks(body: dict[str, Any], dag_id: str, run_id: str) -> Any:

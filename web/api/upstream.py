@@ -42,7 +42,6 @@ class Caller:
     token: str
     seen: SeenIndex = field(default_factory=SeenIndex)
     consistency: str = ""
-    answered: bool = False  # did any call of this request reach the cluster?
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -66,7 +65,6 @@ class ApiGateway(Gateway):
             raise Unavailable(str(err), "UNAVAILABLE") from None
         except ApiError as err:
             raise _translate(err, method) from None
-        caller.answered = True
         return response
 
 
