@@ -21,6 +21,7 @@ from raftsched.core import limits
 from raftsched.core.limits import MAX_CALLABLE_CHARS, MAX_ENV_NAME_CHARS, MAX_ZONE_CHARS
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
 from raftsched.core.timetable import PRESETS, check_cron, get_zone
+from raftsched.core.validate import HOST_ZONES
 from raftsched.errors import DagDefinitionError, LimitExceeded
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,250}")
@@ -71,9 +72,15 @@ def check_zone(name: object, *, dag_id: str) -> ZoneInfo:
     bounded(
         limits.check_text, "timezone", name, MAX_ZONE_CHARS, where=f"DAG {dag_id!r}", dag_id=dag_id
     )
+    if name in HOST_ZONES:
+        raise DagDefinitionError(
+            f"DAG {dag_id!r}: timezone {name!r} is the host's own zone, which differs between"
+            " machines; use an IANA name such as 'Europe/Berlin'",
+            dag_id=dag_id,
+        )
     try:
         return get_zone(name)
-    except ValueError as err:
+    except (ValueError, OSError) as err:  # OSError: a folder of the zone database ("America")
         raise DagDefinitionError(f"DAG {dag_id!r}: {err}", dag_id=dag_id) from None
 
 
