@@ -27,6 +27,17 @@ from raftsched.errors import ConfigError
 
 ENV_PREFIX = "RAFTSCHED__"
 DEFAULTS = "defaults"
+FENCE_MARGIN_MIN = 1.0  # seconds
+FENCE_MARGIN_FRACTION = 0.2  # of lease_ttl
+
+
+def fence_margin(lease_ttl: float) -> float:
+    """How long before its lease could expire a worker kills an attempt it could not
+    heartbeat (``raftsched.worker.loop``): ``max(1s, 20% of lease_ttl)``. It covers the kill
+    itself, the watchdog's tick and the cluster nodes' clocks disagreeing (a lease is stamped by
+    one leader's clock and may be expired by the next one's). Capped at half the TTL for the
+    sub-2-second TTLs only tests use (the config refuses them, see ``_check``)."""
+    return min(max(FENCE_MARGIN_MIN, FENCE_MARGIN_FRACTION * lease_ttl), lease_ttl / 2)
 
 
 class _Section:
@@ -373,6 +384,16 @@ def _check_together(v: dict[str, dict[str, Any]], raw: _Raw) -> None:
         reason = (
             f"expected heartbeat_interval < lease_ttl (they are {worker['heartbeat_interval']:g}"
             f" and {worker['lease_ttl']:g}), or leases expire between heartbeats"
+        )
+        raise _bad(raw, ("worker", "heartbeat_interval"), reason, also=("worker", "lease_ttl"))
+    margin = max(FENCE_MARGIN_MIN, FENCE_MARGIN_FRACTION * worker["lease_ttl"])
+    room = worker["lease_ttl"] - margin  # a worker kills an attempt unheartbeated this long
+    if 2 * worker["heartbeat_interval"] > room:
+        reason = (
+            f"expected 2 x heartbeat_interval <= lease_ttl - max(1, 20% of lease_ttl) (they are"
+            f" {worker['heartbeat_interval']:g} and {worker['lease_ttl']:g}): a worker kills an"
+            f" attempt it could not heartbeat for {room:g}s, so at least two heartbeats must fit"
+            " in that time; lower heartbeat_interval or raise lease_ttl"
         )
         raise _bad(raw, ("worker", "heartbeat_interval"), reason, also=("worker", "lease_ttl"))
 

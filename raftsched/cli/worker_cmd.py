@@ -105,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
         noop=args.noop,
     )
     tls_ca = str(config.api.tls_ca) if config.api.tls_ca is not None else None
-    client = RaftschedClient(servers, token=token, tls_ca=tls_ca)
+    # A node that swallows packets costs a heartbeat at most one interval before the next node
+    # is tried, so a partitioned node alone never makes the worker fence healthy attempts.
+    attempt = max(2.0, cfg.heartbeat_interval)
+    client = RaftschedClient(servers, token=token, tls_ca=tls_ca, attempt_timeout=attempt)
     # Long polls get a client of their own: SIGTERM closes it to end an outstanding poll.
     poll_client = RaftschedClient(servers, token=token, tls_ca=tls_ca)
     transport = GrpcWorkerTransport(

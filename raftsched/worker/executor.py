@@ -5,8 +5,9 @@
 DAG file that PythonTasks of this worker come from (at most :data:`MAX_FORKSERVERS`, least
 recently used retired first), and hands :meth:`Executor.spawn` calls to the right server. A
 :class:`Handle` is one attempt: its guard's PID, its end (wait status, or why it could not
-run), and the two requests the runner makes of it: ``signal`` (SIGTERM to its group) and
-``kill`` (the guard kills the whole attempt).
+run), and the requests the runner makes of it: ``signal`` (SIGTERM to its group), ``kill``
+(the guard kills the whole attempt) and ``extend`` (move on the lease deadline at which its
+server kills it unasked).
 
 A PythonTask whose DAG file has no usable fork server (the import failed, took longer than
 :data:`FORKSERVER_WAIT`, or the file is missing) runs cold: ``python -m
@@ -53,6 +54,7 @@ class Handle:
         self.pid: int | None = None
         self.status: int | None = None
         self.error: str | None = None
+        self.fenced = False  # killed by its server: its lease deadline passed (see extend)
         self.done = threading.Event()
         self.started = threading.Event()  # set on "started", and when done
 
@@ -72,11 +74,20 @@ class Handle:
         if not self.done.is_set():
             self.channel.request({"op": "kill", "id": self.id})
 
+    def extend(self, deadline: float) -> None:
+        """Move the attempt's fence to ``deadline`` (``time.monotonic()``, system-wide on
+        Linux): its server kills the attempt when that passes without a later extension, even
+        if this process is frozen (the worker's lease safety, see ``loop.py``)."""
+        if not self.done.is_set():
+            self.channel.request({"op": "extend", "id": self.id, "at": float(deadline)})
+
     def _update(self, message: Mapping[str, Any]) -> None:
         if message.get("op") == "started":
             self.pid = int(message["pid"])
             self.started.set()
             return
+        if message.get("fenced"):
+            self.fenced = True
         if "status" in message:
             self.status = int(message["status"])
         else:
@@ -300,8 +311,10 @@ class Executor:
         fileloc: str = "",
         callable_name: str = "",
         kwargs: Mapping[str, Any] | None = None,
+        deadline: float | None = None,
     ) -> Handle:
-        base = {"env": dict(env), "cwd": cwd}
+        """``deadline``: the attempt's fence (see :meth:`Handle.extend`); None: none."""
+        base: dict[str, Any] = {"env": dict(env), "cwd": cwd, "deadline": deadline}
         kwargs = dict(kwargs or {})
         stdin_data: bytes | None = None
         channel: Channel | None = None

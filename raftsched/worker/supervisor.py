@@ -30,12 +30,18 @@ attempt costs a fork and, for a BashTask, the exec of bash: no interpreter start
   there after ``_guard.TEARDOWN_SECONDS``. The server is a subreaper too: what a guard killed
   by a signal leaves behind is re-parented to it and SIGKILLed. Signals go only to guards not
   yet reaped, from the one thread that reaps, so never to a reused PID.
+- Lease fence: a ``spawn`` may carry a ``deadline`` (``time.monotonic()``, the same clock in
+  every process of the machine), which ``extend`` moves on. When it passes the server kills
+  the attempt as ``kill`` does and marks its ``exit`` ``fenced``. The worker moves it on each
+  heartbeat the cluster accepts, so an attempt dies before its lease can expire even when the
+  worker is frozen (SIGSTOP, swapped out) or cut off, and cannot run beside its retry.
 
 Messages are JSON objects on a SOCK_SEQPACKET socket, one per packet, file descriptors
 attached. Worker -> server: ``spawn`` (id; fds stdin, stdout, stderr, spec: a memfd holding the
 JSON spec), ``signal`` (id, signum), ``kill`` (id), ``forkserver`` (path; fd: its socket),
-``retire`` (exit once no attempt runs; a spawn that arrives first still runs). Server ->
-worker: ``started`` (id, pid), ``exit`` (id, status: the wait status, or error), ``ready``
+``retire`` (exit once no attempt runs; a spawn that arrives first still runs), ``extend`` (id,
+at: the attempt's new deadline). Server -> worker: ``started`` (id, pid), ``exit`` (id, status:
+the wait status, or error; ``fenced`` when its deadline killed it), ``ready``
 (stamp) / ``failed`` (message) from a fork server.
 """
 
@@ -112,6 +118,8 @@ class Server:
         self.guards: dict[int, int] = {}  # guard pid -> attempt id
         self.by_id: dict[int, int] = {}  # attempt id -> guard pid
         self.killed: dict[int, float] = {}  # guard pid -> when it was told to kill
+        self.deadlines: dict[int, float] = {}  # guard pid -> its lease fence (monotonic)
+        self.fenced: set[int] = set()  # guards killed by their deadline
         self.forkservers: set[int] = set()
         self.retiring = False
         self.sweep = False
@@ -133,6 +141,8 @@ class Server:
             if self.retiring and not self.guards:
                 os._exit(0)
             timeout = 0.05 if (self.killed or self.sweep) else PARENT_POLL
+            if self.deadlines:
+                timeout = max(0.0, min(timeout, min(self.deadlines.values()) - time.monotonic()))
             try:
                 ready = {fd for fd, _ in poller.poll(timeout * 1000)}
             except InterruptedError:
@@ -157,6 +167,7 @@ class Server:
                             os.close(fd)
             if os.getppid() != self.parent:
                 self._die()
+            self._fence()
             self._backstop()
             if self.sweep:
                 self._sweep()
@@ -187,9 +198,14 @@ class Server:
                 ident = self.guards.pop(pid)
                 self.by_id.pop(ident, None)
                 self.killed.pop(pid, None)
+                self.deadlines.pop(pid, None)
                 if os.WIFSIGNALED(status):
                     self.sweep = True  # it may have left orphans to me
-                self._reply({"op": "exit", "id": ident, "status": status})
+                reply: dict[str, Any] = {"op": "exit", "id": ident, "status": status}
+                if pid in self.fenced:
+                    self.fenced.discard(pid)
+                    reply["fenced"] = True
+                self._reply(reply)
             else:
                 self.forkservers.discard(pid)  # or an orphan I adopted and killed
 
@@ -203,6 +219,21 @@ class Server:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         self.sweep = bool(strays)
+
+    def _fence(self) -> None:
+        """Kill each attempt whose lease deadline passed (see ``extend``)."""
+        now = time.monotonic()
+        for pid, at in list(self.deadlines.items()):
+            if now >= at:
+                del self.deadlines[pid]
+                if pid in self.guards and pid not in self.killed:
+                    self.fenced.add(pid)
+                    self._kill(pid)
+
+    def _kill(self, pid: int) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, _guard.DEATH_SIGNAL)
+        self.killed.setdefault(pid, time.monotonic())
 
     def _backstop(self) -> None:
         now = time.monotonic()
@@ -227,9 +258,11 @@ class Server:
         elif op == "kill":
             pid = self.by_id.get(int(message["id"]))
             if pid is not None:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, _guard.DEATH_SIGNAL)
-                self.killed.setdefault(pid, time.monotonic())
+                self._kill(pid)
+        elif op == "extend":
+            pid = self.by_id.get(int(message["id"]))
+            if pid is not None and pid in self.deadlines:  # not fenced already
+                self.deadlines[pid] = max(self.deadlines[pid], float(message["at"]))
         elif op == "forkserver" and not self.is_forkserver and fds:
             self._start_forkserver(str(message["path"]), fds[0])
         elif op == "retire":
@@ -249,6 +282,8 @@ class Server:
             self._become_guard(spec, fds)
         self.guards[pid] = ident
         self.by_id[ident] = pid
+        if spec.get("deadline") is not None:
+            self.deadlines[pid] = float(spec["deadline"])
         self._reply({"op": "started", "id": ident, "pid": pid})
 
     def _become_guard(self, spec: dict[str, Any], fds: list[int]) -> NoReturn:
