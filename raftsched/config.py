@@ -74,6 +74,7 @@ class CoreConfig(_Section):
     dag_file_output_limit: int = setting("1048576", s.integer(ge=1))
     load_examples: bool = setting("true", s.boolean)
     logging_level: str = setting("INFO", s.choice("DEBUG", "INFO", "WARNING", "ERROR"))
+    log_format: str = setting("text", s.choice("text", "json"))
 
 
 @dataclass(frozen=True, repr=False)

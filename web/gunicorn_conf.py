@@ -16,7 +16,8 @@ from typing import Any
 
 from raftsched.config import load_config
 
-_web = load_config().webserver
+_config = load_config()
+_web = _config.webserver
 
 # Earlier designs named the threaded worker gunicorn.workers.gthread.GThread, a class gunicorn
 # does not have (it is ThreadWorker); configs written that way keep working.
@@ -31,6 +32,12 @@ proc_name = "raftsched-webserver"
 accesslog = "-"
 errorlog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'  # no cookies, no referrer
+loglevel = _config.core.logging_level.lower()
+if _config.core.log_format == "json":  # [core] log_format: gunicorn's and the app's lines too
+    from raftsched.logging_setup import gunicorn_logconfig, set_node_id
+
+    set_node_id(f"webserver {_web.bind}")
+    logconfig_dict = gunicorn_logconfig(_config.core.logging_level, "json")
 # A followed log or a slow cluster must not get a worker killed: pages wait at most
 # RAFTSCHED_DEADLINE seconds per call.
 timeout = 60

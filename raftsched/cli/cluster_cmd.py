@@ -154,7 +154,7 @@ def _scheduler(args: argparse.Namespace) -> int:
     from raftsched.config import load_config
 
     config = load_config(args.config)
-    setup_logging(config.core.logging_level)
+    setup_logging(config.core.logging_level, config.core.log_format)
     check_pysyncobj()  # we patch its internals: refuse a release that lacks them, in one line
     taskenv.configure(config.worker.task_env_allowlist)  # what DAG-parse children may see
     taskenv.protect_this_process()  # no task of the same user reads our /proc environ

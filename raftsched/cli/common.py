@@ -4,8 +4,6 @@ and the log setup of the long-running commands."""
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 
 from raftsched.cli.main import EXIT_USAGE
 
@@ -27,14 +25,9 @@ def usage(parser: argparse.ArgumentParser) -> int:
     return EXIT_USAGE
 
 
-def setup_logging(level: str) -> None:
-    """Log to stderr with time, level, logger and thread, unless logging is set up already."""
-    root = logging.getLogger()
-    if root.handlers:
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s")
-    )
-    root.addHandler(handler)
-    root.setLevel(level)
+def setup_logging(level: str, log_format: str = "text", *, node_id: str | None = None) -> None:
+    """Log to stderr ([core] logging_level, log_format), unless logging is set up already:
+    ``raftsched.logging_setup.setup_logging``, the one set-up of every process."""
+    from raftsched.logging_setup import setup_logging as setup
+
+    setup(level, log_format, node_id=node_id)

@@ -127,7 +127,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     from raftsched.config import load_config
 
     config = load_config(args.config)
-    setup_logging(config.core.logging_level)
+    setup_logging(config.core.logging_level, config.core.log_format)
     cluster = config.cluster
     nodes = list(cluster.nodes)
     chosen = [n.strip() for n in args.nodes.split(",") if n.strip()] if args.nodes else nodes

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     servers, token = resolve(args)
-    setup_logging(config.core.logging_level)
+    setup_logging(config.core.logging_level, config.core.log_format)
     log = logging.getLogger("raftsched.worker")
     cfg = config.worker
     from raftsched import taskenv
@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
     )
     record = _recorder(args.record) if args.record else None
     worker = Worker(transport, settings, worker_id=args.worker_id, record=record)
+    from raftsched.logging_setup import set_node_id
+
+    set_node_id(worker.worker_id)  # "node" of every log line
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: stopping (grace %gs)", signal.Signals(signum).name, cfg.grace_period)

@@ -57,6 +57,7 @@ from pysyncobj import FAIL_REASON, SyncObj, replicated
 from pysyncobj.transport import TCPTransport
 
 from raftsched.cluster.journal import DurableJournal
+from raftsched.cluster.metrics import NodeInstruments
 from raftsched.cluster.settings import RaftSettings, build_conf
 from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
@@ -160,6 +161,7 @@ class SchedulerNode(SyncObj):
         settings: RaftSettings,
         *,
         state_factory: Callable[[], SchedulerState] | None = None,
+        instruments: NodeInstruments | None = None,
     ) -> None:
         if state_factory is None:
             from raftsched.core.state import SchedulerState
@@ -171,7 +173,9 @@ class SchedulerNode(SyncObj):
         self._state_factory = state_factory
         self._lock = threading.RLock()
         self._state = state_factory()
-        self._apply_listeners: list[ApplyListener] = []
+        # Prometheus counters and histograms of this node (cluster/metrics.py).
+        self.instruments = instruments if instruments is not None else NodeInstruments()
+        self._apply_listeners: list[ApplyListener] = [self.instruments.on_apply]
         self._role_listeners: list[RoleListener] = []
         self._role_cond = threading.Condition()
         self._role_seq = 0
@@ -202,11 +206,13 @@ class SchedulerNode(SyncObj):
         with self._lock:
             if self._fatal_error is not None:
                 raise RuntimeError(f"node stopped applying: {self._fatal_error}")
+            started = time.perf_counter()
             try:
                 result = self._state.apply(command, log_index=log_index)
             except Exception:  # apply must not raise; if it does, every replica does the same
                 log.exception("apply raised at log index %d (%s)", log_index, type(command))
                 result = Result(ok=False, reason=INTERNAL_ERROR)
+            self.instruments.apply_latency.observe(time.perf_counter() - started)
             if result.reason == INTERNAL_ERROR:
                 log.critical(
                     "the state machine stopped applying at log index %d: %s; command: %.2000r."
@@ -351,6 +357,8 @@ class SchedulerNode(SyncObj):
             self.raftCurrentTerm,
             self.leader_address,
         )
+        if role == "leader":
+            self.instruments.note_leader(int(self.raftCurrentTerm))
         with self._role_cond:
             self._role_seq += 1
             listeners = list(self._role_listeners)
@@ -363,6 +371,7 @@ class SchedulerNode(SyncObj):
 
     def _note_leader_contact(self) -> None:
         self._last_leader_contact = time.time()
+        self.instruments.note_leader(int(self.raftCurrentTerm))
 
     # -- the journal (group commit) ----------------------------------------------------------
 
@@ -399,6 +408,7 @@ class SchedulerNode(SyncObj):
             raise RuntimeError(
                 f"no snapshot while the state machine is stopped: {self.apply_error}"
             )
+        started = time.perf_counter()
         with self._lock:
             state = self._state.snapshot()
         payload = {"format": SNAPSHOT_FORMAT, "raft": tuple(raft_data), "state": state}
@@ -407,6 +417,7 @@ class SchedulerNode(SyncObj):
                 pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
             raw.flush()
             os.fsync(raw.fileno())
+        self.instruments.snapshot_duration.observe(time.perf_counter() - started)
         log.info("snapshot written at log index %s", _entry_index(raft_data))
 
     def _read_snapshot(self, filename: str) -> tuple[Any, ...]:

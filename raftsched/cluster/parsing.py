@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from raftsched.cluster.metrics import NodeInstruments
 from raftsched.core.model import DagSpec, ImportErrorRecord
 from raftsched.dags.parser import DagFileParser, dag_files
 
@@ -38,8 +39,10 @@ class ParseThread:
         poll_interval: float = 1.0,
         max_workers: int = 2,
         catchup_by_default: bool = False,
+        instruments: NodeInstruments | None = None,
     ) -> None:
         self._folder = Path(folder)
+        self._instruments = instruments if instruments is not None else NodeInstruments()
         self._catchup_by_default = catchup_by_default
         self._timeout = timeout
         self._output_limit = output_limit
@@ -92,9 +95,13 @@ class ParseThread:
                     result = parser.parse()
                 except Exception:
                     log.exception("parsing %s failed", self._folder)
+                    self._instruments.dag_parse_errors.inc()
                     self._stop.wait(self._poll)
                     continue
                 self.parses += 1
+                self._instruments.dag_parse_duration.observe(time.monotonic() - started)
+                if result.errors:
+                    self._instruments.dag_parse_errors.inc(len(result.errors))
                 log.debug(
                     "parsed %s: %d DAGs, %d errors in %.2fs",
                     self._folder,

@@ -21,12 +21,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from raftsched import logging_setup
 from raftsched.cluster import test_hooks
 from raftsched.cluster.admin import AdminServer
 from raftsched.cluster.heartbeat import HeartbeatWriter
 from raftsched.cluster.leader import LeaderLoop, LoopSettings
 from raftsched.cluster.materializer_driver import MaterializerDriver
-from raftsched.cluster.metrics import NodeMetrics
+from raftsched.cluster.metrics import NodeInstruments, NodeMetrics
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer
 from raftsched.cluster.settings import RaftSettings, settings_from_config
@@ -54,6 +55,7 @@ class NodeRuntime:
         default_lease_ttl: float = 30.0,
     ) -> None:
         self.settings = settings
+        logging_setup.set_node_id(settings.self_address)  # "node" of every log line
         self.loop_settings = loop_settings
         self.sink = sink
         self._materialize_batch = materialize_batch
@@ -116,17 +118,19 @@ class NodeRuntime:
         """Start the node and its threads. Call from the main thread: pysyncobj's tick thread
         stops when the thread that created the SyncObj exits."""
         s = self.settings
+        logging_setup.set_node_id(s.self_address)  # "node" of every log line
         log.info(
             "starting node %s (cluster %s, data in %s)",
             s.self_address,
             ",".join(s.nodes),
             s.node_dir,
         )
+        instruments = NodeInstruments()  # this node's own registry (several nodes per process)
         if self._admin_enabled:  # bind first: a port clash fails before Raft starts
-            self.admin = AdminServer(
-                s.admin_address, self.status, metrics=NodeMetrics(self.status).render
-            )
-        self.node = node = SchedulerNode(s)
+            metrics = NodeMetrics(self.status, instruments, node=lambda: self.node)
+            self.admin = AdminServer(s.admin_address, self.status, metrics=metrics.render)
+        self.node = node = SchedulerNode(s, instruments=instruments)
+        logging_setup.set_term_provider(lambda: node.raftCurrentTerm)  # "term" of log lines
         test_hooks.install(node)  # RAFTSCHED_TEST_* variables; none in production
         self.proposer = Proposer(node, commit_timeout=s.commit_timeout)
         self.leader_loop = LeaderLoop(node, self.proposer, self.loop_settings)

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
+from raftsched.logging_setup import task_context
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
@@ -245,7 +246,14 @@ class Worker:
 
     def _attempt(self, r: _Running) -> None:
         a = r.assignment
-        log.info("start %s try %d (%s, token %d)", describe(a.key), a.try_number, a.kind, a.token)
+        log.info(
+            "start %s try %d (%s, token %d)",
+            describe(a.key),
+            a.try_number,
+            a.kind,
+            a.token,
+            extra=task_context(a.key, a.try_number),
+        )
         outcome = Outcome(False, None, "the worker could not run the task")
         try:
             outcome = r.attempt.run()
@@ -291,6 +299,7 @@ class Worker:
                 verdict,
                 took,
                 f": {outcome.message}" if outcome.message else "",
+                extra=task_context(a.key, a.try_number),
             )
             self._report(r, a, outcome)
         finally:

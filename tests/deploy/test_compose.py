@@ -318,3 +318,39 @@ def test_the_readme_compose_commands_parse(services: dict[str, dict[str, Any]]) 
     assert any(argv[:2] == ["cluster", "status"] for argv in lines), lines
     for argv in lines:
         parses(argv)
+
+
+# -- Prometheus ------------------------------------------------------------------------------
+
+ADMIN_OFFSET = 100
+
+
+def test_prometheus_scrapes_every_scheduler_node_status_endpoint(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    prometheus = services["prometheus"]
+    assert prometheus.get("restart") in LONG_RUNNING
+    assert "/-/healthy" in healthcheck_text(prometheus)
+    mount = next(
+        str(v)
+        for v in prometheus["volumes"]
+        if str(v).endswith(":/etc/prometheus/prometheus.yml:ro")
+    )
+    assert "--config.file=/etc/prometheus/prometheus.yml" in command(prometheus)
+    assert set(prometheus["depends_on"]) == set(named(services, "scheduler"))
+    assert all(str(p).startswith("127.0.0.1:") for p in prometheus.get("ports", []))
+
+    config = yaml.safe_load((ROOT / mount.split(":")[0]).read_text())
+    jobs = config["scrape_configs"]
+    targets = [
+        target
+        for job in jobs
+        if job.get("metrics_path", "/metrics") == "/metrics"
+        for static in job.get("static_configs", [])
+        for target in static["targets"]
+    ]
+    expected = [f"{name}:{RAFT_PORT + ADMIN_OFFSET}" for name in named(services, "scheduler")]
+    assert sorted(targets) == expected, "scrape targets must be the scheduler services' /metrics"
+    for name in named(services, "scheduler"):
+        # the admin endpoint listens on the node's own container address, not loopback
+        assert "RAFTSCHED__CLUSTER__ADMIN_BIND" not in env(services[name]), name

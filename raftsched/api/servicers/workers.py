@@ -35,6 +35,7 @@ from raftsched.core import commands as c
 from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey
+from raftsched.logging_setup import task_context
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             raise_for_result(result, detail=_detail(result, "LeaseTasks"))
             grants = tuple(result.value or ())
             if grants:
-                log.debug("leased %d task(s) to %s", len(grants), worker_id)
+                for grant in grants:
+                    log.debug(
+                        "leased %s/%s/%s try %d to %s",
+                        grant.lease.key.dag_id,
+                        grant.lease.key.run_id,
+                        grant.lease.key.task_id,
+                        grant.try_number,
+                        worker_id,
+                        extra=task_context(
+                            grant.lease.key, grant.try_number, request_id=base, worker_id=worker_id
+                        ),
+                    )
                 return worker_pb2.LeaseResponse(leases=[convert.task_lease(g) for g in grants])
             if result.duplicate:
                 continue  # a retried Lease replaying its earlier attempts: no waiting

@@ -1,0 +1,79 @@
+"""deploy/grafana/raftsched.json: valid Grafana dashboard JSON whose every query names only
+series a scheduler node serves (``raftsched.cluster.metrics.METRIC_NAMES``; the integration
+test tests/integration/test_node_metrics.py checks them against a real node's scrape)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from raftsched.cluster.metrics import METRIC_NAMES
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "grafana" / "raftsched.json"
+NAME = re.compile(r"\braftsched_[a-z0-9_]+")
+
+
+def load() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text())
+
+
+def exprs(dashboard: dict[str, Any]) -> list[str]:
+    return [
+        target["expr"]
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        if "expr" in target
+    ]
+
+
+def dashboard_metric_names() -> set[str]:
+    return {name for expr in exprs(load()) for name in NAME.findall(expr)}
+
+
+def test_the_dashboard_is_valid_json_with_panels_and_queries() -> None:
+    dashboard = load()
+    assert dashboard["title"] and dashboard["uid"]
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 10
+    for panel in panels:
+        assert panel["title"] and panel["targets"], panel["title"]
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"datasource", "instance"} <= variables
+
+
+def test_every_metric_the_dashboard_uses_is_served() -> None:
+    used = dashboard_metric_names()
+    unknown = used - set(METRIC_NAMES)
+    assert not unknown, f"the dashboard queries series no node serves: {sorted(unknown)}"
+
+
+def test_the_key_series_have_a_panel() -> None:
+    used = {re.sub(r"_(bucket|count|sum)$", "", name) for name in dashboard_metric_names()}
+    for key in (
+        "raftsched_raft_role",
+        "raftsched_raft_term",
+        "raftsched_leader_changes_total",
+        "raftsched_commit_latency_seconds",
+        "raftsched_apply_latency_seconds",
+        "raftsched_raft_log_entries",
+        "raftsched_snapshot_duration_seconds",
+        "raftsched_outbox_backlog",
+        "raftsched_outbox_quarantined_total",
+        "raftsched_runs",
+        "raftsched_task_instances",
+        "raftsched_leases_granted_total",
+        "raftsched_leases_expired_total",
+        "raftsched_schedule_lag_seconds",
+        "raftsched_db_write_latency_seconds",
+        "raftsched_dag_parse_duration_seconds",
+        "raftsched_dag_parse_errors_total",
+    ):
+        assert key in used, key
