@@ -193,6 +193,7 @@ class ExpiryWatch:
 
 def run_scenario(
     tmp_path: Path,
+    url: str,
     dag_id: str,
     start_victim: Callable[[ApiCluster], WorkerProc],
     cut: Callable[[WorkerProc], None],
@@ -203,7 +204,6 @@ def run_scenario(
     record = tmp_path / "ticks.log"
     record.touch()
     dags = {"fence.py": textwrap.dedent(DAG).replace("@LOG@", str(record))}
-    url = f"sqlite:///{tmp_path / 'meta.db'}"
     with ApiCluster(
         tmp_path, url, dags=dags, lease_ttl=LEASE_TTL, heartbeat_interval=HEARTBEAT
     ) as cluster:
@@ -272,7 +272,9 @@ def run_scenario(
 # -- a worker frozen by SIGSTOP ---------------------------------------------------------------
 
 
-def test_a_frozen_workers_attempt_dies_before_its_lease_expires(tmp_path: Path) -> None:
+def test_a_frozen_workers_attempt_dies_before_its_lease_expires(
+    tmp_path: Path, db_url: str
+) -> None:
     """A PythonTask (forked by its DAG file's fork server, which holds the fence)."""
 
     def start(cluster: ApiCluster) -> WorkerProc:
@@ -280,6 +282,7 @@ def test_a_frozen_workers_attempt_dies_before_its_lease_expires(tmp_path: Path) 
 
     run_scenario(
         tmp_path,
+        db_url,
         "fence_py",
         start,
         cut=lambda w: w.signal(signal.SIGSTOP),
@@ -362,7 +365,7 @@ def hosts() -> Iterator[Any]:
 
 
 def test_a_cut_off_workers_attempt_dies_before_its_lease_expires(
-    tmp_path: Path, hosts: Any
+    tmp_path: Path, db_url: str, hosts: Any
 ) -> None:
     """A BashTask (forked by the worker's supervisor) on a worker in its own namespace, cut
     off by DROP rules there: its calls hang; its own watchdog kills the attempt."""
@@ -390,6 +393,7 @@ def test_a_cut_off_workers_attempt_dies_before_its_lease_expires(
     try:
         run_scenario(
             tmp_path,
+            db_url,
             "fence_sh",
             start,
             cut=lambda w: hosts.block(0, [hosts.gateway]),
