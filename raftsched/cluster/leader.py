@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from raftsched.clock import now as clock_now
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.parsing import ParseThread
-from raftsched.cluster.proposer import Proposer
+from raftsched.cluster.proposer import Pipeline, Proposer
 from raftsched.core import results as r
 from raftsched.core.commands import (
     AppendLogs,
@@ -74,6 +74,13 @@ _MIN_TICK_GAP = 0.01  # coalesce bursts of commits into one tick
 # up changed leader every few seconds. 50 runs apply in ~10 ms; a tick's other runs follow in
 # further entries.
 RUNS_PER_COMMAND = 50
+# Entries of one tick in flight at once (issue #11: the leader no longer waits for each commit
+# before proposing the next). The tick thread applies every entry committed by one round trip
+# in one go, so depth x RUNS_PER_COMMAND bounds that stretch too (measured: README Benchmarks).
+PIPELINE_DEPTH = 4
+# DAGs per RegisterDags/RemoveDags entry (the core allows MAX_DAGS_PER_COMMAND): registering
+# 10,000 DAGs as 1,000-spec entries held the tick thread long enough for elections.
+DAGS_PER_ENTRY = min(250, MAX_DAGS_PER_COMMAND)
 
 
 @dataclass(frozen=True)
@@ -189,7 +196,7 @@ class LeaderLoop:
             self.first_commit_at - self.became_leader_at,
             term,
         )
-        self._node.read(self._rebuild_due)
+        self._rebuild_due()
         if self._settings.parse:
             self._parser = ParseThread(
                 self._settings.dags_folder,
@@ -198,6 +205,7 @@ class LeaderLoop:
                 full_interval=self._settings.min_file_process_interval,
                 catchup_by_default=self._settings.catchup_by_default,
                 on_result=self._wake.set,
+                instruments=getattr(self._node, "instruments", None),
             )
             self._parser.start()
         last_tick = 0.0
@@ -250,9 +258,7 @@ class LeaderLoop:
         now = self._clock()
         commands: list[Command] = []
         runs = self._node.read(lambda state: self._collect_runs(state, now))
-        run_chunks = [
-            tuple(runs[i : i + RUNS_PER_COMMAND]) for i in range(0, len(runs), RUNS_PER_COMMAND)
-        ]
+        run_chunks = _run_chunks(runs, RUNS_PER_COMMAND)
         if run_chunks:
             commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
         queue = self._node.read(lambda state: state.ready_to_queue(now))
@@ -269,25 +275,47 @@ class LeaderLoop:
             if len(commands) == 1
             else self._proposer.make(Batch, commands=tuple(commands), now=now)
         )
-        result = self._propose(command)
-        if result is None:
-            return
-        pairs = (
-            list(zip(commands, result.value or (), strict=False))
-            if isinstance(command, Batch)
-            else [(command, result)]
+        # Pipelined (issue #11): every entry of the tick is proposed without waiting for the
+        # one before to commit, up to PIPELINE_DEPTH in flight; results come back in order and
+        # mark the DueIndex. Two entries with runs of one DAG are never in flight together
+        # (apply skips a slot at or before the DAG's last one: a later chunk committed first
+        # would make an earlier one skip its slots), so such a chunk waits for the one before.
+        pipeline = Pipeline(
+            self._proposer,
+            max_in_flight=PIPELINE_DEPTH,
+            deadline=self._proposer.commit_timeout,
+            should_continue=self._leading,
         )
-        for sub, sub_result in pairs:
-            if isinstance(sub, CreateRuns):
-                self._mark_created(sub, sub_result)
+
+        def first_done(result: r.Result | None, committed: bool) -> None:
+            if not committed or result is None:
+                return
+            pairs = (
+                list(zip(commands, result.value or (), strict=False))
+                if isinstance(command, Batch)
+                else [(command, result)]
+            )
+            for sub, sub_result in pairs:
+                if isinstance(sub, CreateRuns):
+                    self._mark_created(sub, sub_result)
+
+        pipeline.submit(command, first_done)
+        in_flight: set[str] = {d.dag_id for d in run_chunks[0]} if run_chunks else set()
         for chunk in run_chunks[1:]:
-            if not self._leading():
-                return
+            if pipeline.failed or not self._leading():
+                break
+            dags = {d.dag_id for d in chunk}
+            if not in_flight.isdisjoint(dags):
+                pipeline.drain()
+                in_flight = set()
+            in_flight |= dags
             create = self._proposer.make(CreateRuns, runs=chunk, now=now)
-            created = self._propose(create)
-            if created is None:
-                return
-            self._mark_created(create, created)
+            pipeline.submit(create, lambda res, ok, create=create: self._created(create, res, ok))
+        pipeline.drain()
+
+    def _created(self, command: CreateRuns, result: r.Result | None, committed: bool) -> None:
+        if committed and result is not None:
+            self._mark_created(command, result)
 
     def _collect_runs(self, state: SchedulerState, now: datetime) -> list[Any]:
         self.backpressure = state.outbox_size >= self._settings.max_outbox
@@ -298,7 +326,11 @@ class LeaderLoop:
             record = state.dags.get(dag_id)
             if record is None:
                 return 0
-            return record.spec.max_active_runs - state.active_run_count(dag_id)
+            # At most one entry's worth of runs per DAG and tick: a tick then spreads over
+            # many DAGs, whose entries can be in flight together (see _tick); a DAG with a
+            # longer backlog gets its next chunk in the next tick.
+            room = record.spec.max_active_runs - state.active_run_count(dag_id)
+            return min(room, RUNS_PER_COMMAND)
 
         room = self._settings.max_outbox - state.outbox_size  # each run adds >= 1 entry
         limit = min(self._settings.max_runs_per_tick, room)
@@ -315,6 +347,9 @@ class LeaderLoop:
                     decision.logical_date.isoformat(),
                     getattr(item, "value", "") or reason,
                 )
+            if getattr(item, "ok", False):
+                run = {"dag_id": decision.dag_id, "run_id": str(getattr(item, "value", ""))}
+                log.debug("run %s of %s created", run["run_id"], decision.dag_id, extra=run)
             if getattr(item, "ok", False) or reason in (r.RUN_EXISTS, r.INVALID):
                 self._due.mark_created(decision.dag_id, decision.logical_date)
 
@@ -326,6 +361,15 @@ class LeaderLoop:
         if not commands or not self._leading():
             return
         log.info("DAG files changed: proposing %s", ", ".join(type(c).__name__ for c in commands))
+        if sum(_dag_count(c) for c in commands) > DAGS_PER_ENTRY:
+            # Many DAGs (a first parse of a big folder): one entry each, in order, so no
+            # apply holds the tick thread long enough to cost an election (10 x 1,000 specs
+            # in one Batch did, on 2 busy cores). A failure stops here; the next parse
+            # proposes what is still missing.
+            for command in commands:
+                if not self._leading() or self._propose(command) is None:
+                    return
+            return
         command = (
             commands[0]
             if len(commands) == 1
@@ -355,16 +399,24 @@ class LeaderLoop:
         if not isinstance(command, _QUIET):
             self._wake.set()
 
-    def _rebuild_due(self, state: SchedulerState) -> None:
-        """Under the state lock: a fresh DueIndex from the replicated DAGs."""
-        self._due = DueIndex()
-        for record in state.dags.values():
-            if record.active:
-                self._due.upsert(
-                    record.spec, last_logical_date=record.last_logical_date, paused=record.paused
-                )
-        with self._dirty_lock:
-            self._dirty.clear()
+    def _rebuild_due(self) -> None:
+        """A fresh DueIndex from the replicated DAGs. Only the records are read under the
+        state lock: building the timetables of 10,000 DAGs takes seconds on a busy machine,
+        and apply (on the tick thread, which also answers heartbeats) waits for that lock."""
+
+        def records(state: SchedulerState) -> list[Any]:
+            with self._dirty_lock:
+                self._dirty.clear()
+            return [
+                (record.spec, record.last_logical_date, record.paused)
+                for record in state.dags.values()
+                if record.active
+            ]
+
+        due = DueIndex()
+        for spec, last, paused in self._node.read(records):
+            due.upsert(spec, last_logical_date=last, paused=paused)
+        self._due = due
         log.info("due index rebuilt: %d active DAGs", len(self._due))
 
     def _refresh_due(self) -> None:
@@ -373,19 +425,59 @@ class LeaderLoop:
         if not dirty:
             return
 
-        def refresh(state: SchedulerState) -> None:
+        def records(state: SchedulerState) -> list[Any]:
+            out = []
             for dag_id in dirty:
                 record = state.dags.get(dag_id)
                 if record is None or not record.active:
-                    self._due.remove(dag_id)
+                    out.append((dag_id, None, None, False))
                 else:
-                    self._due.upsert(
-                        record.spec,
-                        last_logical_date=record.last_logical_date,
-                        paused=record.paused,
-                    )
+                    out.append((dag_id, record.spec, record.last_logical_date, record.paused))
+            return out
 
-        self._node.read(refresh)
+        # The timetables are built outside the state lock (see _rebuild_due); a change
+        # committed meanwhile marks its DAG dirty again and is read next tick.
+        for dag_id, spec, last, paused in self._node.read(records):
+            if spec is None:
+                self._due.remove(dag_id)
+            else:
+                self._due.upsert(spec, last_logical_date=last, paused=paused)
+
+
+def _run_chunks(runs: list[Any], size: int) -> list[tuple[Any, ...]]:
+    """``runs`` (grouped by DAG, as ``DueIndex.collect`` returns them) in chunks of at most
+    ``size``, cut between DAGs where possible: a DAG's runs share a chunk unless they alone
+    exceed ``size`` (such chunks are then proposed one after the other, see ``_tick``)."""
+    chunks: list[tuple[Any, ...]] = []
+    current: list[Any] = []
+    groups: list[list[Any]] = []
+    for run in runs:
+        if groups and groups[-1][0].dag_id == run.dag_id:
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    for group in groups:
+        if current and len(current) + len(group) > size:
+            chunks.append(tuple(current))
+            current = []
+        while len(group) > size:
+            if current:
+                chunks.append(tuple(current))
+                current = []
+            chunks.append(tuple(group[:size]))
+            group = group[size:]
+        current.extend(group)
+    if current:
+        chunks.append(tuple(current))
+    return chunks
+
+
+def _dag_count(command: Command) -> int:
+    if isinstance(command, RegisterDags):
+        return len(command.specs)
+    if isinstance(command, RemoveDags):
+        return len(command.dag_ids)
+    return 0
 
 
 def _touched_dags(command: Command) -> set[str]:
@@ -421,11 +513,11 @@ def _dag_changes(
         or not record.active
         or record.spec.spec_hash != spec.spec_hash
     )
-    for start in range(0, len(changed), MAX_DAGS_PER_COMMAND):  # the core's bound per command
+    for start in range(0, len(changed), DAGS_PER_ENTRY):  # <= the core's bound per command
         commands.append(
             proposer.make(
                 RegisterDags,
-                specs=changed[start : start + MAX_DAGS_PER_COMMAND],
+                specs=changed[start : start + DAGS_PER_ENTRY],
                 paused_at_creation=paused_at_creation,
             )
         )
@@ -438,10 +530,8 @@ def _dag_changes(
             if record.active and dag_id not in parsed and record.spec.fileloc not in broken
         )
     )
-    for start in range(0, len(gone), MAX_DAGS_PER_COMMAND):
-        commands.append(
-            proposer.make(RemoveDags, dag_ids=gone[start : start + MAX_DAGS_PER_COMMAND])
-        )
+    for start in range(0, len(gone), DAGS_PER_ENTRY):
+        commands.append(proposer.make(RemoveDags, dag_ids=gone[start : start + DAGS_PER_ENTRY]))
     current = sorted(_import_errors(state), key=lambda e: e.fileloc)
     wanted = sorted(errors, key=lambda e: e.fileloc)
     if current != wanted:

@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
+from raftsched.cluster import metrics
 from raftsched.cluster.node import SchedulerNode
-from raftsched.cluster.proposer import Proposer
+from raftsched.cluster.proposer import Pipeline, Proposer
 from raftsched.core.commands import (
     AckMaterialized,
     Batch,
@@ -59,6 +61,7 @@ BACKOFF_MIN = 0.5
 BACKOFF_MAX = 5.0
 _COALESCE = 0.005  # let a burst of commits land before writing
 RECHECK = 5.0  # seconds between checks while the DB and the log disagree
+QUARANTINE_READ_INTERVAL = 1.0  # while batches follow each other; always after the last one
 REBUILD_HINT = (
     "stop every node and run `raftsched cluster rebuild --from-db` (the DB's history becomes"
     " the cluster's state), then start the nodes again"
@@ -119,6 +122,11 @@ class MaterializerDriver:
         self.mismatch: str | None = None  # the DB and the log disagree (see module doc)
         self._checked_term: int | None = None  # term whose DB/log check passed
         self.on_checked: Callable[[], None] | None = None  # wakes the leader loop
+        self._acks: Pipeline | None = None  # the ack in flight (materializer thread only)
+        self._acks_term: int | None = None
+        self._ack_sent = 0  # highest seq whose ack was submitted this term
+        self._ack_error: str | None = None
+        self._quarantine_read_at = 0.0
         node.add_apply_listener(self._on_apply)
         node.add_role_listener(lambda _role: self._wake.set())
 
@@ -206,6 +214,18 @@ class MaterializerDriver:
             self.on_checked()
 
     def _lead(self, term: int) -> None:
+        self._acks, self._ack_sent, self._ack_error = None, 0, None
+        try:
+            self._lead_rounds(term)
+        finally:
+            try:  # the ack in flight ends with this term (its outcome no longer matters)
+                if self._acks is not None:
+                    self._acks.drain()
+            except Exception:
+                log.debug("ack in flight at the end of the term", exc_info=True)
+            self._acks = None
+
+    def _lead_rounds(self, term: int) -> None:
         backoff = BACKOFF_MIN
         watermark: int | None = None
         while self._leading(term):
@@ -261,21 +281,57 @@ class MaterializerDriver:
             log.critical("%s", reason)
             raise LogDbMismatch(reason)
         if entries:
+            started = time.perf_counter()
             watermark = self._sink.write(entries)
+            metrics.of(self._node).db_write_latency.observe(time.perf_counter() - started)
             self.written += len(entries)
         self.db_watermark = watermark
-        self.quarantined = self._sink.quarantined_count()
+        more = bool(entries) and watermark < last_seq
+        now = time.monotonic()
+        if not more or now - self._quarantine_read_at >= QUARANTINE_READ_INTERVAL:
+            self.quarantined = self._sink.quarantined_count()
+            self._quarantine_read_at = now
         # The check above held before the write: the DB's entries up to the watermark are this
         # history's. A watermark now past last_seq means an old leader wrote further in the
         # same history meanwhile; ours up to last_seq are in the DB either way.
         ack = min(watermark, last_seq)
-        if ack > acked and self._leading(term):
+        if ack > max(acked, self._ack_sent) and self._leading(term):
             command = self._proposer.make(
                 AckMaterialized, seq=ack, finished_run_retention_seconds=self._retention
             )
-            self._proposer.propose(
-                command,
+            # Overlap (issue #11): the ack commits while the next batch is read and written;
+            # the ack before it is confirmed first (submit waits for it), so at most one is in
+            # flight and a failed one surfaces here as an error, as before.
+            self._ack_pipeline(term).submit(command, self._ack_done)
+            self._ack_sent = ack
+        if self._ack_error is not None:
+            error, self._ack_error = self._ack_error, None
+            raise RaftschedError(error)
+        if not more:
+            self._settle_ack()
+        return more
+
+    def _ack_pipeline(self, term: int) -> Pipeline:
+        if self._acks is None or self._acks_term != term:
+            self._acks = Pipeline(
+                self._proposer,
+                max_in_flight=1,
                 deadline=self._proposer.commit_timeout,
                 should_continue=lambda: self._leading(term),
             )
-        return bool(entries) and watermark < last_seq
+            self._acks_term = term
+        return self._acks
+
+    def _ack_done(self, _result: Result | None, committed: bool) -> None:
+        if not committed:
+            self._ack_error = "an AckMaterialized was not confirmed in time; retrying"
+            self._ack_sent = 0
+            self._acks = None  # a fresh pipeline: a failed one submits nothing more
+
+    def _settle_ack(self) -> None:
+        """Wait for the ack in flight (end of a burst, end of a term)."""
+        if self._acks is not None:
+            self._acks.drain()
+        if self._ack_error is not None:
+            error, self._ack_error = self._ack_error, None
+            raise RaftschedError(error)

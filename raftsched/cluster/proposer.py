@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 from pysyncobj import FAIL_REASON
 
 from raftsched import clock
+from raftsched.cluster import metrics
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
 from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError
@@ -84,6 +85,11 @@ class Proposer:
         fields.setdefault("now", utcnow())
         return cls(**fields)
 
+    def submit(self, command: Command, callback: Callable[[Any, int], None]) -> None:
+        """One attempt, asynchronously: ``callback(result, fail_reason)`` on the tick thread
+        (for :class:`Pipeline`; it may never be called, so its caller keeps a timeout)."""
+        self._node.submit(command, callback)
+
     def propose(
         self,
         command: Command,
@@ -105,6 +111,7 @@ class Proposer:
             attempts += 1
             outcome, result = self._attempt(command, attempt_timeout)
             if outcome == FAIL_REASON.SUCCESS:
+                metrics.of(self._node).commit_latency.observe(max(0.0, self._clock() - end + total))
                 if attempts > 1:
                     log.debug("%s committed after %d attempts", command.request_id, attempts)
                 return result  # type: ignore[no-any-return]
@@ -145,3 +152,112 @@ class Proposer:
         if not done.wait(timeout):
             return _TIMEOUT, None
         return box[1], box[0]
+
+
+class Pipeline:
+    """Several proposals in flight at once, in submission order (issue #11).
+
+    ``submit(command, on_done)`` hands the command to pysyncobj at once (it keeps submission
+    order on the leader; each command has its own request id) and returns; it blocks only
+    while ``max_in_flight`` commands are unconfirmed. ``on_done`` is called on the
+    CALLER's thread (inside ``submit`` or ``drain``), in submission order, as
+    ``on_done(result, True)`` with apply's Result, or ``on_done(None, False)`` when the command
+    did not commit in time (the caller's loop stops then).
+
+    A command whose first attempt fails or times out goes through :meth:`Proposer.propose`
+    (same request id, retries until the deadline). After a command gives up, the
+    pipeline submits nothing more: ``submit`` reports None at once for the rest.
+
+    Only commands independent of each other's outcome may be in flight together (the leader
+    never puts two chunks with runs of one DAG in flight at once: a later slot committed
+    before an earlier one would make apply skip the earlier one).
+    """
+
+    def __init__(
+        self,
+        proposer: Proposer,
+        *,
+        max_in_flight: int,
+        deadline: float | None = None,
+        should_continue: Callable[[], bool] | None = None,
+    ) -> None:
+        self._proposer = proposer
+        self._max = max(1, max_in_flight)
+        self._deadline = proposer.commit_timeout if deadline is None else deadline
+        self._should_continue = should_continue
+        self._cond = threading.Condition()
+        # [command, on_done, submitted_at, outcome, result, done]
+        self._in_flight: list[list[Any]] = []
+        self.failed = False
+        self.submitted = 0
+
+    def submit(self, command: Command, on_done: Callable[[Result | None, bool], None]) -> None:
+        while len(self._in_flight) >= self._max:
+            self._settle_oldest()
+        if self.failed:
+            on_done(None, False)
+            return
+        slot: list[Any] = [command, on_done, time.monotonic(), None, None, False]
+
+        def callback(result: Any, error: int) -> None:
+            with self._cond:
+                slot[3], slot[4], slot[5] = error, result, True
+                self._cond.notify_all()
+
+        submit = getattr(self._proposer, "submit", None)
+        if submit is None:  # a proposer without asynchronous submission: one at a time
+            self.submitted += 1
+            try:
+                result = self._proposer.propose(
+                    command, deadline=self._deadline, should_continue=self._should_continue
+                )
+            except RaftschedError as err:
+                log.info("pipelined %s not committed: %s", type(command).__name__, err)
+                self.failed = True
+                on_done(None, False)
+                return
+            on_done(result, True)
+            return
+        self._in_flight.append(slot)
+        self.submitted += 1
+        submit(command, callback)
+
+    def drain(self) -> None:
+        """Wait for every command in flight (their ``on_done`` run here)."""
+        while self._in_flight:
+            self._settle_oldest()
+
+    def _settle_oldest(self) -> None:
+        slot = self._in_flight[0]
+        command, on_done, submitted_at = slot[0], slot[1], slot[2]
+        timeout = self._proposer.commit_timeout
+        with self._cond:
+            while not slot[5]:
+                remaining = submitted_at + timeout - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            outcome, result, done = slot[3], slot[4], slot[5]
+        self._in_flight.pop(0)
+        if done and outcome == FAIL_REASON.SUCCESS:
+            metrics.of(getattr(self._proposer, "_node", None)).commit_latency.observe(
+                max(0.0, time.monotonic() - submitted_at)
+            )
+            on_done(result, True)
+            return
+        if self.failed or (done and outcome == FAIL_REASON.REQUEST_DENIED):
+            self.failed = True
+            on_done(None, False)
+            return
+        # Unknown outcome: propose again with the same request id (apply answers a repeat
+        # with the first result).
+        try:
+            confirmed = self._proposer.propose(
+                command, deadline=self._deadline, should_continue=self._should_continue
+            )
+        except RaftschedError as err:
+            log.info("pipelined %s not committed: %s", type(command).__name__, err)
+            self.failed = True
+            on_done(None, False)
+            return
+        on_done(confirmed, True)

@@ -10,6 +10,16 @@ and dropped; the server from $RAFTSCHED_TEST_PG_URL, default 127.0.0.1:5432/test
 
     .venv/bin/python scripts/bench/throughput.py --dags 20 --backlog 600 --limit 120
 
+Also prints the CPU seconds each node used while runs arrived (leader, followers) and the
+load average, since the machine is shared.
+
+``--burst N`` measures another shape instead (issue #11): N DAGs with the same cron
+(``* * * * *``, one no-op task each) whose first slot is the same minute, leased by
+``--workers`` ``raftsched worker --noop`` processes; prints the time from the slot until every
+task was leased, and the schedule lag (slot -> lease arrival on a worker) percentiles.
+
+    .venv/bin/python scripts/bench/throughput.py --burst 10000 --backend postgres
+
 No asserts: prints figures.
 """
 
@@ -17,20 +27,24 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "integration"))
 
-from harness import ClusterHarness, second_dags, utcnow, whole_second
+from harness import ClusterHarness, second_dags, utcnow, wait_for, whole_second
+
+TICK = os.sysconf("SC_CLK_TCK")
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -42,7 +56,12 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=120, help="max seconds per backend")
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--keep", action="store_true", help="keep work dirs (node logs)")
+    parser.add_argument("--burst", type=int, default=0, help="N DAGs due the same minute")
+    parser.add_argument("--workers", type=int, default=4, help="--burst: noop workers")
+    parser.add_argument("--concurrency", type=int, default=250, help="--burst: per worker")
     args = parser.parse_args()
+    if args.burst:
+        return burst_main(args)
 
     results = []
     if args.backend in ("sqlite", "both"):
@@ -71,13 +90,20 @@ def main() -> int:
     print(f"\n{args.dags} DAGs x {args.backlog} s backlog, 3 nodes on loopback")
     print(
         f"{'backend':<11} {'runs':>7} {'secs':>6} {'mat. runs/s':>12} {'peak/s':>8}"
-        f" {'outbox/s':>9} {'raft idx/s':>11}"
+        f" {'outbox/s':>9} {'raft idx/s':>11} {'cpu leader':>11} {'cpu foll.':>10}"
+        f" {'loadavg':>8}"
     )
     for backend, r in results:
         print(
             f"{backend:<11} {r['runs']:>7} {r['seconds']:>6.1f} {r['runs_per_s']:>12.0f}"
             f" {r['peak_runs_per_s']:>8.0f} {r['outbox_per_s']:>9.0f} {r['raft_per_s']:>11.1f}"
+            f" {r.get('cpu_leader', 0):>10.1f}s {r.get('cpu_followers', 0):>9.1f}s"
+            f" {r.get('load', 0):>8.2f}"
         )
+    print(
+        "cpu: seconds each kind of node used from the first run in the DB to the last"
+        " sample (followers summed); loadavg: 1-minute load at the end (2 cores)"
+    )
     return 0
 
 
@@ -101,6 +127,7 @@ def run_one(workdir: Path, db_url: str, args: argparse.Namespace) -> dict[str, f
         samples: list[tuple[float, int, int, int]] = []  # t, runs in DB, outbox seq, commit idx
         began = time.monotonic()
         first_run_at: float | None = None
+        cpu_start: dict[int, float] = {}
         while time.monotonic() - began < args.limit:
             now = time.monotonic()
             try:
@@ -117,6 +144,7 @@ def run_one(workdir: Path, db_url: str, args: argparse.Namespace) -> dict[str, f
             )
             if runs and first_run_at is None:
                 first_run_at = now
+                cpu_start = _cpu(cluster)
             print(
                 f"  t={now - began:6.1f}s runs={runs:7d} outbox_seq={samples[-1][2]:8d}"
                 f" commit={samples[-1][3]:7d} watermark={status.get('db_watermark')}"
@@ -126,7 +154,29 @@ def run_one(workdir: Path, db_url: str, args: argparse.Namespace) -> dict[str, f
             if runs >= expected:
                 break
             time.sleep(max(0.0, 0.5 - (time.monotonic() - now)))
-    return _rates(samples, first_run_at, expected)
+        cpu_end = _cpu(cluster)
+    rates = _rates(samples, first_run_at, expected)
+    used = {i: cpu_end.get(i, 0.0) - cpu_start.get(i, 0.0) for i in cpu_start}
+    rates["cpu_leader"] = used.get(leader, 0.0)
+    rates["cpu_followers"] = sum(v for i, v in used.items() if i != leader)
+    rates["load"] = os.getloadavg()[0]
+    return rates
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    """utime + stime of one process (0 when gone)."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def _cpu(cluster: ClusterHarness) -> dict[int, float]:
+    return {node.index: _cpu_seconds(node.pid) for node in cluster.nodes}
 
 
 def _rates(samples, first_run_at, expected) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -149,6 +199,162 @@ def _rates(samples, first_run_at, expected) -> dict[str, float]:  # type: ignore
         "outbox_per_s": (t1[2] - t0[2]) / seconds,
         "raft_per_s": (t1[3] - t0[3]) / seconds,
     }
+
+
+# -- the burst shape -------------------------------------------------------------------------
+
+
+def burst_file(first: int, count: int, start: datetime) -> str:
+    """One DAG file defining DAGs burst_<first>..burst_<first+count-1> (a child process per
+    file: 10,000 one-DAG files would take minutes to parse)."""
+    return textwrap.dedent(
+        f"""\
+        from datetime import datetime
+
+        from raftsched import DAG, BashTask
+
+        for i in range({first}, {first + count}):
+            with DAG(
+                f"burst_{{i}}",
+                schedule="* * * * *",
+                start_date=datetime.fromisoformat({start.isoformat()!r}),
+                catchup=False,
+            ) as dag:
+                BashTask("noop", command="true")
+        """
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def burst_main(args: argparse.Namespace) -> int:
+    from api_harness import ApiCluster  # grpc: only for this shape
+
+    backend = "sqlite" if args.backend == "sqlite" else "postgres"
+    workdir = Path(tempfile.mkdtemp(prefix="raftsched-bench-burst-"))
+    admin = None
+    name = f"raftsched_bench_{uuid.uuid4().hex[:12]}"
+    try:
+        if backend == "postgres":
+            admin_url = os.environ.get("RAFTSCHED_TEST_PG_URL") or DEFAULT_PG
+            admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            url = sa.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+        else:
+            url = f"sqlite:///{workdir / 'raftsched.db'}"
+        # The slot: a minute boundary far enough ahead to parse and register every DAG first.
+        now = utcnow()
+        lead = 30 + args.burst / 100  # seconds to parse and register every DAG
+        slot = (now + timedelta(seconds=lead)).replace(second=0, microsecond=0)
+        slot += timedelta(minutes=1)
+        per_file = 100
+        dags = {
+            f"burst_{first}.py": burst_file(first, min(per_file, args.burst - first), slot)
+            for first in range(0, args.burst, per_file)
+        }
+        record = workdir / "arrivals.jsonl"
+        config = {"scheduler": {"min_file_process_interval": 600, "max_outbox": 200000}}
+        with ApiCluster(workdir / "c", url, dags=dags, config=config) as cluster:
+            cluster.start()
+            leader = cluster.wait_leader(timeout=90)
+            count = sa.select(sa.func.count()).select_from(sa.table("dags"))
+
+            def registered() -> int:
+                try:
+                    with cluster.engine.connect() as conn:
+                        return int(conn.execute(count).scalar_one())
+                except sa.exc.DBAPIError:
+                    return 0
+
+            wait_for(
+                lambda: registered() >= args.burst,
+                timeout=max(5.0, (slot - utcnow()).total_seconds() - 2),
+                what=f"{args.burst} DAGs registered before the slot",
+                interval=1.0,
+            )
+            print(
+                f"  {args.burst} DAGs registered; slot {slot.isoformat()} in"
+                f" {(slot - utcnow()).total_seconds():.1f}s",
+                flush=True,
+            )
+            for i in range(args.workers):
+                cluster.start_worker(
+                    f"b{i}", concurrency=args.concurrency, noop=True, record=record
+                )
+            wait_for(lambda: utcnow() >= slot, timeout=600, what="the slot", interval=0.2)
+            cpu_start = _cpu(cluster)
+
+            def arrivals() -> int:
+                return len(record.read_text().splitlines()) if record.exists() else 0
+
+            try:
+                wait_for(
+                    lambda: arrivals() >= args.burst,
+                    timeout=args.limit,
+                    what="every task leased",
+                    interval=0.2,
+                )
+            except AssertionError:
+                print(f"  hit the limit ({args.limit:.0f}s)")
+            cpu_end = _cpu(cluster)
+            found = cluster.leader()
+            leader = leader if found is None else found
+            # When the leader decided each run (CreateRuns' ``now``), from the DB once written.
+            query = sa.text("SELECT created_at FROM dag_run WHERE logical_date = :slot")
+            try:
+                with cluster.engine.connect() as conn:
+                    created = [row[0] for row in conn.execute(query, {"slot": slot})]
+            except sa.exc.DBAPIError:
+                created = []
+        lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
+        lags = [
+            item["arrived_at"] - slot.timestamp()
+            for item in lines
+            if datetime.fromisoformat(item["run_id"].split("__", 1)[1]) == slot
+        ]
+        used = {i: cpu_end.get(i, 0.0) - cpu_start.get(i, 0.0) for i in cpu_start}
+        print(
+            f"\nburst: {args.burst} DAGs due {slot.isoformat()}, {backend}, 3 nodes,"
+            f" {args.workers} noop workers x {args.concurrency}"
+        )
+        if not lags:
+            print("  no task arrived for the slot (--keep for the logs)")
+            return 0
+        decided = sorted(
+            (c if c.tzinfo else c.replace(tzinfo=slot.tzinfo)).timestamp() - slot.timestamp()
+            for c in created
+            if c is not None
+        )
+        if decided:
+            print(
+                f"  runs in the DB: {len(decided)}; decided (CreateRuns' now - slot):"
+                f" p50 {percentile(decided, 0.5):.3f}s, p99 {percentile(decided, 0.99):.3f}s,"
+                f" last {decided[-1]:.3f}s"
+            )
+        print(
+            f"  leased: {len(lags)} of {args.burst}; all leased {max(lags):.2f}s after the slot"
+            f" (first {min(lags):.2f}s)"
+        )
+        print(
+            f"  schedule lag (slot -> lease on a worker): p50 {percentile(lags, 0.5):.3f}s,"
+            f" p99 {percentile(lags, 0.99):.3f}s, max {max(lags):.3f}s"
+        )
+        print(
+            f"  cpu during the burst: leader {used.get(leader, 0.0):.1f}s, followers"
+            f" {sum(v for i, v in used.items() if i != leader):.1f}s;"
+            f" loadavg {os.getloadavg()[0]:.2f}"
+        )
+        return 0
+    finally:
+        if admin is not None:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.dispose()
+        _cleanup(workdir, args.keep)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def test_a_node_and_a_worker_log_json_lines_with_node_term_and_task_fields(
 ) -> None:
     start = datetime.now(UTC).replace(microsecond=0)
     dags = {"tick.py": every_second_dag("tick", start=start, catchup=False)}
-    config = {"core": {"log_format": "json"}}
+    config = {"core": {"log_format": "json", "logging_level": "DEBUG"}}  # run lines are DEBUG
     with ApiCluster(
         tmp_path, sqlite_url, nodes=1, dags=dags, lease_ttl=5, config=config
     ) as cluster:
