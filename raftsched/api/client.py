@@ -106,6 +106,9 @@ _CONNECT_FAILURES = (
 )
 
 
+MAX_DEADLINE = 86_400.0  # seconds
+
+
 class SeenIndex:
     """The highest Raft log index a caller has seen (read) or caused (written). Thread-safe.
 
@@ -250,7 +253,9 @@ class RaftschedClient:
             )
         if deadline <= 0:
             raise ValueError(f"deadline = {deadline!r}: expected seconds > 0")
-        self.deadline = deadline
+        # gRPC turns a deadline of about 1e10 s or more into DEADLINE_EXCEEDED at once, which
+        # the failover loop would retry for ever: no call waits longer than a day
+        self.deadline = min(deadline, MAX_DEADLINE) if deadline == deadline else MAX_DEADLINE
         self.attempt_timeout = attempt_timeout
         self.track_index = track_index
         self.seen = seen if seen is not None else SeenIndex()
@@ -349,7 +354,7 @@ class RaftschedClient:
         """One unary call with failover and retries (what ``client.dags.X(...)`` runs)."""
         idempotent = _prepare(rpc, request)
         view = self._view(rpc, seen, consistency)
-        attempts = _Attempts(self, time.monotonic() + (timeout or self.deadline))
+        attempts = _Attempts(self, time.monotonic() + min(timeout or self.deadline, MAX_DEADLINE))
         for index, address, per_attempt in attempts:
             method = getattr(self._stub(address, rpc.service), rpc.name)
             sent = view.floor()
@@ -380,7 +385,7 @@ class RaftschedClient:
         view = self._view(rpc, seen, consistency)
         if timeout is None and not getattr(request, "follow", False):
             timeout = self.deadline
-        end = None if timeout is None else time.monotonic() + timeout
+        end = None if timeout is None else time.monotonic() + min(timeout, MAX_DEADLINE)
         resumable = "after_seq" in type(request).DESCRIPTOR.fields_by_name
         request = _copy(request)
         start = None

@@ -76,9 +76,12 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    if not 0 < value <= MAX_TIMEOUT:  # gRPC answers a deadline of ~1e10 s at once: bound it
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_TIMEOUT:g}], got {text!r}")
     return value
+
+
+MAX_TIMEOUT = 86_400.0
 
 
 # -- where and who ----------------------------------------------------------------------------

@@ -1,1 +1,1 @@
-"""The partition-testing kit: nodes in network namespaces, faults, a checker of DESIGN.md §4."""
+"""The partition-testing kit: nodes in namespaces, faults, a checker of docs/architecture.md §4."""

@@ -1,4 +1,4 @@
-"""The partition checker: proves the invariants of DESIGN.md §4 over a recorded ``History``.
+"""The partition checker: proves docs/architecture.md §4's invariants over a recorded ``History``.
 
 The checks are pure functions of a ``History`` (``history.py``: the DB rows after the
 cluster settled, the nodes' statuses, the digests sampled during the run, what workers
@@ -92,16 +92,19 @@ def check(
     tolerance: timedelta = DEFAULT_TOLERANCE,
     queue_grace: timedelta = DEFAULT_QUEUE_GRACE,
     require_attempts: bool = True,
+    skew: timedelta = timedelta(0),
 ) -> list[Verdict]:
-    """Every invariant's verdict, in DESIGN.md §4 order, then the liveness check.
+    """Every invariant's verdict, in docs/architecture.md §4 order, then the liveness check.
 
     ``require_attempts``: invariants 2 and 3 FAIL as VACUOUS when no attempt was leased.
+    ``skew``: the largest clock offset of the run (``faults.max_skew``), for the one check
+    that compares a node's stamp with a worker's clock (see ``leases``).
     """
     return [
         check_one_run_per_slot(history),
         check_one_holder(history, tolerance=tolerance, require_attempts=require_attempts),
         check_dispatch_after_commit(
-            history, tolerance=tolerance, require_attempts=require_attempts
+            history, tolerance=tolerance, require_attempts=require_attempts, skew=skew
         ),
         check_nothing_lost(history),
         check_replicas_agree(history),

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scripts.partition.faults import node_env
 from scripts.partition.history import DigestSample
 from scripts.partition.netns import Hosts
 from scripts.partition.pgserver import PostgresServer
@@ -230,7 +231,9 @@ class NetnsCluster:
             self.addresses[i],
         ]
         with open(self.log_path(i), "ab", buffering=0) as log:
-            self._procs[i] = self.hosts.start(i, argv, stdout=log, env=child_env())
+            # the test hooks of the power-loss and clock-skew nemeses (faults.node_env)
+            env = node_env(child_env(), self.workdir, self.addresses[i])
+            self._procs[i] = self.hosts.start(i, argv, stdout=log, env=env)
         self._paused.discard(i)
 
     def close(self) -> None:

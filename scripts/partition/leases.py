@@ -23,8 +23,9 @@
    * TOKEN_ORDER: tokens are not strictly increasing with try_number.
    * TOKEN_BEYOND_COMMIT: a token greater than the highest commit index any node reports.
    * UNCOMMITTED_EXECUTION: a worker executed a (task, try) that no committed attempt has.
-   * EXECUTED_BEFORE_LEASE: an execution began more than ``tolerance`` before its attempt's
-     lease was stamped (start_date): it cannot have waited for the commit.
+   * EXECUTED_BEFORE_LEASE: an execution began more than ``tolerance`` (plus ``skew``: the
+     largest clock offset the clock-skew nemesis applied) before its attempt's lease was
+     stamped (start_date): it cannot have waited for the commit.
    * VACUOUS: no attempt was ever leased.
 
 Both take the attempts of one task key in try order; executions are matched to attempts by
@@ -159,8 +160,16 @@ def _started(a: AttemptRow) -> datetime:
 
 
 def check_dispatch_after_commit(
-    h: History, *, tolerance: timedelta = DEFAULT_TOLERANCE, require_attempts: bool = True
+    h: History,
+    *,
+    tolerance: timedelta = DEFAULT_TOLERANCE,
+    require_attempts: bool = True,
+    skew: timedelta = timedelta(0),
 ) -> Verdict:
+    """``skew``: the largest clock offset a clock-skew step gave a node during the run
+    (``faults.max_skew``): EXECUTED_BEFORE_LEASE compares a worker's wall clock with a node's
+    stamp, so it allows that much more (and only it: the other comparisons are stamp with
+    stamp, or wall clock with wall clock)."""
     verdict = Verdict("dispatch_only_after_commit", checked=len(h.attempts))
     _require_attempts(verdict, h, require_attempts)
     leases: dict[tuple[tuple[str, str, str], int], AttemptRow] = {}
@@ -216,7 +225,7 @@ def check_dispatch_after_commit(
         if lease.start_date is not None:
             lag = ex.started_at - lease.start_date
             earliest = lag if earliest is None else min(earliest, lag)
-        if lease.start_date is not None and ex.started_at < lease.start_date - tolerance:
+        if lease.start_date is not None and ex.started_at < lease.start_date - tolerance - skew:
             verdict.add(
                 "EXECUTED_BEFORE_LEASE",
                 f"worker {ex.worker_id} started {_name(lease)} at {ex.started_at}, before its"
@@ -228,5 +237,10 @@ def check_dispatch_after_commit(
     if earliest is not None:
         verdict.notes.append(
             f"earliest execution began {earliest.total_seconds():.3f}s after its lease stamp"
+        )
+    if skew:
+        verdict.notes.append(
+            f"a node's clock was skewed by up to {skew.total_seconds():.3f}s: execution starts"
+            " are compared with lease stamps within that much more"
         )
     return verdict

@@ -67,7 +67,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from scripts.partition import checker, netns, report, schedule, sessions, workload
+from scripts.partition import (
+    checker,
+    faults,
+    nemesis,
+    netns,
+    report,
+    schedule,
+    sessions,
+    workload,
+)
 from scripts.partition.history import NodeStatus, load_executions, load_history
 from scripts.partition.nemesis import Timeline, availability, execute
 
@@ -86,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="scripts/partition/run",
         description="Run raftsched scheduler nodes in network namespaces under a seeded"
-        " schedule of faults, then prove the invariants of DESIGN.md section 4.",
+        " schedule of faults, then prove the invariants of docs/architecture.md §4.",
     )
     parser.add_argument("--profile", choices=sorted(schedule.PROFILES), default="short")
     parser.add_argument("--seed", type=int, help="schedule seed (default: random, printed)")
@@ -215,7 +224,12 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             history = _read(db_url, statuses, end, executions, observer)
             workers.close()
             session.stop()
-            verdicts = [*checker.check(history), sessions.check_client_sessions(session.ops)]
+            skew = timedelta(seconds=faults.max_skew(timeline.events))  # clock-skew nemesis
+            verdicts = [
+                *checker.check(history, skew=skew),
+                sessions.check_client_sessions(session.ops),
+                nemesis.check_hostile_refusals(timeline.events),  # poison: no INTERNAL answer
+            ]
             print(checker.format_verdicts(verdicts))
             env.update(settled=settled, drained=drained)
             data = report.build(

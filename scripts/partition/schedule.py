@@ -6,7 +6,10 @@ nemesis kind whether or not this machine can run it; the runner records an unava
 skipped in the timeline, so the same seed still lines up with the same faults elsewhere.
 
 Each step: a fault starts ``at`` seconds into the run, heals at ``heal_at``, then the cluster
-gets ``settle`` seconds with no fault before the next step. Choices that can be made in
+gets ``settle`` seconds with no fault before the next step. "poison" is never drawn on its
+own (weight 0): every ``Profile.poison_every``-th fault is wrapped in a poison step that holds
+it and sends hostile inputs meanwhile (``with_poison``), so the faults of a seed stay the same
+with or without poison (``unwrapped`` gives them back). Choices that can be made in
 advance are made here (``params``: which node to kill, the loss probability); choices that
 depend on the live cluster (who leads) are made when the fault starts.
 """
@@ -27,7 +30,12 @@ NEMESES: tuple[str, ...] = (
     "delay",
     "db-restart",
     "kill-worker",
+    "poison",
+    "power-loss",  # issue #10: scripts/partition/faults.py
+    "clock-skew",
 )
+# Kinds a "poison" step may wrap: it holds that fault and injects hostile inputs meanwhile.
+POISON_WRAPS: tuple[str, ...] = tuple(n for n in NEMESES if n not in ("delay", "poison"))
 
 
 @dataclass(frozen=True)
@@ -36,13 +44,22 @@ class Profile:
     settle_seconds: tuple[float, float]
     lead_in: float  # fault-free start: the cluster elects and schedules first
     weights: dict[str, int] = field(default_factory=dict)
+    # every Nth fault (the 1st, the N+1th, ...) of a kind in POISON_WRAPS becomes a "poison"
+    # step wrapping it; 0: none
+    poison_every: int = 0
 
 
-# kill-worker weighs double: the other eight faults all hit the cluster, it hits the workers
-WEIGHTS = {"kill-worker": 2}
+# kill-worker weighs double: the other eight faults all hit the cluster, it hits the workers.
+# "poison" weighs 0: it is never drawn on its own but wraps drawn faults (poison_every), so
+# adding it left every seed's faults, times and parameters as they were.
+WEIGHTS = {"kill-worker": 2, "poison": 0}
 PROFILES: dict[str, Profile] = {
-    "short": Profile((3.0, 8.0), (4.0, 6.0), 5.0, WEIGHTS),
-    "long": Profile((5.0, 30.0), (8.0, 15.0), 10.0, WEIGHTS),
+    # power-loss and clock-skew weigh 0 in short: appended last at weight 0 they leave the
+    # CI run's schedule (seed 1) as it was; the long profile draws them (weight 1)
+    "short": Profile(
+        (3.0, 8.0), (4.0, 6.0), 5.0, {**WEIGHTS, "power-loss": 0, "clock-skew": 0}, poison_every=3
+    ),
+    "long": Profile((5.0, 30.0), (8.0, 15.0), 10.0, WEIGHTS, poison_every=4),
 }
 
 
@@ -71,7 +88,44 @@ class Step:
 def make_schedule(
     *, seed: int, duration: float, profile: str = "short", nodes: int = 3
 ) -> list[Step]:
-    """Faults filling ``duration`` seconds; every fault heals and settles inside it."""
+    """Faults filling ``duration`` seconds; every fault heals and settles inside it. Every
+    ``poison_every``-th wrappable fault is held by a "poison" step (``with_poison``)."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}: choose one of {sorted(PROFILES)}")
+    return with_poison(_faults(seed, duration, profile, nodes), PROFILES[profile].poison_every)
+
+
+def with_poison(steps: list[Step], every: int) -> list[Step]:
+    """``steps`` with the 1st, (every+1)th, ... fault of a kind in POISON_WRAPS wrapped in a
+    "poison" step: same times; params ``under`` (the fault) and ``under_params`` (its own).
+    The poison nemesis holds that fault and sends hostile inputs to every node meanwhile."""
+    if every <= 0:
+        return list(steps)
+    out: list[Step] = []
+    seen = 0
+    for step in steps:
+        if step.nemesis in POISON_WRAPS:
+            if seen % every == 0:
+                params: dict[str, Any] = {"under": step.nemesis}
+                if step.params:
+                    params["under_params"] = dict(step.params)
+                step = Step(step.at, step.heal_at, step.settle, "poison", params)
+            seen += 1
+        out.append(step)
+    return out
+
+
+def unwrapped(steps: list[Step]) -> list[Step]:
+    """``steps`` with every poison step replaced by the fault it wraps."""
+    return [
+        Step(s.at, s.heal_at, s.settle, s.params["under"], dict(s.params.get("under_params", {})))
+        if s.nemesis == "poison" and s.params.get("under")
+        else s
+        for s in steps
+    ]
+
+
+def _faults(seed: int, duration: float, profile: str, nodes: int) -> list[Step]:
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: choose one of {sorted(PROFILES)}")
     shape = PROFILES[profile]
@@ -105,6 +159,10 @@ def _params(name: str, rng: random.Random, nodes: int) -> dict[str, Any]:
         return {"worker": rng.randrange(2)}
     if name in ("split", "bridge"):
         return {"shuffle": rng.randrange(1 << 30)}
+    if name == "clock-skew":
+        from scripts.partition.faults import skew_params
+
+        return skew_params(rng, nodes)
     return {}
 
 

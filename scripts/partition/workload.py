@@ -10,7 +10,12 @@ window; every task runs ``bash TASK_SCRIPT MAX_SECONDS FAIL_UNTIL_TRY``):
                                       try; retries=2): these runs end "failed"
 
 A task's duration is pseudo-random from its logical date and task id (the same on every try
-and every machine). ``TASK_SCRIPT`` records the task's real execution to ``$PT_EXEC_LOG``
+and every machine). ``POISON_DAG`` (manual, ``poison_dag_file``) is not part of the workload:
+the poison nemesis writes it and triggers it during its faults; its task runs ``TASK_SCRIPT``
+with a third argument ``poison`` and then prints a NUL byte and bytes that are not UTF-8 on
+stdout and stderr (the worker must ship them sanitized, the DB must take them).
+
+``TASK_SCRIPT`` records the task's real execution to ``$PT_EXEC_LOG``
 (the worker's JSONL file, set in the worker's environment): ``start`` once an outside watcher
 (its own session, so the worker's SIGKILL of the attempt's group does not reach it) is
 watching, ``end`` with the exit code on a normal exit, ``gone`` from the watcher when the
@@ -38,6 +43,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from raftsched.taskenv import DEFAULT_ALLOWLIST
 from scripts.partition.cluster import child_env, config_text
 
 WORKER_TOKEN = "partition-worker-token-0123456789"
@@ -49,7 +55,8 @@ CONCURRENCY = 4
 STOP_TIMEOUT = 10.0
 
 TASK_SCRIPT = r"""#!/usr/bin/env bash
-# pt_task.sh MAX_SECONDS FAIL_UNTIL_TRY: record this execution, sleep, succeed or fail.
+# pt_task.sh MAX_SECONDS FAIL_UNTIL_TRY [poison]: record this execution, sleep, succeed or
+# fail; with "poison", print a NUL byte and bytes that are not UTF-8 first.
 set -u
 max=$1 fail_until=$2 log=${PT_EXEC_LOG:?} try=$RAFTSCHED_TRY_NUMBER
 fmt='{"dag_id":"%s","run_id":"%s","task_id":"%s","try":%d,"pid":%d,"wpid":%d,"worker":"%s"'
@@ -63,6 +70,10 @@ exec 3< <(exec setsid bash -c 'echo up; exec >/dev/null
 read -r -t 10 _ <&3
 exec 3<&-
 printf '%s,"event":"start","t":%s}\n' "$head" "$EPOCHREALTIME" >>"$log"
+if [[ ${3:-} == poison ]]; then
+  printf 'poison stdout: a\000b x\377\376y\n'
+  printf 'poison stderr: e\000f \377\n' >&2
+fi
 digits=${RAFTSCHED_LOGICAL_DATE//[^0-9]/}0
 RANDOM=$(( (10#${digits:0:14} + ${#RAFTSCHED_TASK_ID} * 7919) % 32768 ))
 ms=$(( RANDOM * 32768 + RANDOM ))
@@ -138,6 +149,29 @@ def dag_files(start: datetime, end: datetime, task_script: Path) -> dict[str, st
     }
 
 
+POISON_DAG = "pt_poison"
+
+
+def poison_dag_file(task_script: Path) -> str:
+    """The manual DAG the poison nemesis triggers: one task printing NUL and invalid UTF-8,
+    recorded by TASK_SCRIPT like every other task (the checker sees its executions)."""
+    return textwrap.dedent(
+        f"""\
+        from datetime import datetime
+
+        from raftsched import DAG, BashTask
+
+        with DAG(
+            {POISON_DAG!r},
+            schedule=None,
+            start_date=datetime(2024, 1, 1),
+            max_active_runs=1000000,
+        ) as dag:
+            BashTask("hostile_output", command={f"exec bash {task_script} 1 0 poison"!r})
+        """
+    )
+
+
 @dataclass
 class _Worker:
     index: int
@@ -170,6 +204,8 @@ class Workers:
                         "heartbeat_interval": HEARTBEAT_INTERVAL,
                         "grace_period": 5,
                         "concurrency": CONCURRENCY,
+                        # PT_EXEC_LOG, PT_WORKER for the task script (tasks get an allow-listed env)
+                        "task_env_allowlist": ",".join((*DEFAULT_ALLOWLIST, "PT_*")),
                     },
                 }
             )

@@ -671,3 +671,318 @@ def test_an_attempt_of_a_killed_worker_ends_with_its_guard(tmp_path: Path) -> No
     assert ends[11] is not None and ends[11].timestamp() == 150.0
     unknown = {e.pid: e.ended_at for e in load_executions([log])}
     assert unknown[10] is None
+
+
+# -- the poison nemesis (issue #9) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", ["short", "long"])
+def test_poison_wraps_every_nth_fault_and_leaves_a_seeds_faults_as_they_were(profile: str) -> None:
+    every = schedule.PROFILES[profile].poison_every
+    for seed in (1, 2, 42, 2026):
+        steps = schedule.make_schedule(seed=seed, duration=900, profile=profile)
+        plain = schedule.unwrapped(steps)
+        assert "poison" not in {s.nemesis for s in plain}
+        assert schedule.with_poison(plain, every) == steps
+        wrappable = [s for s in plain if s.nemesis in schedule.POISON_WRAPS]
+        poisoned = [s for s in steps if s.nemesis == "poison"]
+        assert len(poisoned) == -(-len(wrappable) // every)  # the 1st, the (every+1)th, ...
+        for step in poisoned:
+            assert step.params["under"] in schedule.POISON_WRAPS
+        assert [(s.at, s.heal_at, s.settle) for s in steps] == [
+            (s.at, s.heal_at, s.settle) for s in plain
+        ]
+    # the CI run's faults (seed 1, 90 s) are the ones it had before poison existed
+    ci = schedule.make_schedule(seed=1, duration=90, profile="short")
+    assert [s.nemesis for s in schedule.unwrapped(ci)] == [
+        "split",
+        "split",
+        "db-restart",
+        "kill-worker",
+        "delay",
+        "isolate-leader",
+        "kill-worker",
+        "db-restart",
+    ]
+    assert [s.params.get("under") for s in ci if s.nemesis == "poison"] == [
+        "split",
+        "kill-worker",
+        "db-restart",
+    ]
+
+
+class FakeApi:
+    """A RaftschedClient stand-in: each method answers from ``answers`` by method name (an
+    exception to raise, or a value), TriggerDag of the poison run OK."""
+
+    def __init__(self, answers: dict[str, object], calls: list[tuple[str, str]], server: str):
+        self.answers = answers
+        self.calls = calls
+        self.server = server
+
+    def __getattr__(self, service: str) -> object:
+        api = self
+
+        class Service:
+            def __getattr__(self, method: str) -> object:
+                def call(request: object, **_: object) -> object:
+                    api.calls.append((api.server, method))
+                    if method == "TriggerDag" and request.run_id.startswith("poison__"):
+                        return object()
+                    answer = api.answers.get(method, api.answers.get("*"))
+                    if isinstance(answer, BaseException):
+                        raise answer
+                    return answer
+
+                return call
+
+        return Service()
+
+    def close(self) -> None:
+        pass
+
+
+class PoisonCluster(FakeCluster):
+    def __init__(self) -> None:
+        super().__init__(3, leader=0)
+        self.api_addresses = ["10.0.0.0:7301", "10.0.0.1:7301", "10.0.0.2:7301"]
+
+
+def test_poison_holds_its_fault_and_classifies_every_hostile_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    import grpc
+
+    from raftsched.api.client import ApiError
+
+    def refused(code: grpc.StatusCode, message: str = "conf_json is nested too deep") -> ApiError:
+        return ApiError(code, message)
+
+    by_server: dict[str, dict[str, object]] = {
+        # node 0 answers well, except an INTERNAL, an accepted call and a two-line message
+        "10.0.0.0:7301": {
+            "*": refused(grpc.StatusCode.INVALID_ARGUMENT),
+            "ListDags": refused(grpc.StatusCode.INTERNAL, "internal error"),
+            "ListTaskInstances": object(),
+            "Heartbeat": refused(grpc.StatusCode.INVALID_ARGUMENT, "two\nlines"),
+        },
+        "10.0.0.1:7301": {"*": refused(grpc.StatusCode.NOT_FOUND, "run not found")},
+        # node 2 is cut off: two calls go unanswered, the rest are not sent
+        "10.0.0.2:7301": {"*": refused(grpc.StatusCode.UNAVAILABLE, "no quorum")},
+    }
+    calls: list[tuple[str, str]] = []
+
+    def factory(servers: list[str], **_: object) -> FakeApi:
+        return FakeApi(by_server.get(servers[0], {}), calls, servers[0])
+
+    monkeypatch.setattr(nemesis.Poison, "client_factory", staticmethod(factory))
+    cluster = PoisonCluster()
+    assert nemesis.make("poison").unavailable(FakeCluster()) is not None
+    assert nemesis.make("poison").unavailable(cluster) is None
+    timeline = nemesis.Timeline()
+    step = schedule.Step(
+        0.0, 0.0, 0.0, "poison", {"under": "split", "under_params": {"shuffle": 5}}
+    )
+    nemesis.execute([step], cluster, timeline)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(
+        e["action"] == "triggered" for e in timeline.events
+    ):
+        time.sleep(0.01)
+
+    actions = {e["action"]: e for e in timeline.events}  # "triggered" may come at any time
+    assert sorted(actions) == ["start", "stop", "triggered"]
+    start, stop = actions["start"], actions["stop"]
+    assert start["details"]["under"] == "split" and "n0" in start["details"]["side_a"]
+    assert cluster.network.blocked == {}  # the split was healed
+    details = stop["details"]
+    hostile = len(nemesis.hostile_calls("d", "t"))
+    assert len(details["calls"]) == 3 * hostile
+    by_node = {
+        node: [c["outcome"] for c in details["calls"] if c["node"] == node]
+        for node in ("n0", "n1", "n2")
+    }
+    assert by_node["n1"] == ["refused"] * hostile
+    assert by_node["n2"] == ["unavailable"] * 2 + ["skipped"] * (hostile - 2)
+    bad = {(c["method"], c["code"]) for c in details["calls"] if c["outcome"] == "bad"}
+    assert bad == {
+        ("ListDags", "INTERNAL"),
+        ("ListTaskInstances", "OK"),
+        ("Heartbeat", "INVALID_ARGUMENT"),
+    }
+    assert details["bad"] == 3 and details["all_refused"] is False
+    assert ("triggered", "pt_poison") in [
+        (e["action"], e["details"].get("dag_id")) for e in timeline.events
+    ]
+
+    verdict = nemesis.check_hostile_refusals(timeline.events)
+    assert not verdict.ok and verdict.checked == 3 * hostile
+    assert {v.kind for v in verdict.violations} == {"NOT_REFUSED"} and len(verdict.violations) == 3
+    assert "1 poison runs created" in verdict.notes[0]
+    assert verdict.to_dict()["verdict"] == "FAIL"
+    clean = [e for e in timeline.events if e["action"] != "stop"]
+    assert nemesis.check_hostile_refusals(clean).ok
+
+
+def test_poison_task_prints_nul_and_invalid_utf8_and_its_dag_parses(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from raftsched.dags.parser import parse_folder
+    from scripts.partition.workload import POISON_DAG, TASK_SCRIPT, poison_dag_file
+
+    script = tmp_path / "pt_task.sh"
+    script.write_text(TASK_SCRIPT)
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "pt_poison.py").write_text(poison_dag_file(script))
+    parsed = parse_folder(folder, timeout=60, output_limit=10_000)
+    assert not parsed.errors, parsed.errors
+    [spec] = parsed.specs
+    assert spec.dag_id == POISON_DAG and spec.schedule.kind is ScheduleKind.NONE
+    env = {
+        **os.environ,
+        "PT_EXEC_LOG": str(tmp_path / "w.jsonl"),
+        "RAFTSCHED_DAG_ID": POISON_DAG,
+        "RAFTSCHED_RUN_ID": "r",
+        "RAFTSCHED_TASK_ID": "hostile_output",
+        "RAFTSCHED_TRY_NUMBER": "1",
+        "RAFTSCHED_LOGICAL_DATE": "2024-05-01T12:00:03+00:00",
+    }
+    done = subprocess.run(
+        ["bash", str(script), "0", "0", "poison"], env=env, capture_output=True, timeout=30
+    )
+    assert done.returncode == 0
+    assert b"a\x00b x\xff\xfey" in done.stdout and b"e\x00f \xff" in done.stderr
+    assert [e.task_id for e in load_executions([tmp_path / "w.jsonl"])] == ["hostile_output"]
+
+
+# -- power-loss and clock-skew (issue #10 part 6) ------------------------------------------------
+
+
+def test_long_profile_draws_power_loss_and_clock_skew_and_short_leaves_ci_as_it_was() -> None:
+    from scripts.partition.faults import SKEW_SECONDS
+
+    long = schedule.unwrapped(schedule.make_schedule(seed=2026, duration=1800, profile="long"))
+    drawn = [s.nemesis for s in long]
+    assert "power-loss" in drawn and "clock-skew" in drawn
+    for step in long:
+        if step.nemesis == "clock-skew":
+            assert step.params["node"] in range(3)
+            assert SKEW_SECONDS[0] <= abs(step.params["offset"]) <= SKEW_SECONDS[1]
+            assert isinstance(step.params["leader"], bool)
+    assert schedule.make_schedule(seed=2026, duration=1800, profile="long") == (
+        schedule.make_schedule(seed=2026, duration=1800, profile="long")
+    )
+    for seed in (1, 2, 42, 2026):  # weight 0 in short: never drawn there
+        short = schedule.make_schedule(seed=seed, duration=900, profile="short")
+        assert not {"power-loss", "clock-skew"} & {s.nemesis for s in schedule.unwrapped(short)}
+    assert {"power-loss", "clock-skew"} <= set(nemesis.KINDS) <= set(schedule.NEMESES)
+
+
+def test_skew_bound_stays_well_inside_the_workers_fence_margin() -> None:
+    from raftsched.config import fence_margin
+    from scripts.partition import workload
+    from scripts.partition.faults import SKEW_SECONDS
+
+    assert SKEW_SECONDS[1] <= fence_margin(workload.LEASE_TTL) - 0.5
+
+
+class FaultCluster(FakeCluster):
+    def __init__(self, workdir: Path, n: int = 3, leader: int | None = 1) -> None:
+        super().__init__(n, leader)
+        self.workdir = workdir
+        self.names = [f"10.0.0.{i}:7101" for i in range(n)]
+
+
+def test_power_loss_kills_every_node_cuts_each_journal_to_its_fsync_and_restarts_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scripts.partition import faults
+
+    killed: list[int] = []
+    monkeypatch.setattr(faults.os, "kill", lambda pid, sig: killed.append(pid))
+    cluster = FaultCluster(tmp_path)
+    sizes = {0: (100, 60), 1: (80, 80), 2: (50, None)}  # (written, fsynced)
+    for i, (size, synced) in sizes.items():
+        d = faults.node_dir(faults.data_dir(tmp_path), cluster.names[i])
+        d.mkdir(parents=True)
+        (d / "raft.journal").write_bytes(b"x" * size)
+        if synced is not None:
+            (d / "raft.journal.synced").write_text(f"{synced}\n")
+    fault = nemesis.make("power-loss")
+    assert fault.unavailable(cluster) is None
+    details = fault.start(cluster)
+    assert killed == [100, 101, 102]  # every SIGKILL before any reap
+    assert cluster.calls == [("kill", 0), ("kill", 1), ("kill", 2)]
+    assert details["leader"] == cluster.names[1] and details["bytes_cut"] == 40
+    assert details["aimed_at_unsynced_tail"] is True  # node 0 had 40 bytes unsynced
+    lengths = {
+        i: (faults.node_dir(faults.data_dir(tmp_path), n) / "raft.journal").stat().st_size
+        for i, n in enumerate(cluster.names)
+    }
+    assert lengths == {0: 60, 1: 80, 2: 50}  # no record: left whole, and said so
+    assert [j["synced"] for j in details["journals"]] == [60, 80, None]
+    fault.stop(cluster)
+    assert cluster.calls[3:] == [("restart", 0), ("restart", 1), ("restart", 2)]
+    # every journal synced: the cut waits for a tail at most ``aim`` seconds, then cuts nothing
+    assert faults.unsynced_bytes(faults.data_dir(tmp_path)) == 0
+    again = nemesis.make("power-loss", {"aim": 0.05}).start(cluster)
+    assert again["aimed_at_unsynced_tail"] is False and again["bytes_cut"] == 0
+
+
+def test_clock_skew_writes_one_nodes_offset_and_heals_to_zero(tmp_path: Path) -> None:
+    from raftsched.clock import OFFSET_FILE_ENV, _read_offset
+    from scripts.partition import faults
+
+    cluster = FaultCluster(tmp_path, leader=2)
+    env = faults.node_env({"A": "1"}, tmp_path, cluster.names[2])
+    path = Path(env[OFFSET_FILE_ENV])
+    assert env["A"] == "1" and env["RAFTSCHED_TEST_JOURNAL_SYNCED"] == "1"
+    fault = nemesis.make("clock-skew", {"node": 0, "offset": -1.2, "leader": True})
+    details = fault.start(cluster)
+    assert details == {"node": cluster.names[2], "was_leader": True, "clock_offset": -1.2}
+    assert _read_offset(str(path)) == -1.2
+    fault.stop(cluster)
+    assert _read_offset(str(path)) == 0.0
+    far = nemesis.make("clock-skew", {"node": 4, "offset": 9.0})  # clamped to the bound
+    assert far.start(FaultCluster(tmp_path, leader=None))["clock_offset"] == 1.25
+    assert far.path == faults.offset_file(tmp_path, cluster.names[1])
+
+
+def test_max_skew_reads_every_applied_offset_also_under_poison() -> None:
+    from scripts.partition.faults import max_skew
+
+    timeline = nemesis.Timeline()
+    assert max_skew(timeline.events) == 0.0
+    timeline.log("clock-skew", "start", node="a", clock_offset=0.7)
+    timeline.log("poison", "start", under="clock-skew", node="b", clock_offset=-1.1)
+    timeline.log("clock-skew", "stop", node="a", clock_offset_now=0.0)
+    assert max_skew(timeline.events) == 1.1
+
+
+def test_skew_widens_only_the_lease_stamp_comparison_and_a_larger_violation_is_caught() -> None:
+    h = clean()
+    early = replace(h.executions[0], started_at=T0 + 5 * S)  # leased at 6 s: 1 s early
+    h.executions = [early, *h.executions[1:]]
+    assert kinds(check(h)) == {"dispatch_only_after_commit": {"EXECUTED_BEFORE_LEASE"}}
+    assert kinds(check(h, skew=timedelta(seconds=1.2))) == {}  # within a 1.2 s skew
+    h.executions = [replace(early, started_at=T0 + 4 * S), *h.executions[1:]]  # 2 s early
+    assert kinds(check(h, skew=timedelta(seconds=1.2))) == {
+        "dispatch_only_after_commit": {"EXECUTED_BEFORE_LEASE"}
+    }
+    # worker against worker: an overlap of executions is not excused by a node's skew
+    h = clean()
+    late = replace(h.executions[1], ended_at=T0 + 43 * S)  # token 120 ran past 150's start
+    h.executions = [h.executions[0], late, h.executions[2]]
+    assert kinds(check(h, skew=timedelta(seconds=1.25))) == {
+        "one_holder_per_attempt": {"DOUBLE_EXECUTION"}
+    }
+    # stamp against stamp: a re-lease before the old lease ended is not excused either
+    h = clean()
+    h.attempts = [*h.attempts[:2], replace(h.attempts[2], start_date=T0 + 40 * S)]
+    h.executions, h.expect_executions = [], False
+    found = kinds(check(h, skew=timedelta(seconds=1.25)))
+    assert "DOUBLE_HOLDER" in found["one_holder_per_attempt"]
