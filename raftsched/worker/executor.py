@@ -114,6 +114,7 @@ class Channel:
         self.ready = threading.Event()  # a fork server: imported (or failed)
         self.failed: str | None = None
         self.stamp: list[int] | None = None
+        self.deps: list[tuple[str, Any]] = []  # modules beside the DAG file, with their stamps
         self.closed = False
         threading.Thread(target=self._read, name=f"raftsched-{name}", daemon=True).start()
 
@@ -161,6 +162,7 @@ class Channel:
             op = message.get("op")
             if op == "ready":
                 self.stamp = message.get("stamp")
+                self.deps = [(str(f), st) for f, st in message.get("deps") or ()]
                 self.ready.set()
             elif op == "failed":
                 self.failed = str(message.get("message") or "failed")
@@ -286,7 +288,9 @@ class Executor:
                 if self.forkservers.get(path) is fs:
                     self._retire(path)
             return None
-        if fs.channel.stamp != stamp:  # changed while it imported: not the code to run
+        changed = fs.channel.stamp != stamp  # changed while it imported: not the code to run
+        if changed or any(_stamp(file) != dep for file, dep in fs.channel.deps):
+            # or a module beside it (a helper it imports) changed since: a new fork server
             with self.lock:
                 if self.forkservers.get(path) is fs:
                     self._retire(path)

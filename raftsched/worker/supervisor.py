@@ -372,8 +372,25 @@ def _forkserver_main(supervisor: int, path: str, fd: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    send(sock, {"op": "ready", "stamp": stamp})
+    send(sock, {"op": "ready", "stamp": stamp, "deps": _dependencies(path)})
     server.serve()
+
+
+def _dependencies(path: str, limit: int = 500) -> list[list[Any]]:
+    """[file, stamp] of each module the DAG file imported from its own folder (its helpers):
+    an edit to one of them must retire this fork server too, as an edit to the file does."""
+    folder = os.path.dirname(os.path.abspath(path)) + os.sep
+    deps = []
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str):
+            continue
+        file = os.path.abspath(file)
+        if file.startswith(folder) and file != os.path.abspath(path):
+            deps.append([file, _stamp(file)])
+            if len(deps) >= limit:
+                break
+    return deps
 
 
 def _fork_python(module: Any, spec: dict[str, Any], env: dict[str, str]) -> int:

@@ -281,6 +281,26 @@ def test_a_dag_file_edited_between_attempts_runs_its_new_code(tmp_path: Path) ->
     assert outcome.success and out == "v2\n"  # type: ignore[attr-defined]
 
 
+def test_a_helper_module_edited_between_attempts_runs_its_new_code(tmp_path: Path) -> None:
+    """The DAG file is unchanged; a module beside it that it imports changes: the warm fork
+    server is retired and the attempt runs the new code (as a cold import would)."""
+    helper = tmp_path / "helper_mod.py"
+    helper.write_text("VERSION = 'v1'\n")
+    dag = python_dag(
+        tmp_path,
+        "import helper_mod\n\ndef task():\n    print(helper_mod.VERSION)\n",
+        "helper_dag.py",
+    )
+    outcome, out, _ = run(py(dag, "task"))
+    assert outcome.success and out == "v1\n"  # type: ignore[attr-defined]
+    before = helper.stat().st_mtime_ns
+    helper.write_text("VERSION = 'v2'\n")
+    os.utime(helper, ns=(before + 10**9, before + 10**9))
+    for _ in range(2):  # the attempt right after the edit, and the one after (a new server)
+        outcome, out, _ = run(py(dag, "task"))
+        assert outcome.success and out == "v2\n"  # type: ignore[attr-defined]
+
+
 def test_a_dag_file_that_fails_to_import_fails_its_attempt_with_the_error(
     tmp_path: Path,
 ) -> None:
