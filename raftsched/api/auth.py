@@ -34,6 +34,7 @@ from typing import Any
 import grpc
 
 from raftsched.addresses import is_loopback
+from raftsched.api.wrap import Behaviour, with_behaviour
 from raftsched.config import ApiConfig
 from raftsched.errors import ConfigError
 
@@ -246,29 +247,21 @@ def _as_caller(handler: grpc.RpcMethodHandler, scope: str) -> grpc.RpcMethodHand
     if handler.request_streaming:  # no raftsched call streams requests
         return handler
 
-    if handler.response_streaming:
-        behaviour = handler.unary_stream
-
-        def stream(request: Any, context: grpc.ServicerContext) -> Any:
+    def unary(behaviour: Behaviour) -> Behaviour:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
             _CALLER.set(scope)  # every call sets it first: no stale scope survives a call
+            return behaviour(request, context)
+
+        return call
+
+    def stream(behaviour: Behaviour) -> Behaviour:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            _CALLER.set(scope)
             yield from behaviour(request, context)
 
-        return grpc.unary_stream_rpc_method_handler(
-            stream,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    unary = handler.unary_unary
+        return call
 
-    def call(request: Any, context: grpc.ServicerContext) -> Any:
-        _CALLER.set(scope)
-        return unary(request, context)
-
-    return grpc.unary_unary_rpc_method_handler(
-        call,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    return with_behaviour(handler, unary, stream)
 
 
 def _deny(

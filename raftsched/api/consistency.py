@@ -33,6 +33,7 @@ import grpc
 
 from raftsched.api import status
 from raftsched.api.auth import OPEN_PREFIXES
+from raftsched.api.wrap import with_behaviour
 
 log = logging.getLogger(__name__)
 
@@ -105,16 +106,10 @@ class ConsistencyInterceptor(grpc.ServerInterceptor):
         if handler is None or method.startswith(OPEN_PREFIXES) or handler.request_streaming:
             return handler
         metadata = tuple(handler_call_details.invocation_metadata or ())
-        if handler.response_streaming:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(handler.unary_stream, metadata),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return grpc.unary_unary_rpc_method_handler(
-            self._unary(handler.unary_unary, metadata),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
+        return with_behaviour(
+            handler,
+            lambda behaviour: self._unary(behaviour, metadata),
+            lambda behaviour: self._streaming(behaviour, metadata),
         )
 
     def _unary(self, behavior: Callable[..., Any], metadata: tuple[Any, ...]) -> Callable:

@@ -17,6 +17,8 @@ from typing import Any
 
 import grpc
 
+from raftsched.api.wrap import with_behaviour
+
 MAX_DETAIL = 200
 
 
@@ -78,17 +80,7 @@ def safe_handler(handler: grpc.RpcMethodHandler | None) -> grpc.RpcMethodHandler
     if handler is None or handler.request_streaming or handler.request_deserializer is None:
         return handler
     deserializer = _safe(handler.request_deserializer)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(
-            _guard_stream(handler.unary_stream),
-            request_deserializer=deserializer,
-            response_serializer=handler.response_serializer,
-        )
-    return grpc.unary_unary_rpc_method_handler(
-        _guard_unary(handler.unary_unary),
-        request_deserializer=deserializer,
-        response_serializer=handler.response_serializer,
-    )
+    return with_behaviour(handler, _guard_unary, _guard_stream, request_deserializer=deserializer)
 
 
 class DecodeErrorInterceptor(grpc.ServerInterceptor):
