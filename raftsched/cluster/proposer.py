@@ -207,16 +207,7 @@ class Pipeline:
         submit = getattr(self._proposer, "submit", None)
         if submit is None:  # a proposer without asynchronous submission: one at a time
             self.submitted += 1
-            try:
-                result = self._proposer.propose(
-                    command, deadline=self._deadline, should_continue=self._should_continue
-                )
-            except RaftschedError as err:
-                log.info("pipelined %s not committed: %s", type(command).__name__, err)
-                self.failed = True
-                on_done(None, False)
-                return
-            on_done(result, True)
+            self._propose_now(command, on_done)
             return
         self._in_flight.append(slot)
         self.submitted += 1
@@ -251,8 +242,13 @@ class Pipeline:
             return
         # Unknown outcome: propose again with the same request id (apply answers a repeat
         # with the first result).
+        self._propose_now(command, on_done)
+
+    def _propose_now(self, command: Command, on_done: Callable[[Any, bool], None]) -> None:
+        """Propose and wait (with retries); a command that cannot be committed stops the
+        pipeline: nothing after it may go out."""
         try:
-            confirmed = self._proposer.propose(
+            result = self._proposer.propose(
                 command, deadline=self._deadline, should_continue=self._should_continue
             )
         except RaftschedError as err:
@@ -260,4 +256,4 @@ class Pipeline:
             self.failed = True
             on_done(None, False)
             return
-        on_done(confirmed, True)
+        on_done(result, True)
