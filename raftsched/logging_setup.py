@@ -26,8 +26,11 @@ gunicorn (the webserver) configures logging itself: :func:`gunicorn_logconfig` i
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import json
 import logging
+import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -137,6 +140,15 @@ def setup_logging(level: str, log_format: str = "text", *, node_id: str | None =
     handler.addFilter(ContextFilter())
     root.addHandler(handler)
     root.setLevel(level)
+
+
+def register_stack_dump() -> None:
+    """``kill -USR1 PID`` prints every thread's stack to stderr (the process log): how an
+    operator, or the partition suite, sees where a process that stopped making progress waits.
+    Scheduler nodes only: a worker's attempt guards use SIGUSR1 as their death signal."""
+    if hasattr(signal, "SIGUSR1") and threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError, RuntimeError):
+            faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
 
 
 def gunicorn_logconfig(level: str, log_format: str) -> dict[str, Any]:

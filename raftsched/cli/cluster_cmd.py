@@ -152,9 +152,11 @@ def _scheduler(args: argparse.Namespace) -> int:
     from raftsched.cluster.compat import check_pysyncobj
     from raftsched.cluster.runtime import NodeRuntime, try_migrate
     from raftsched.config import load_config
+    from raftsched.logging_setup import register_stack_dump
 
     config = load_config(args.config)
     setup_logging(config.core.logging_level, config.core.log_format)
+    register_stack_dump()  # kill -USR1: every thread's stack into the node's log
     check_pysyncobj()  # we patch its internals: refuse a release that lacks them, in one line
     taskenv.configure(config.worker.task_env_allowlist)  # what DAG-parse children may see
     taskenv.protect_this_process()  # no task of the same user reads our /proc environ

@@ -40,7 +40,7 @@ def test_short_partition_run_holds_every_invariant(tmp_path: Path) -> None:
         *("--report", str(report_path), "--workdir", str(tmp_path / "work")),
     ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
-    output = f"{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-6000:]}"
+    output = f"{done.stdout[-6000:]}\n--- stderr\n{done.stderr[-16000:]}"
     assert report_path.exists(), f"no report (exit {done.returncode}):\n{output}"
     report = json.loads(report_path.read_text())
     assert done.returncode == 0, (

@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 PEER_TIMEOUT = 1.0  # seconds for a peer's GetStatus
 TRANSFER_WAIT = 5.0  # seconds for leadership to move
 MEMBERSHIP_WAIT = 10.0
+# pysyncobj answers REQUEST_DENIED both while another change is uncommitted and while a new
+# leader has not yet applied its own no-op entry (just after an election or a transfer); both
+# clear within a few heartbeats, so a denial is retried this long before it reaches the caller.
+DENIED_WAIT = 3.0
 _RETRYABLE = {
     FAIL_REASON.QUEUE_FULL,
     FAIL_REASON.MISSING_LEADER,
@@ -235,7 +239,8 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
 
     def _apply_change(self, address: str, add: bool) -> None:
         node = self.ctx.node
-        end = time.monotonic() + MEMBERSHIP_WAIT
+        started = time.monotonic()
+        end = started + MEMBERSHIP_WAIT
         while True:
             box: list[Any] = []
             event = threading.Event()
@@ -252,12 +257,13 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             error = box[0]
             if error == FAIL_REASON.SUCCESS:
                 return
-            if error == FAIL_REASON.REQUEST_DENIED:
+            if error == FAIL_REASON.REQUEST_DENIED and time.monotonic() - started >= DENIED_WAIT:
                 raise StatusError(
                     Code.FAILED_PRECONDITION,
                     "another membership change is in progress; retry once it has committed",
                 )
-            if error not in _RETRYABLE or time.monotonic() >= end:
+            retryable = error in _RETRYABLE or error == FAIL_REASON.REQUEST_DENIED
+            if not retryable or time.monotonic() >= end:
                 break
             time.sleep(0.1)
         if not self.ctx.has_leader():
