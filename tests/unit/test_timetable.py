@@ -396,3 +396,34 @@ def test_every_hour_cron_fires_both_passes_of_a_repeated_half_hour() -> None:
         utc("2024-04-06 15:31"),  # 02:01 +10:30
     ]
     assert table.latest_slot(utc("2024-04-06 15:30")).logical_date == utc("2024-04-06 15:00")
+
+
+@pytest.mark.parametrize(
+    ("expr", "zone"),
+    [
+        ("*/5 * * * *", "UTC"),
+        ("30 2 * * *", "Europe/Berlin"),  # a gap and a repeat each year
+        ("0 * * * *", "Australia/Lord_Howe"),  # every hour, a 30-minute fall-back
+        ("* * * * * */20", "America/New_York"),  # seconds
+    ],
+)
+def test_shared_rule_memo_answers_as_a_fresh_timetable_does(expr: str, zone: str) -> None:
+    """Timetables with one (expression, zone) share croniter's expansion and memoized
+    answers (the cost of 100,000 DAGs): every answer equals a fresh computation's."""
+    from raftsched.core import timetable as tt
+
+    shared = tt.from_schedule(Schedule(ScheduleKind.CRON, cron=expr), zone)
+    again = tt.from_schedule(Schedule(ScheduleKind.CRON, cron=expr), zone)
+    assert isinstance(shared, tt.CronTimetable) and isinstance(again, tt.CronTimetable)
+    assert shared._rule is again._rule
+    fresh = tt.CronTimetable(expr, tt.get_zone(zone))
+    fresh._rule = tt._CronRule(fresh.expression, fresh.zone)  # a memo of its own, empty
+    instants = [
+        datetime(2024, 3, 30, 22, tzinfo=UTC) + timedelta(minutes=7 * k, seconds=k % 3)
+        for k in range(120)
+    ] + [datetime(2024, 10, 26, 22, tzinfo=UTC) + timedelta(minutes=11 * k) for k in range(120)]
+    for when in instants:
+        expected_after, expected_before = fresh._after(when), fresh._strictly_before(when)
+        for timetable in (shared, again, shared):  # a miss, then hits
+            assert timetable._after(when) == expected_after
+            assert timetable._strictly_before(when) == expected_before
