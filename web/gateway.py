@@ -34,6 +34,7 @@ from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from raftsched.web import metrics
+from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 
 from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
@@ -76,11 +77,14 @@ class Gateway:
         token: str | None = None,
         tls_ca: str | None = None,
         deadline: float = 5.0,
+        cache_ttl: float = DEFAULT_TTL,
     ) -> None:
         self.servers = tuple(servers)
         self.token = token or None
         self.tls_ca = tls_ca or None
         self.deadline = deadline
+        # Read answers reused for a moment, under the caller's consistency (read_cache.py).
+        self.cache = ReadCache(cache_ttl)
         self._lock = threading.Lock()
         self._client: RaftschedClient | None = None
         self._probes: dict[str, RaftschedClient] = {}
@@ -115,15 +119,26 @@ class Gateway:
 
     def _call(self, service: str, method: str, request: Message, **kwargs: Any) -> Any:
         seen = session_seen()
+        # The pages all call as this webserver (its token): one identity for the cache.
+        key = None if kwargs else self.cache.key(method, request, "")
+        hit = self.cache.get(key, seen.value if seen is not None else 0)
+        if hit is not None:
+            if seen is not None:
+                seen.observe(hit[0])
+                remember_seen(seen)
+            return hit[1]
         try:
             response = getattr(getattr(self.client, service), method)(request, seen=seen, **kwargs)
             remember_seen(seen)
+            self.cache.put(key, response)
             return response
         except NoQuorumError as err:
             metrics.upstream_error(method, "UNAVAILABLE")
             raise Unavailable(str(err), "UNAVAILABLE") from None
         except ApiError as err:
             raise _translate(err, method) from None
+        finally:
+            self.cache.after_call(method)  # a write (even a failed one) empties the cache
 
     # -- DAGs --------------------------------------------------------------------------------
 
@@ -135,18 +150,25 @@ class Gateway:
         page_size: int = 50,
         page_token: str = "",
         recent_runs: int = 10,
+        with_answer: bool = False,
     ) -> dict[str, Any]:
+        """The page as dicts; ``with_answer``: the cluster's answer itself instead ("answer":
+        the same object while the read cache keeps it, so the list page can reuse its rows;
+        "dags" is then None: convert with ``dag_dict`` if needed)."""
         request = dag_pb2.ListDagsRequest(
             search=search, page_size=page_size, page_token=page_token, recent_runs=recent_runs
         )
         if paused is not None:
             request.paused = paused
         response = self._call("dags", "ListDags", request)
-        return {
-            "dags": [dag_dict(d) for d in response.dags],
+        out = {
+            "dags": None if with_answer else [dag_dict(d) for d in response.dags],
             "next_page_token": response.next_page_token,
             "total_size": response.total_size,
         }
+        if with_answer:
+            out["answer"] = response
+        return out
 
     def get_dag(self, dag_id: str) -> dict[str, Any]:
         response = self._call("dags", "GetDag", dag_pb2.GetDagRequest(dag_id=dag_id))
@@ -528,7 +550,19 @@ def init_app(app: Flask) -> None:
         token=app.config.get("RAFTSCHED_TOKEN"),
         tls_ca=app.config.get("RAFTSCHED_TLS_CA"),
         deadline=float(app.config.get("RAFTSCHED_DEADLINE", 5.0)),
+        cache_ttl=read_cache_seconds(app),
     )
+
+
+def read_cache_seconds(app: Flask) -> float:
+    """``RAFTSCHED_WEB_READ_CACHE_SECONDS`` (read_cache.py): how long a read answer is reused."""
+    value = app.config.get("READ_CACHE_SECONDS", DEFAULT_TTL)
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"RAFTSCHED_WEB_READ_CACHE_SECONDS = {value!r}: expected seconds, e.g. 0.2 (0: off)"
+        ) from None
 
 
 def gateway() -> Gateway:

@@ -65,3 +65,67 @@ def child_exit(server: Any, worker: Any) -> None:
 def on_exit(server: Any) -> None:
     if _METRICS_DIR and os.environ.get("RAFTSCHED_WEB_METRICS_DIR_OWNED") == "1":
         shutil.rmtree(_METRICS_DIR, ignore_errors=True)
+
+
+# -- one write per response head and first body part ------------------------------------------
+#
+# gunicorn writes a response's head and its body with two send calls. A webserver killed
+# between them (kill -9, OOM) leaves nginx with a head it has already passed on to the client,
+# so it cannot retry the request on the other webserver and the client gets a cut-off page.
+# Between the two calls the thread gives up the GIL, so on a busy machine that gap lasts
+# milliseconds, and `scripts/bench/web.py --kill-one` saw a cut-off page in most runs. Sent
+# together, a page that fits the socket buffer reaches nginx whole or not at all, and "not at
+# all" is an error nginx retries (proxy_next_upstream error). Streamed answers (a followed
+# task log) still send the head with their first part.
+
+
+class _Collect:
+    """Stands in for the socket while gunicorn writes the head: keeps the bytes."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+class _Prefixed:
+    """The real socket, with the held-back head put in front of the first write."""
+
+    def __init__(self, sock: Any, head: bytes) -> None:
+        self._sock, self.head = sock, head
+
+    def sendall(self, data: bytes) -> None:
+        data, self.head = self.head + data, b""
+        self._sock.sendall(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
+def _patch_single_write() -> None:
+    from gunicorn.http import wsgi
+
+    original = wsgi.Response.write
+    if getattr(original, "_raftsched_single_write", False):
+        return
+
+    def write(self: Any, arg: bytes) -> None:
+        if self.headers_sent:
+            return original(self, arg)
+        real, held = self.sock, _Collect()
+        try:
+            self.sock = held
+            self.send_headers()
+            self.sock = prefixed = _Prefixed(real, held.data)
+            original(self, arg)
+            if prefixed.head:  # the body part was empty (or dropped): the head alone
+                real.sendall(prefixed.head)
+        finally:
+            self.sock = real
+
+    write._raftsched_single_write = True  # type: ignore[attr-defined]
+    wsgi.Response.write = write  # type: ignore[method-assign]
+
+
+_patch_single_write()

@@ -12,7 +12,9 @@
 Then any Flask setting from ``RAFTSCHED_WEB_<NAME>`` (values parsed as JSON when they can
 be), e.g. ``RAFTSCHED_WEB_SESSION_COOKIE_SECURE=true`` behind HTTPS,
 ``RAFTSCHED_WEB_PROXY_FIX=1`` to trust one proxy's X-Forwarded-* headers, or
-``RAFTSCHED_WEB_RAFTSCHED_DEADLINE=3`` for the seconds one page may wait on the cluster.
+``RAFTSCHED_WEB_RAFTSCHED_DEADLINE=3`` for the seconds one page may wait on the cluster, or
+``RAFTSCHED_WEB_READ_CACHE_SECONDS=0`` to turn off the read cache (``read_cache.py``: read
+answers reused for 0.2 s, never against a caller's read-your-writes index).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ DEFAULTS: dict[str, Any] = {
     "DAGS_PAGE_SIZE": 50,
     "GRID_RUNS": 12,
     "PROXY_FIX": False,
+    "READ_CACHE_SECONDS": 0.2,  # read_cache.DEFAULT_TTL
 }
 
 

@@ -119,10 +119,43 @@ def authenticate() -> None:
     except ValueError as err:
         raise ApiProblem("INVALID_ARGUMENT", str(err), field=CONSISTENCY_HEADER) from None
     g.api_caller = Caller(token, SeenIndex(seen), consistency)
+    return reused_body()
+
+
+def _body_key() -> tuple[str, str, str] | None:
+    """A GET's key in the read cache (web/read_cache.py): token and path with query."""
+    caller: Caller | None = g.get("api_caller")
+    if request.method != "GET" or caller is None or caller.consistency:
+        return None
+    return ("REST", caller.token, request.full_path)
+
+
+def reused_body() -> Response | None:
+    """The JSON body this token got for this GET a moment ago, when its data is at least at
+    the caller's X-Raftsched-Min-Index (read_cache.py); None: ask the cluster."""
+    key = _body_key()
+    if key is None:
+        return None
+    hit = api_gateway().cache.get(key, g.api_caller.seen.value)
+    if hit is None:
+        return None
+    index, body = hit
+    g.api_caller.seen.observe(index)
+    return current_app.response_class(body, status=200, mimetype="application/json")
+
+
+def remember_body(response: Response) -> None:
+    indexes = g.get("api_data_indexes") or [0]
+    key = _body_key()
+    if key is None or response.status_code != 200 or response.is_streamed or min(indexes) <= 0:
+        return
+    if response.mimetype == "application/json":
+        api_gateway().cache.put_value(key, min(indexes), response.get_data())
 
 
 @bp.after_request
 def stamp(response: Response) -> Response:
+    remember_body(response)
     caller: Caller | None = g.get("api_caller")
     if caller is not None and caller.seen.value:
         response.headers[APPLIED_INDEX_HEADER] = str(caller.seen.value)

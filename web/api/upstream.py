@@ -22,7 +22,9 @@ from typing import Any
 from flask import Flask, current_app, g
 from google.protobuf.message import Message
 from raftsched.web import metrics
-from raftsched.web.gateway import Gateway, Unavailable, _translate
+from raftsched.web.gateway import EXTENSION as PAGES_EXTENSION
+from raftsched.web.gateway import Gateway, Unavailable, _translate, read_cache_seconds
+from raftsched.web.read_cache import data_index
 
 from raftsched.api.client import READ_ONLY, ApiError, SeenIndex
 from raftsched.api.consistency import LINEARIZABLE
@@ -53,6 +55,19 @@ class ApiGateway(Gateway):
 
     def _call(self, service: str, method: str, request: Message, **kwargs: Any) -> Any:
         caller: Caller = g.api_caller
+        # Reused read answers are per token (the cluster decides what a token may read) and
+        # never for a linearizable read (read_cache.py).
+        key = (
+            None if kwargs or caller.consistency else self.cache.key(method, request, caller.token)
+        )
+        hit = self.cache.get(key, caller.seen.value)
+        # What each answer's data index was (0: not a cacheable read): the route's whole JSON
+        # body may be reused only when every call behind it was (routes.py, remember_body).
+        indexes: list[int] = g.setdefault("api_data_indexes", [])
+        if hit is not None:
+            indexes.append(hit[0])
+            caller.seen.observe(hit[0])
+            return hit[1]
         kwargs.setdefault("metadata", caller.metadata)
         if caller.consistency and method in READ_ONLY:
             kwargs.setdefault("consistency", caller.consistency)
@@ -65,6 +80,10 @@ class ApiGateway(Gateway):
             raise Unavailable(str(err), "UNAVAILABLE") from None
         except ApiError as err:
             raise _translate(err, method) from None
+        finally:
+            self.cache.after_call(method)  # a write (even a failed one) empties the cache
+        self.cache.put(key, response)
+        indexes.append(data_index(response) if key is not None else 0)
         return response
 
 
@@ -91,12 +110,17 @@ def parse_consistency(value: str | None) -> str:
 def init_app(app: Flask) -> None:
     if EXTENSION in app.extensions:
         return
-    app.extensions[EXTENSION] = ApiGateway(
+    gateway = ApiGateway(
         app.config["RAFTSCHED_SERVERS"],
         token=None,  # never the webserver's own token: each call carries its caller's
         tls_ca=app.config.get("RAFTSCHED_TLS_CA"),
         deadline=float(app.config.get("RAFTSCHED_DEADLINE", 5.0)),
+        cache_ttl=read_cache_seconds(app),
     )
+    pages = app.extensions.get(PAGES_EXTENSION)
+    if pages is not None:  # one cache: a write through either empties it for both
+        gateway.cache = pages.cache
+    app.extensions[EXTENSION] = gateway
 
 
 def api_gateway() -> ApiGateway:

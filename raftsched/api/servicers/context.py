@@ -2,9 +2,16 @@
 
 Contract:
 
+- :meth:`ApiContext.view` is how list and get queries read: the node's published
+  :class:`~raftsched.cluster.read_view.ReadView` (an immutable copy at one applied index,
+  with per-query indexes), at least at the index this call's caller has seen (the
+  consistency interceptor's ``await_applied``/``read_index`` record it for the handler on
+  the same thread). Build the page from it without any lock; answer with
+  :meth:`view_freshness` (the view's own index: read-your-writes depends on it).
 - :meth:`ApiContext.read` runs ``fn(state)`` under the node's apply lock and returns its value
   with the :class:`Freshness` of that same state (applied index taken under the same lock).
-  Keep ``fn`` short and copy what it returns out of the state (the tick thread waits).
+  Only for what a view does not hold (writes' pre-checks); keep ``fn`` short (the tick
+  thread waits).
 - :meth:`ApiContext.propose` commits one command through the :class:`Proposer`, using the
   request's ``request_id`` as the command's request id (a client retry is applied once), with a
   deadline bounded by the call's own. No quorum -> :class:`NoQuorumError` naming how many
@@ -26,9 +33,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
@@ -39,6 +47,7 @@ from raftsched.api.consistency import CATCH_UP_WAIT
 from raftsched.api.gen import common_pb2
 from raftsched.api.status import StatusError, no_quorum
 from raftsched.cluster.proposer import new_request_id
+from raftsched.cluster.read_view import ReadView, ReadViews
 from raftsched.core.commands import Batch, Command
 from raftsched.core.results import Result
 from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, StoreUnavailable
@@ -72,6 +81,14 @@ class ApiContext:
     default_lease_ttl: float = 30.0
     status: Callable[[], dict[str, Any]] | None = None  # NodeRuntime.status
     grpc_bind: str = ""  # as configured (may be empty)
+    views: ReadViews = field(init=False, repr=False)
+    # The index the current call's caller must see, per gRPC thread (set before the handler
+    # by await_applied / read_index, taken by view()). A value left behind by a call whose
+    # handler took no view is harmless: views only move forward.
+    _wanted: threading.local = field(init=False, repr=False, default_factory=threading.local)
+
+    def __post_init__(self) -> None:
+        self.views = ReadViews(self.node)
 
     @property
     def node_id(self) -> str:
@@ -79,9 +96,20 @@ class ApiContext:
 
     # -- reads -------------------------------------------------------------------------------
 
+    def view(self, min_index: int = 0) -> ReadView:
+        """The published read view, at least at what this call's caller has seen (and at
+        ``min_index``, e.g. a write's own index): never waits for apply, except to copy the
+        state when the view is too old (see :class:`ReadViews`)."""
+        wanted = max(min_index, int(getattr(self._wanted, "index", 0)))
+        self._wanted.index = 0
+        return self.views.get(wanted)
+
+    def view_freshness(self, view: ReadView) -> common_pb2.Freshness:
+        return self.freshness(view.index)
+
     def freshness(self, applied_index: int | None = None) -> common_pb2.Freshness:
         if applied_index is None:
-            applied_index = int(self.node.read(lambda st: st.applied_index))
+            applied_index = self.views.applied_index()
         return common_pb2.Freshness(
             leader_id=self.node.leader_address or "",
             applied_index=int(applied_index),
@@ -97,8 +125,9 @@ class ApiContext:
     def applied_through(self) -> int:
         """The Raft log index of the last command in this node's state: what every answer's
         ``freshness.applied_index`` says (pysyncobj's own no-op entries do not count, so
-        every replica reaches every index a client can have seen)."""
-        return int(self.node.read(lambda st: st.applied_index))
+        every replica reaches every index a client can have seen). Taken without the apply
+        lock (the interceptor stamps every answer with it)."""
+        return self.views.applied_index()
 
     def await_applied(self, min_index: int, context: grpc.ServicerContext | None = None) -> bool:
         """Wait until this node applied ``min_index``: at most CATCH_UP_WAIT s, or the call's
@@ -116,8 +145,12 @@ class ApiContext:
         poll_until = started + max(0.0, budget - READ_INDEX_WAIT)
         while self.applied_through() < min_index:
             if time.monotonic() >= poll_until:
-                return self._confirm_behind(min_index, started + budget - time.monotonic())
+                reset = self._confirm_behind(min_index, started + budget - time.monotonic())
+                if not reset:
+                    self._wanted.index = min_index
+                return reset
             time.sleep(CATCH_UP_POLL)
+        self._wanted.index = min_index  # the handler's view must be at least there
         return False
 
     def _confirm_behind(self, min_index: int, time_left: float) -> bool:
@@ -146,6 +179,8 @@ class ApiContext:
         proposer returns once this node applied it, so everything committed before it is
         in this node's state. A node cut off from the majority cannot: NoQuorumError."""
         self.propose(self.make(Batch, "", commands=()), context, max_wait=max_wait)
+        # A linearizable read answers from a view that holds the no-op's index.
+        self._wanted.index = max(int(getattr(self._wanted, "index", 0)), self.applied_through())
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -1,11 +1,14 @@
 """DagService: DAGs, runs, task instances and logs; live state merged with DB history.
 
-Reads of live state run under the node's apply lock and carry its Freshness; history
-(finished runs, past attempts, log chunks) comes from the metadata DB. Writes (pause, trigger,
-clear, mark) go through Raft with the request's ``request_id``.
+Reads of live state come from the node's read view (:meth:`ApiContext.view`: an immutable
+copy at one applied index, indexed per query, so a page costs O(page) and holds no lock that
+apply needs) and carry that view's Freshness; history (finished runs, past attempts, log
+chunks) comes from the metadata DB. Writes (pause, trigger, clear, mark) go through Raft with
+the request's ``request_id``; what a write answers is read from a view that holds it.
 
-- ListDags: filter and page (token = last dag_id) over the replicated DAGs; each DAG gets its
-  next run from its timetable and its newest runs (live + DB; DB down: live only).
+- ListDags: filter and page (token = last dag_id) over the view's sorted DAGs; each DAG gets
+  its next run from its timetable and its newest runs (live + DB; DB down: live only), both
+  cached (:class:`history.NextRunCache`, :class:`history.RecentRunsCache`).
 - TriggerDag: the replicated state forgets finished runs after retention, the DB does not;
   so unless the live state knows the slot, the DB is asked first (ALREADY_EXISTS if taken).
   Whether the DAG exists is decided in apply, from committed state: a replica that has not
@@ -23,6 +26,7 @@ clear, mark) go through Raft with the request's ``request_id``.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -79,6 +83,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
         self._backfill = Backfill(ctx)
+        self._next_runs = history.NextRunCache()
+        self._recent_db = history.RecentRunsCache()
 
     # -- DAGs --------------------------------------------------------------------------------
 
@@ -90,39 +96,44 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         bounds.tags("tags", request.tags)
         bounds.text("page_token", request.page_token, limits.MAX_ID_CHARS)
 
-        def read(state: Any) -> tuple[int, list[Any], dict[str, list[Any]]]:
-            chosen = sorted(
-                (rec for rec in state.dags.values() if history.matches(rec, request)),
-                key=lambda rec: rec.dag_id,
-            )
-            total = len(chosen)
-            after = [rec for rec in chosen if rec.dag_id > request.page_token]
-            page = after[: page_size + 1]
-            live = {rec.dag_id: [replace(run) for run in state.runs(rec.dag_id)] for rec in page}
-            return total, page, live
+        view = self.ctx.view()
+        keep = None
+        if request.search:
+            needle = request.search.lower()
 
-        (total, page, live), fresh = self.ctx.read(read)
-        more = len(page) > page_size
-        page = page[:page_size]
+            def keep(rec: Any) -> bool:
+                return needle in rec.spec.dag_id.lower() or needle in rec.spec.description.lower()
+
+        found = view.dag_page(
+            after=request.page_token,
+            limit=page_size + 1,
+            include_inactive=request.include_inactive,
+            paused=request.paused if request.HasField("paused") else None,
+            tags=request.tags,
+            keep=keep,
+        )
+        more = len(found.dags) > page_size
+        page = found.dags[:page_size]
         now = clock.now()
         engine = self._engine_or_none()
         dags = []
         for record in page:
-            runs = self._recent(engine, record.dag_id, live[record.dag_id], recent)
-            dags.append(convert.dag(record, next_run=history.next_run(record, now), recent=runs))
+            runs = self._recent(engine, view, record.dag_id, recent)
+            dags.append(convert.dag(record, next_run=self._next_runs.get(record, now), recent=runs))
         return dag_pb2.ListDagsResponse(
             dags=dags,
             next_page_token=page[-1].dag_id if more and page else "",
-            total_size=total,
-            freshness=fresh,
+            total_size=found.total,
+            freshness=self.ctx.view_freshness(view),
         )
 
     @translate_errors
     def GetDag(self, request: Any, context: grpc.ServicerContext) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
-        record, runs, fresh = self._dag_and_runs(dag_id)
-        recent = self._recent(self._engine_or_none(), dag_id, runs, DEFAULT_RECENT)
-        dag = convert.dag(record, next_run=history.next_run(record, clock.now()), recent=recent)
+        view, record = self._dag_in_view(dag_id)
+        recent = self._recent(self._engine_or_none(), view, dag_id, DEFAULT_RECENT)
+        dag = convert.dag(record, next_run=self._next_runs.get(record, clock.now()), recent=recent)
+        fresh = self.ctx.view_freshness(view)
         tasks = [
             convert.task_definition(t) for t in sorted(record.spec.tasks, key=lambda t: t.task_id)
         ]
@@ -142,10 +153,13 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         command = self.ctx.make(c.SetPaused, request_id, dag_id=dag_id, paused=paused)
         result = self.ctx.propose(command, context)
         raise_for_result(result, dag_id=dag_id)
-        record, _runs, fresh = self._dag_and_runs(dag_id)
-        dag = convert.dag(record, next_run=history.next_run(record, clock.now()))
+        # The write is applied here (the proposer returned): answer from a view that has it.
+        view, record = self._dag_in_view(dag_id, min_index=self.ctx.applied_through())
+        dag = convert.dag(record, next_run=self._next_runs.get(record, clock.now()))
         return dag_pb2.PauseDagResponse(
-            dag=dag, changed=result.ok and result.reason != r.UNCHANGED, freshness=fresh
+            dag=dag,
+            changed=result.ok and result.reason != r.UNCHANGED,
+            freshness=self.ctx.view_freshness(view),
         )
 
     @translate_errors
@@ -221,14 +235,17 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         run_type = convert.run_type(request.run_type, "run_type")
         cursor = history.RunCursor.decode(request.page_token)
 
-        def read(state: Any) -> list[Any]:
-            return [
-                replace(run)
-                for run in state.runs(dag_id)
-                if run_type is None or run.run_type == run_type
-            ]
-
-        live, fresh = self.ctx.read(read)
+        view = self.ctx.view()
+        # The first page_size + 1 live runs after the cursor that pass the filters (in list
+        # order, from the view's per-DAG/per-state indexes): O(page), not O(live runs).
+        matching = (
+            run
+            for run in view.iter_runs(
+                dag_id, states=wanted, after=cursor.order if cursor is not None else None
+            )
+            if run_type is None or run.run_type == run_type
+        )
+        live = list(itertools.islice(matching, page_size + 1))
         db, more = history.db_runs_after(
             self.ctx.require_engine(),
             cursor,
@@ -237,6 +254,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
             states=sorted(wanted) or None,
             run_type=run_type,
         )
+        # A DB row of a run the view holds is replaced by the live run (it is fresher).
+        db = [view.run(run.dag_id, run.run_id) or run for run in db]
         runs = history.merge_runs(
             db, live, cursor=cursor, keep=lambda run: not wanted or run.state in wanted
         )
@@ -244,7 +263,9 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         page = runs[:page_size]
         token = history.RunCursor.of(page[-1]).encode() if more and page else ""
         return dag_pb2.ListRunsResponse(
-            runs=[convert.dag_run(run) for run in page], next_page_token=token, freshness=fresh
+            runs=[convert.dag_run(run) for run in page],
+            next_page_token=token,
+            freshness=self.ctx.view_freshness(view),
         )
 
     @translate_errors
@@ -252,12 +273,9 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         dag_id = _required_id(request.dag_id, "dag_id")
         run_id = _required_id(request.run_id, "run_id")
 
-        def read(state: Any) -> tuple[Any, list[Any]]:
-            return _copy(state.run(dag_id, run_id)), [
-                replace(ti) for ti in state.task_instances(dag_id, run_id)
-            ]
-
-        (run, live), fresh = self.ctx.read(read)
+        view = self.ctx.view()
+        run, live = view.run(dag_id, run_id), view.task_instances(dag_id, run_id)
+        fresh = self.ctx.view_freshness(view)
         engine = self.ctx.require_engine() if run is None else self._engine_or_none()
         rows: list[Any] = []
         if engine is not None:
@@ -401,7 +419,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
 
     @translate_errors
     def ListImportErrors(self, request: Any, context: grpc.ServicerContext) -> Any:
-        errors, fresh = self.ctx.read(lambda st: list(st.import_errors))
+        view = self.ctx.view()
+        errors, fresh = view.import_errors, self.ctx.view_freshness(view)
         return dag_pb2.ListImportErrorsResponse(
             import_errors=[
                 dag_pb2.DagImportError(fileloc=e.fileloc, message=e.message, traceback=e.traceback)
@@ -412,24 +431,26 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _dag_and_runs(self, dag_id: str) -> tuple[Any, list[Any], Any]:
-        def read(state: Any) -> tuple[Any, list[Any]]:
-            record = state.dag(dag_id)
-            if record is None:
-                raise DagNotFound(dag_id)
-            return record, [replace(run) for run in state.runs(dag_id)]
-
-        (record, runs), fresh = self.ctx.read(read)
-        return record, runs, fresh
+    def _dag_in_view(self, dag_id: str, min_index: int = 0) -> tuple[Any, Any]:
+        view = self.ctx.view(min_index)
+        record = view.dag(dag_id)
+        if record is None:
+            raise DagNotFound(dag_id)
+        return view, record
 
     def _engine_or_none(self) -> Any:
         return self.ctx.engine
 
-    def _recent(self, engine: Any, dag_id: str, live: list[Any], count: int) -> list[Any]:
-        try:
-            return history.recent_runs(engine, dag_id, live, count)
-        except StoreUnavailable:
-            return history.recent_runs(None, dag_id, live, count)
+    def _recent(self, engine: Any, view: Any, dag_id: str, count: int) -> list[Any]:
+        """The DAG's ``count`` newest runs: the view's live ones over the DB's (cached while
+        nothing new was materialized); the DB down: live only."""
+        db: list[Any] = []
+        if engine is not None and count > 0:
+            try:
+                db = self._recent_db.get(engine, dag_id, count, view.outbox_acked_seq)
+            except StoreUnavailable:
+                db = []
+        return history.newest_merged(db, view.runs_of(dag_id), view.run, count)
 
 
 def _copy(run: Any) -> Any:

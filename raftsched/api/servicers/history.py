@@ -4,6 +4,16 @@ The replicated state holds active runs and finished ones until they are material
 retention; the metadata DB holds every run the materializer wrote. A run known to both is
 taken from the live state (it is at least as fresh). Pure functions over already-read data,
 plus the paged DB reads; no gRPC here.
+
+Two caches keep a DAG list page from costing a DB query and a timetable walk per DAG:
+
+- :class:`NextRunCache`: a DAG's next run depends only on its record and on which slot
+  ``now`` is in; kept until the next slot time passes or the record changes.
+- :class:`RecentRunsCache`: a DAG's newest DB runs, kept while the read view's
+  ``outbox_acked_seq`` stays the same. Why that is exact: every row with seq <= that ack was
+  in the DB before the view saw the ack, hence before the cached query; a row written after
+  the query has a later seq, so its run is not materialized up to its last change, so it is
+  still live in every view with that ack, and the live run wins the merge anyway.
 """
 
 from __future__ import annotations
@@ -11,6 +21,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -139,6 +151,85 @@ def recent_runs(
     if engine is not None and count > 0:
         db = queries.list_runs(engine, dag_id, limit=count)
     return merge_runs(db, live, cursor=None, keep=lambda _run: True)[:count]
+
+
+def newest_merged(
+    db_newest: Iterable[DagRun],
+    live_newest: Sequence[DagRun],
+    live_run: Callable[[str, str], DagRun | None],
+    count: int,
+) -> list[DagRun]:
+    """The ``count`` newest runs from a DAG's ``count`` newest DB rows and its live runs in
+    list order (only the first ``count`` are looked at): a DB row of a live run is replaced
+    by ``live_run(dag_id, run_id)``, so the page costs O(count) however many runs are live."""
+    db = [live_run(r.dag_id, r.run_id) or r for r in db_newest]
+    return merge_runs(db, live_newest[:count], cursor=None, keep=lambda _run: True)[:count]
+
+
+class RecentRunsCache:
+    """dag_id -> its newest DB runs, valid while the read view's ``outbox_acked_seq`` is the
+    one they were read at (see the module docstring), and at most :attr:`TTL` s (rows that
+    something other than the materializer changed). Thread-safe."""
+
+    TTL = 30.0
+    MAX_ENTRIES = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[int, int, float, list[DagRun]]] = {}
+
+    def get(self, engine: Any, dag_id: str, count: int, acked_seq: int) -> list[DagRun]:
+        if count <= 0:
+            return []
+        now = time.monotonic()
+        with self._lock:
+            entry = self._entries.get(dag_id)
+        if entry is not None:
+            seq, held, at, rows = entry
+            if seq == acked_seq and held >= count and now - at < self.TTL:
+                return rows[:count]
+        rows = queries.list_runs(engine, dag_id, limit=count)
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[dag_id] = (acked_seq, count, now, rows)
+        return rows
+
+
+class NextRunCache:
+    """dag_id -> :func:`next_run`, kept while the record is the same object (records are
+    frozen: any change replaces it) and ``now`` is before the next slot time. Thread-safe."""
+
+    MAX_ENTRIES = 100_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[DagRecord, datetime | None, Slot | None]] = {}
+
+    def get(self, record: DagRecord, now: datetime) -> Slot | None:
+        dag_id = record.spec.dag_id
+        with self._lock:
+            entry = self._entries.get(dag_id)
+        if entry is not None and entry[0] is record and (entry[1] is None or now < entry[1]):
+            return entry[2]
+        value = next_run(record, now)
+        until = _next_change(record, now)
+        with self._lock:
+            if len(self._entries) >= self.MAX_ENTRIES:
+                self._entries.clear()
+            self._entries[dag_id] = (record, until, value)
+        return value
+
+
+def _next_change(record: DagRecord, now: datetime) -> datetime | None:
+    """When :func:`next_run` of ``record`` may change with time (None: never)."""
+    if record.paused or not record.active or record.spec.catchup:
+        return None  # None either way, or next_slot(last): independent of now
+    try:
+        when = timetable_for(record.spec).next_time(now)
+    except ValueError:
+        return None
+    return when
 
 
 # -- DAGs -----------------------------------------------------------------------------------
