@@ -1,13 +1,59 @@
-"""Every error raftsched raises on purpose. Each names the offending value and the way out."""
+"""Every error raftsched raises on purpose. Each names the offending value and the way out.
+
+Each class says how an API answers it: ``status``, a gRPC status code by name (this module
+imports no gRPC: the core raises these too). ``raftsched.api.status.status_of`` is the one
+mapping to gRPC status codes, :func:`http_status` the one from those codes to HTTP (the REST
+API and the web pages). Subclasses carry the data a caller can act on (``DagNotFound.dag_id``,
+``NoQuorumError.reachable``, ``MigrationRequired.current``...).
+"""
 
 from __future__ import annotations
+
+# gRPC status code (by name) -> HTTP status: the one table (REST API, pages, gateway errors).
+HTTP_STATUS: dict[str, int] = {
+    "OK": 200,
+    "INVALID_ARGUMENT": 400,
+    "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "ALREADY_EXISTS": 409,
+    "ABORTED": 409,
+    "FAILED_PRECONDITION": 409,
+    "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "RESOURCE_EXHAUSTED": 429,
+    "CANCELLED": 499,
+    "INTERNAL": 500,
+    "UNKNOWN": 500,
+    "DATA_LOSS": 500,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+
+
+def http_status(status: str) -> int:
+    """The HTTP status for a gRPC status code name (500 for one not in the table)."""
+    return HTTP_STATUS.get(status, 500)
 
 
 class RaftschedError(Exception):
     """Base of all raftsched errors. ``str(err)`` is one line a person can act on."""
 
+    #: how the API answers this error: a gRPC status code, by name (a subclass, or an
+    #: instance that carries a code it was given, sets its own)
+    status: str = "FAILED_PRECONDITION"
+
+    @property
+    def http_status(self) -> int:
+        return http_status(self.status)
+
 
 class ConfigError(RaftschedError):
+    status = "INVALID_ARGUMENT"
+
     def __init__(self, message: str, *, source: str = "", key: str = "", value: str = "") -> None:
         super().__init__(message)
         self.source = source
@@ -18,6 +64,8 @@ class ConfigError(RaftschedError):
 class DagDefinitionError(RaftschedError):
     """A DAG file defines something invalid (bad id, cycle, invalid cron, unknown zone...)."""
 
+    status = "INVALID_ARGUMENT"
+
     def __init__(self, message: str, *, dag_id: str = "", task_id: str = "") -> None:
         super().__init__(message)
         self.dag_id = dag_id
@@ -25,12 +73,16 @@ class DagDefinitionError(RaftschedError):
 
 
 class DagNotFound(RaftschedError):
+    status = "NOT_FOUND"
+
     def __init__(self, dag_id: str) -> None:
         super().__init__(f"DAG {dag_id!r} not found; `raftsched dags list` shows the known DAGs")
         self.dag_id = dag_id
 
 
 class SnapshotVersionError(RaftschedError):
+    status = "FAILED_PRECONDITION"
+
     def __init__(self, found: int, supported: int) -> None:
         super().__init__(
             f"snapshot schema_version {found} is newer than this release supports ({supported});"
@@ -40,19 +92,24 @@ class SnapshotVersionError(RaftschedError):
         self.supported = supported
 
 
-class NotLeaderError(RaftschedError):
-    def __init__(self, leader_hint: str | None) -> None:
-        hint = f"; the leader is {leader_hint}" if leader_hint else "; no leader is known yet"
-        super().__init__(f"this node is not the leader{hint}")
-        self.leader_hint = leader_hint
-
-
 class NoQuorumError(RaftschedError):
-    """A replicated call could not be committed: no majority is reachable right now."""
+    """A replicated call could not be committed, or no node answered: no majority is reachable
+    right now. ``reachable``/``total`` count the nodes when the raiser knows them."""
+
+    status = "UNAVAILABLE"
+
+    def __init__(
+        self, message: str, *, reachable: int | None = None, total: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reachable = reachable
+        self.total = total
 
 
 class CommitTimeout(RaftschedError):
     """A replicated call's outcome is unknown; retry with the same request id."""
+
+    status = "DEADLINE_EXCEEDED"
 
     def __init__(self, request_id: str, seconds: float) -> None:
         super().__init__(
@@ -60,14 +117,30 @@ class CommitTimeout(RaftschedError):
             " retrying with the same request id is safe"
         )
         self.request_id = request_id
+        self.seconds = seconds
 
 
 class StoreUnavailable(RaftschedError):
-    """The metadata database cannot be reached; work continues from the Raft log."""
+    """The metadata database cannot be reached; work continues from the Raft log. ``url`` is
+    the database (without its password) when the raiser knows it."""
+
+    status = "UNAVAILABLE"
+
+    def __init__(self, message: str, *, url: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
 
 
 class MigrationRequired(RaftschedError):
-    pass
+    """The metadata database's schema is not this release's: ``current`` (None: no schema)
+    and ``head`` are Alembic revisions when known; the message says which command fixes it."""
+
+    def __init__(
+        self, message: str, *, current: str | None = None, head: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.current = current
+        self.head = head
 
 
 class LimitExceeded(RaftschedError, ValueError):
@@ -76,6 +149,8 @@ class LimitExceeded(RaftschedError, ValueError):
     ``field`` names the value, ``limit`` and ``size`` (when known) say by how much; the API
     answers INVALID_ARGUMENT with ``str(err)``.
     """
+
+    status = "INVALID_ARGUMENT"
 
     def __init__(
         self, field: str, problem: str, *, limit: int | None = None, size: int | None = None
@@ -89,6 +164,8 @@ class LimitExceeded(RaftschedError, ValueError):
 
 class OutboxFull(RaftschedError):
     """The replicated outbox reached its hard cap (the metadata DB is behind or away)."""
+
+    status = "RESOURCE_EXHAUSTED"
 
     def __init__(self, entries: int, cap: int) -> None:
         super().__init__(

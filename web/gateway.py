@@ -38,7 +38,7 @@ from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 
 from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
-from raftsched.errors import NoQuorumError
+from raftsched.errors import NoQuorumError, RaftschedError
 
 EXTENSION = "raftsched_gateway"
 SESSION_KEY = "seen_index"  # the user's highest applied index seen, in the session cookie
@@ -46,25 +46,36 @@ FINISHED_TASK_STATES = frozenset({"success", "failed", "upstream_failed", "skipp
 _UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-class GatewayError(Exception):
-    """Base of the gateway's errors; ``message`` is fit to show to a person."""
+class GatewayError(RaftschedError):
+    """Base of the gateway's errors; ``message`` is fit to show to a person, ``code`` is the
+    gRPC status the cluster answered (``status`` too: ``errors.http_status`` maps it)."""
+
+    status = "UNKNOWN"
 
     def __init__(self, message: str, code: str = "") -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        if code:
+            self.status = code
 
 
 class Unavailable(GatewayError):
     """No raftsched node could serve the call."""
 
+    status = "UNAVAILABLE"
+
 
 class NotFound(GatewayError):
     """The cluster answered NOT_FOUND."""
 
+    status = "NOT_FOUND"
+
 
 class Refused(GatewayError):
     """The cluster refused the call (INVALID_ARGUMENT, ALREADY_EXISTS, ...)."""
+
+    status = "FAILED_PRECONDITION"
 
 
 class Gateway:

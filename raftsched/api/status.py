@@ -10,12 +10,13 @@ The servicers use three things from here:
 - :func:`invalid_argument` and :func:`no_quorum`, for the two messages that need data the
   exceptions do not carry (the field name; how many nodes are reachable).
 
-Mapping (docs/architecture.md §6): NoQuorumError and NotLeaderError -> UNAVAILABLE (retry, maybe
-elsewhere); CommitTimeout -> DEADLINE_EXCEEDED (the outcome is unknown: retry with the same
-request id); DagNotFound and unknown runs/tasks -> NOT_FOUND; DagDefinitionError and bad
-fields -> INVALID_ARGUMENT naming the field; a stale fencing token -> FAILED_PRECONDITION;
-StoreUnavailable -> UNAVAILABLE; LimitExceeded (a value past a bound of core.limits) ->
-INVALID_ARGUMENT with its message; OutboxFull and the reason "outbox_full" -> RESOURCE_EXHAUSTED.
+Mapping (docs/architecture.md §6; each error class names its code in ``raftsched.errors``):
+NoQuorumError -> UNAVAILABLE (retry, maybe elsewhere); CommitTimeout -> DEADLINE_EXCEEDED
+(the outcome is unknown: retry with the same request id); DagNotFound and unknown
+runs/tasks -> NOT_FOUND; DagDefinitionError and bad fields -> INVALID_ARGUMENT naming the
+field; a stale fencing token -> FAILED_PRECONDITION; StoreUnavailable -> UNAVAILABLE;
+LimitExceeded (a value past a bound of core.limits) -> INVALID_ARGUMENT with its message;
+OutboxFull and the reason "outbox_full" -> RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -31,12 +32,8 @@ import grpc
 from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.errors import (
-    CommitTimeout,
-    DagDefinitionError,
-    DagNotFound,
     LimitExceeded,
     NoQuorumError,
-    NotLeaderError,
     OutboxFull,
     RaftschedError,
     StoreUnavailable,
@@ -54,12 +51,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 STATUS_HINT = "retry, or check `raftsched cluster status`"
 
 
-class StatusError(Exception):
+class StatusError(RaftschedError):
     """Raise inside a servicer method to answer ``code`` with ``message``."""
 
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+        self.status = code.name
         self.message = message
 
 
@@ -72,33 +70,27 @@ def invalid_argument(field: str, value: Any, expected: str) -> StatusError:
 
 
 def no_quorum(reachable: int, total: int) -> NoQuorumError:
-    return NoQuorumError(f"no quorum: {reachable} of {total} nodes reachable; {STATUS_HINT}")
+    return NoQuorumError(
+        f"no quorum: {reachable} of {total} nodes reachable; {STATUS_HINT}",
+        reachable=reachable,
+        total=total,
+    )
 
 
 def status_of(err: BaseException) -> tuple[grpc.StatusCode, str]:
-    """The status code and message for an exception; INTERNAL for anything unexpected."""
+    """The status code and message for an exception (the one mapping: each raftsched error
+    names its code, ``RaftschedError.status``); INTERNAL for anything unexpected."""
     if isinstance(err, StatusError):
         return err.code, err.message
-    if isinstance(err, NoQuorumError):
-        return Code.UNAVAILABLE, str(err) or f"no quorum; {STATUS_HINT}"
-    if isinstance(err, NotLeaderError):
-        return Code.UNAVAILABLE, f"{err}; retry (any node accepts any call once a leader exists)"
-    if isinstance(err, CommitTimeout):
-        return Code.DEADLINE_EXCEEDED, str(err)
-    if isinstance(err, StoreUnavailable):
-        return Code.UNAVAILABLE, f"metadata database unavailable: {err}; retry later"
-    if isinstance(err, DagNotFound):
-        return Code.NOT_FOUND, str(err)
-    if isinstance(err, DagDefinitionError):
-        return Code.INVALID_ARGUMENT, str(err)
-    if isinstance(err, LimitExceeded):
-        return Code.INVALID_ARGUMENT, str(err)
-    if isinstance(err, OutboxFull):
-        return Code.RESOURCE_EXHAUSTED, str(err)
+    if isinstance(err, RaftschedError):
+        code = getattr(Code, err.status, Code.FAILED_PRECONDITION)
+        if isinstance(err, NoQuorumError):
+            return code, str(err) or f"no quorum; {STATUS_HINT}"
+        if isinstance(err, StoreUnavailable):
+            return code, f"metadata database unavailable: {err}; retry later"
+        return code, str(err)
     if isinstance(err, ValueError):
         return Code.INVALID_ARGUMENT, str(err)
-    if isinstance(err, RaftschedError):
-        return Code.FAILED_PRECONDITION, str(err)
     return Code.INTERNAL, "internal error; the answering node's log has the traceback"
 
 

@@ -123,7 +123,8 @@ def translate_errors(engine: Engine) -> Iterator[None]:
                 " run raftsched db migrate"
             ) from err
         raise StoreUnavailable(
-            f"metadata database {safe_url(engine.url)} unavailable: {reason}"
+            f"metadata database {safe_url(engine.url)} unavailable: {reason}",
+            url=safe_url(engine.url),
         ) from err
     except exc.ProgrammingError as err:
         reason = _reason(err)
@@ -136,7 +137,8 @@ def translate_errors(engine: Engine) -> Iterator[None]:
     except exc.DBAPIError as err:
         if err.connection_invalidated:
             raise StoreUnavailable(
-                f"metadata database {safe_url(engine.url)} unavailable: {_reason(err)}"
+                f"metadata database {safe_url(engine.url)} unavailable: {_reason(err)}",
+                url=safe_url(engine.url),
             ) from err
         raise
 

@@ -76,9 +76,13 @@ def require_head(engine: Engine) -> SchemaStatus:
     if status.current is not None and status.current not in known:
         raise MigrationRequired(
             f"database at revision {status.current}, which this raftsched release does not know"
-            f" (its head is {status.head}): upgrade raftsched"
+            f" (its head is {status.head}): upgrade raftsched",
+            current=status.current,
+            head=status.head,
         )
     current = status.current or "<empty>"
     raise MigrationRequired(
-        f"database at revision {current}, head is {status.head}: run raftsched db migrate"
+        f"database at revision {current}, head is {status.head}: run raftsched db migrate",
+        current=status.current,
+        head=status.head,
     )

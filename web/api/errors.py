@@ -2,7 +2,8 @@
 when one request field is to blame, ``fields`` for every invalid field).
 
 ``code`` is the gRPC status name the cluster answered (or the nearest one for an error the
-webserver finds itself); :data:`HTTP_STATUS` is the one table from gRPC code to HTTP status.
+webserver finds itself); ``raftsched.errors.HTTP_STATUS`` is the one table from gRPC code to
+HTTP status.
 """
 
 from __future__ import annotations
@@ -15,29 +16,11 @@ from flask import Blueprint, Response, jsonify, request
 from raftsched.web.gateway import GatewayError
 from werkzeug.exceptions import HTTPException
 
+from raftsched.errors import http_status
+
 log = logging.getLogger(__name__)
 
-HTTP_STATUS: dict[str, int] = {
-    "INVALID_ARGUMENT": 400,
-    "OUT_OF_RANGE": 400,
-    "UNAUTHENTICATED": 401,
-    "PERMISSION_DENIED": 403,
-    "NOT_FOUND": 404,
-    "METHOD_NOT_ALLOWED": 405,
-    "ALREADY_EXISTS": 409,
-    "ABORTED": 409,
-    "FAILED_PRECONDITION": 409,
-    "PAYLOAD_TOO_LARGE": 413,
-    "UNSUPPORTED_MEDIA_TYPE": 415,
-    "RESOURCE_EXHAUSTED": 429,
-    "CANCELLED": 499,
-    "INTERNAL": 500,
-    "UNKNOWN": 500,
-    "DATA_LOSS": 500,
-    "UNIMPLEMENTED": 501,
-    "UNAVAILABLE": 503,
-    "DEADLINE_EXCEEDED": 504,
-}
+# The one table from gRPC code to HTTP status lives with the errors (raftsched.errors).
 # An HTTP error the webserver raises itself (routing, parsing) -> the code it is reported as.
 _CODE_OF_HTTP: dict[int, str] = {
     400: "INVALID_ARGUMENT",
@@ -77,7 +60,7 @@ class ApiProblem(Exception):
 
 
 def status_of(code: str) -> int:
-    return HTTP_STATUS.get(code, 500)
+    return http_status(code)
 
 
 def error_response(
