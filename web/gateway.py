@@ -32,12 +32,12 @@ from typing import Any
 import grpc
 from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
-from google.protobuf.timestamp_pb2 import Timestamp
 from raftsched.web import metrics
 from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 
 from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
+from raftsched.api.wire import enum_text, when
 from raftsched.errors import NoQuorumError, RaftschedError
 
 EXTENSION = "raftsched_gateway"
@@ -394,33 +394,19 @@ def _translate(err: ApiError, method: str) -> GatewayError:
 # -- proto -> plain values ------------------------------------------------------------------
 
 
-def ts(message: Message, field: str) -> datetime | None:
-    """An aware UTC datetime from a Timestamp field; None when unset."""
-    if not message.HasField(field):
-        return None
-    value: Timestamp = getattr(message, field)
-    return value.ToDatetime(tzinfo=UTC)
-
-
-def enum_name(enum: Any, value: int, prefix: str) -> str:
-    """``TASK_STATE_UP_FOR_RETRY`` -> ``up_for_retry``; unknown or 0 -> ``""``."""
-    try:
-        name = enum.Name(value)
-    except ValueError:
-        return ""
-    return "" if name.endswith("_UNSPECIFIED") else name.removeprefix(prefix).lower()
+ts = when  # an aware UTC datetime from a Timestamp field (raftsched.api.wire)
 
 
 def run_state(value: int) -> str:
-    return enum_name(common_pb2.RunState, value, "RUN_STATE_")
+    return enum_text(common_pb2.RunState, value)
 
 
 def task_state(value: int) -> str:
-    return enum_name(common_pb2.TaskState, value, "TASK_STATE_")
+    return enum_text(common_pb2.TaskState, value)
 
 
 def run_type(value: int) -> str:
-    return enum_name(common_pb2.RunType, value, "RUN_TYPE_")
+    return enum_text(common_pb2.RunType, value)
 
 
 MANUAL_ONLY = "manual only"
@@ -531,7 +517,7 @@ def node_dict(node: cluster_pb2.NodeStatus) -> dict[str, Any]:
         "node_id": node.node_id,
         "address": node.address,
         "api_address": node.api_address,
-        "role": enum_name(cluster_pb2.NodeRole, node.role, "NODE_ROLE_"),
+        "role": enum_text(cluster_pb2.NodeRole, node.role),
         "term": node.term,
         "commit_index": node.commit_index,
         "applied_index": node.applied_index,

@@ -14,9 +14,8 @@ what to do, and picks the exit code through the error's type (see ``main.py``): 
 and DEADLINE_EXCEEDED become :class:`~raftsched.errors.NoQuorumError` (exit 3), the rest a
 :class:`~raftsched.errors.RaftschedError` (exit 1).
 
-:func:`to_dict` turns a response message into plain JSON-able data: snake_case field names,
-enums by their short lower-case name (``TASK_STATE_UP_FOR_RETRY`` -> ``"up_for_retry"``,
-UNSPECIFIED -> None), timestamps as ISO-8601 UTC (unset -> None).
+:func:`to_dict` (from :mod:`raftsched.api.wire`, which the web uses too) turns a response
+message into plain JSON-able data.
 """
 
 from __future__ import annotations
@@ -26,18 +25,18 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from raftsched.addresses import cluster_api_addresses
+from raftsched.api.wire import enum_short as enum_name
+from raftsched.api.wire import iso, to_dict, to_timestamp
 from raftsched.cli.output import add_output_flag
 from raftsched.errors import ConfigError, NoQuorumError, RaftschedError
 
 if TYPE_CHECKING:  # grpc and protobuf load only when a command talks to the cluster
-    from google.protobuf.descriptor import FieldDescriptor
-    from google.protobuf.message import Message
-
     from raftsched.api.client import ApiError, RaftschedClient
+
+__all__ = ["enum_name", "iso", "to_dict", "to_timestamp"]  # the wire conversion, for the commands
 
 DEFAULT_TIMEOUT = 10.0
 TOKEN_HINT = "use a token with that role (--token or RAFTSCHED_TOKEN)"
@@ -196,54 +195,3 @@ def explain(
     ):
         return RaftschedError(detail)
     return RaftschedError(f"`raftsched {command}` failed ({code.name}): {detail}")
-
-
-# -- messages as plain data -----------------------------------------------------------------
-
-
-def to_dict(message: Message) -> dict[str, Any]:
-    """A message as JSON-able data (see the module docstring)."""
-    return {field.name: _field(message, field) for field in message.DESCRIPTOR.fields}
-
-
-def _field(message: Message, field: FieldDescriptor) -> Any:
-    value = getattr(message, field.name)
-    if field.message_type is not None and field.message_type.GetOptions().map_entry:
-        return {k: _value(v, field.message_type.fields_by_name["value"]) for k, v in value.items()}
-    if field.is_repeated:
-        return [_value(v, field) for v in value]
-    if field.has_presence and not message.HasField(field.name):
-        return None
-    return _value(value, field)
-
-
-def _value(value: Any, field: FieldDescriptor) -> Any:
-    if field.enum_type is not None:
-        return enum_name(field.enum_type.values_by_number[value].name, field.enum_type.name)
-    if field.message_type is None:
-        return value
-    if field.message_type.full_name == "google.protobuf.Timestamp":
-        return iso(value)
-    return to_dict(value)
-
-
-def enum_name(name: str, type_name: str) -> str | None:
-    """``("RUN_STATE_SUCCESS", "RunState")`` -> ``"success"``; UNSPECIFIED -> None."""
-    prefix = re.sub(r"(?<!^)(?=[A-Z])", "_", type_name).upper() + "_"
-    short = name.removeprefix(prefix).lower()
-    return None if short == "unspecified" else short
-
-
-def iso(timestamp: Any) -> str | None:
-    """A Timestamp as ISO-8601 UTC; None when unset (zero)."""
-    if not timestamp.seconds and not timestamp.nanos:
-        return None
-    return timestamp.ToDatetime(tzinfo=UTC).isoformat()
-
-
-def to_timestamp(value: datetime) -> Any:
-    from google.protobuf.timestamp_pb2 import Timestamp
-
-    stamp = Timestamp()
-    stamp.FromDatetime(value.astimezone(UTC))
-    return stamp
