@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.core import snapshot as sn
 from raftsched.core.limits import MAX_IMPORT_ERROR_CHARS, clean_text
 from raftsched.core.model import DagRecord, DagSpec, ImportErrorRecord, OutboxKind
 from raftsched.core.outbox import emit_entry, set_dag
 from raftsched.core.ready import Topology
 from raftsched.core.results import Item, Result
+from raftsched.core.rows import ImportErrorsRow
 from raftsched.core.validate import check_spec
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ def apply_set_import_errors(
     if errors == state._import_errors:
         return Result(True, r.UNCHANGED)
     state._import_errors = errors
-    rows = [sn.import_error_dict(e) for e in errors]
-    emit_entry(state, OutboxKind.IMPORT_ERRORS, {"errors": rows, "updated_at": sn.utc_iso(now)})
+    rows = tuple((e.fileloc, e.message, e.traceback) for e in errors)
+    emit_entry(state, OutboxKind.IMPORT_ERRORS, ImportErrorsRow(rows, now).to_wire())
     return Result(True)
 
 

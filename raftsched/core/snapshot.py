@@ -36,16 +36,28 @@ from raftsched.core.model import (
     utc_iso,
 )
 from raftsched.core.results import Item, LeaseGrant, Result
+from raftsched.core.rows import DagRow, RunRow, TaskRow
 
 # 1: the first release. 2: halted, clock, evicted_slots and fences (a release that knows only
 # 1 refuses a 2: it would drop the fences and lease a fenced task again). Every release reads
 # the versions before its own.
 SCHEMA_VERSION = 2
+# A snapshot holding variables or connections says 3, so a release that knows only 2 refuses it
+# rather than dropping them; one without any still says 2 (and digests as before: the digest
+# folds in SCHEMA_VERSION, which stays 2).
+SECRETS_SCHEMA_VERSION = 3
+
+
+def readable_with_secrets(version: int, data: Any) -> bool:
+    """Whether a snapshot past SCHEMA_VERSION is one this release reads all the same: version
+    SECRETS_SCHEMA_VERSION with its ``secrets`` table."""
+    return version == SECRETS_SCHEMA_VERSION and "secrets" in data
+
 
 ATTEMPT_STATES = frozenset({TaskState.RUNNING, TaskState.SUCCESS, TaskState.FAILED})
 
 
-# -- outbox rows --------------------------------------------------------------------------
+# -- outbox rows (typed in core/rows.py, shared with the materializer) ---------------------
 
 
 def attempt_number(ti: TaskInstance, state: TaskState | None = None) -> int:
@@ -56,63 +68,66 @@ def ti_row(ti: TaskInstance, state: TaskState | None = None, message: str | None
     """The TASK_INSTANCE row of ``ti`` (``state``/``message`` override: closing an attempt)."""
     state = state or ti.state
     key = ti.key
-    row: dict[str, Any] = {
-        "dag_id": key.dag_id,
-        "run_id": key.run_id,
-        "task_id": key.task_id,
-        "try_number": attempt_number(ti, state),
-        "state": str(state),
-    }
     if state in ATTEMPT_STATES:
-        row.update(
+        row = TaskRow(
+            key.dag_id,
+            key.run_id,
+            key.task_id,
+            attempt_number(ti, state),
+            str(state),
             worker_id=ti.worker_id,
             lease_token=ti.lease_token,
-            queued_at=utc_iso(ti.queued_at),
-            start_date=utc_iso(ti.start_date),
-            end_date=utc_iso(ti.end_date),
+            queued_at=ti.queued_at,
+            start_date=ti.start_date,
+            end_date=ti.end_date,
             exit_code=ti.exit_code,
             message=ti.message if message is None else message,
         )
     else:
         ended = state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
-        row.update(
+        row = TaskRow(
+            key.dag_id,
+            key.run_id,
+            key.task_id,
+            attempt_number(ti, state),
+            str(state),
             worker_id=None,
             lease_token=None,
-            queued_at=utc_iso(ti.queued_at) if state is TaskState.QUEUED else None,
+            queued_at=ti.queued_at if state is TaskState.QUEUED else None,
             start_date=None,
-            end_date=utc_iso(ti.end_date) if ended else None,
+            end_date=ti.end_date if ended else None,
             exit_code=None,
             message="" if message is None else message,
         )
-    return row
+    return row.to_wire()
 
 
 def run_row(run: DagRun) -> dict:
-    return {
-        "dag_id": run.dag_id,
-        "run_id": run.run_id,
-        "logical_date": utc_iso(run.logical_date),
-        "data_interval_start": utc_iso(run.data_interval_start),
-        "data_interval_end": utc_iso(run.data_interval_end),
-        "run_type": str(run.run_type),
-        "state": str(run.state),
-        "conf": dict(run.conf),
-        "created_at": utc_iso(run.created_at),
-        "start_date": utc_iso(run.start_date),
-        "end_date": utc_iso(run.end_date),
-    }
+    return RunRow(
+        dag_id=run.dag_id,
+        run_id=run.run_id,
+        logical_date=run.logical_date,
+        data_interval_start=run.data_interval_start,
+        data_interval_end=run.data_interval_end,
+        run_type=str(run.run_type),
+        state=str(run.state),
+        conf=dict(run.conf),
+        created_at=run.created_at,
+        start_date=run.start_date,
+        end_date=run.end_date,
+    ).to_wire()
 
 
 def dag_row(record: DagRecord) -> dict:
-    return {
-        "dag_id": record.spec.dag_id,
-        "fileloc": record.spec.fileloc,
-        "spec": record.spec.to_dict(),
-        "spec_hash": record.spec.spec_hash,
-        "paused": record.paused,
-        "active": record.active,
-        "updated_at": utc_iso(record.updated_at),
-    }
+    return DagRow(
+        dag_id=record.spec.dag_id,
+        fileloc=record.spec.fileloc,
+        spec=record.spec.to_dict(),
+        spec_hash=record.spec.spec_hash,
+        paused=record.paused,
+        active=record.active,
+        updated_at=record.updated_at,
+    ).to_wire()
 
 
 def import_error_dict(error: ImportErrorRecord) -> dict:

@@ -37,7 +37,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from raftsched.core.model import OutboxEntry, OutboxKind, parse_utc
+from raftsched.core.model import OutboxEntry, OutboxKind
+from raftsched.core.rows import DagRow, ImportErrorsRow, LogRow, RunRow, TaskRow
 from raftsched.errors import RaftschedError, StoreUnavailable
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
@@ -259,84 +260,28 @@ def _last_per_key(rows: Iterable[dict[str, Any]], table: sa.Table) -> list[dict[
     return list(last.values())
 
 
-# -- rows of each kind, as the tables hold them (shared with store.memory) ------------------
-
-
-def _ts(data: dict[str, Any], key: str) -> datetime | None:
-    return parse_utc(data.get(key))
+# -- rows of each kind, as the tables hold them (core/rows.py; shared with store.memory) ----
 
 
 def dag_row(d: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "dag_id": d["dag_id"],
-        "fileloc": d["fileloc"],
-        "spec": d["spec"],
-        "spec_hash": d["spec_hash"],
-        "paused": bool(d.get("paused", False)),
-        "active": bool(d.get("active", True)),
-        "updated_at": _ts(d, "updated_at"),
-    }
+    return DagRow.from_wire(d).columns()
 
 
 def run_row(d: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "dag_id": d["dag_id"],
-        "run_id": d["run_id"],
-        "logical_date": _ts(d, "logical_date"),
-        "data_interval_start": _ts(d, "data_interval_start"),
-        "data_interval_end": _ts(d, "data_interval_end"),
-        "run_type": str(d["run_type"]),
-        "state": str(d["state"]),
-        "conf": d.get("conf") or {},
-        "created_at": _ts(d, "created_at"),
-        "start_date": _ts(d, "start_date"),
-        "end_date": _ts(d, "end_date"),
-    }
+    return RunRow.from_wire(d).columns()
 
 
 def task_row(d: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "dag_id": d["dag_id"],
-        "run_id": d["run_id"],
-        "task_id": d["task_id"],
-        "try_number": int(d["try_number"]),
-        "state": str(d["state"]),
-        "worker_id": d.get("worker_id"),
-        "lease_token": d.get("lease_token"),
-        "queued_at": _ts(d, "queued_at"),
-        "start_date": _ts(d, "start_date"),
-        "end_date": _ts(d, "end_date"),
-        "exit_code": d.get("exit_code"),
-        "message": d.get("message") or "",
-    }
+    return TaskRow.from_wire(d).columns()
 
 
 def log_row(d: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "dag_id": d["dag_id"],
-        "run_id": d["run_id"],
-        "task_id": d["task_id"],
-        "try_number": int(d["try_number"]),
-        "chunk_seq": int(d["chunk_seq"]),
-        "stream": str(d["stream"]),
-        "text": d["text"],
-        "created_at": _ts(d, "created_at"),
-    }
+    return LogRow.from_wire(d).columns()
 
 
 def import_error_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """The import_error table's new content (the last error per file wins)."""
-    updated_at = _ts(data, "updated_at")
-    rows = {
-        e["fileloc"]: {
-            "fileloc": e["fileloc"],
-            "message": e["message"],
-            "traceback": e.get("traceback") or "",
-            "updated_at": updated_at,
-        }
-        for e in data.get("errors", ())
-    }
-    return list(rows.values())
+    return ImportErrorsRow.from_wire(data).columns()
 
 
 def _replace_import_errors(conn: Connection, data: dict[str, Any]) -> None:

@@ -1,0 +1,207 @@
+"""Outbox rows, typed: what the state machine emits and the materializer writes, one class
+per ``OutboxKind``, shared by both ends.
+
+- ``to_wire()``: the JSON-able dict an ``OutboxEntry`` carries (datetimes as ISO-8601 UTC).
+  Snapshots and the digest hold these dicts, so their keys and order are part of the
+  replicated state (tests/unit/test_digest_golden.py pins them).
+- ``from_wire(data)``: the row back from such a dict (the materializer; tolerant of keys an
+  older release did not write).
+- ``columns()``: the metadata DB's row (aware datetimes; ``store.tables`` has the columns).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, ClassVar
+
+from raftsched.core.model import parse_utc, utc_iso
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    TIMES: ClassVar[frozenset[str]] = frozenset()
+
+    def to_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = utc_iso(value) if f.name in self.TIMES else value
+        return out
+
+    def columns(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class DagRow(_Row):
+    TIMES: ClassVar[frozenset[str]] = frozenset({"updated_at"})
+
+    dag_id: str
+    fileloc: str
+    spec: dict[str, Any]  # DagSpec.to_dict()
+    spec_hash: str
+    paused: bool
+    active: bool
+    updated_at: datetime | None
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> DagRow:
+        return cls(
+            dag_id=d["dag_id"],
+            fileloc=d["fileloc"],
+            spec=d["spec"],
+            spec_hash=d["spec_hash"],
+            paused=bool(d.get("paused", False)),
+            active=bool(d.get("active", True)),
+            updated_at=parse_utc(d.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow(_Row):
+    TIMES: ClassVar[frozenset[str]] = frozenset(
+        {
+            "logical_date",
+            "data_interval_start",
+            "data_interval_end",
+            "created_at",
+            "start_date",
+            "end_date",
+        }
+    )
+
+    dag_id: str
+    run_id: str
+    logical_date: datetime | None
+    data_interval_start: datetime | None
+    data_interval_end: datetime | None
+    run_type: str
+    state: str
+    conf: dict[str, Any]
+    created_at: datetime | None
+    start_date: datetime | None
+    end_date: datetime | None
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> RunRow:
+        return cls(
+            dag_id=d["dag_id"],
+            run_id=d["run_id"],
+            logical_date=parse_utc(d.get("logical_date")),
+            data_interval_start=parse_utc(d.get("data_interval_start")),
+            data_interval_end=parse_utc(d.get("data_interval_end")),
+            run_type=str(d["run_type"]),
+            state=str(d["state"]),
+            conf=d.get("conf") or {},
+            created_at=parse_utc(d.get("created_at")),
+            start_date=parse_utc(d.get("start_date")),
+            end_date=parse_utc(d.get("end_date")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRow(_Row):
+    """One attempt (dag_id, run_id, task_id, try_number) of a task instance."""
+
+    TIMES: ClassVar[frozenset[str]] = frozenset({"queued_at", "start_date", "end_date"})
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    state: str
+    worker_id: str | None
+    lease_token: int | None
+    queued_at: datetime | None
+    start_date: datetime | None
+    end_date: datetime | None
+    exit_code: int | None
+    message: str
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> TaskRow:
+        return cls(
+            dag_id=d["dag_id"],
+            run_id=d["run_id"],
+            task_id=d["task_id"],
+            try_number=int(d["try_number"]),
+            state=str(d["state"]),
+            worker_id=d.get("worker_id"),
+            lease_token=d.get("lease_token"),
+            queued_at=parse_utc(d.get("queued_at")),
+            start_date=parse_utc(d.get("start_date")),
+            end_date=parse_utc(d.get("end_date")),
+            exit_code=d.get("exit_code"),
+            message=d.get("message") or "",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow(_Row):
+    """One chunk of an attempt's output; immutable once written."""
+
+    TIMES: ClassVar[frozenset[str]] = frozenset({"created_at"})
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int
+    chunk_seq: int
+    stream: str  # "stdout" | "stderr"
+    text: str
+    created_at: datetime | None
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> LogRow:
+        return cls(
+            dag_id=d["dag_id"],
+            run_id=d["run_id"],
+            task_id=d["task_id"],
+            try_number=int(d["try_number"]),
+            chunk_seq=int(d["chunk_seq"]),
+            stream=str(d["stream"]),
+            text=d["text"],
+            created_at=parse_utc(d.get("created_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ImportErrorsRow:
+    """The whole import_error table's new content: ``errors`` are (fileloc, message,
+    traceback); the last error per file wins."""
+
+    errors: tuple[tuple[str, str, str], ...]
+    updated_at: datetime | None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "errors": [
+                {"fileloc": fileloc, "message": message, "traceback": traceback}
+                for fileloc, message, traceback in self.errors
+            ],
+            "updated_at": utc_iso(self.updated_at),
+        }
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> ImportErrorsRow:
+        return cls(
+            errors=tuple(
+                (e["fileloc"], e["message"], e.get("traceback") or "") for e in d.get("errors", ())
+            ),
+            updated_at=parse_utc(d.get("updated_at")),
+        )
+
+    def columns(self) -> list[dict[str, Any]]:
+        rows = {
+            fileloc: {
+                "fileloc": fileloc,
+                "message": message,
+                "traceback": traceback,
+                "updated_at": self.updated_at,
+            }
+            for fileloc, message, traceback in self.errors
+        }
+        return list(rows.values())
