@@ -88,7 +88,19 @@ dag_run = sa.Table(
     # Invariant 1: one run per schedule slot. Also serves "runs of a DAG, newest first".
     sa.UniqueConstraint("dag_id", "logical_date"),
 )
-sa.Index("ix_dag_run_state", dag_run.c.state)
+# ListRuns' order, (logical_date DESC, dag_id, run_id): a page of every DAG's runs, or of one
+# state's, is a range of an index, not a sort of the table (migration 0003). Runs of one DAG
+# go through uq_dag_run_dag_id_logical_date.
+sa.Index(
+    "ix_dag_run_logical_date", dag_run.c.logical_date.desc(), dag_run.c.dag_id, dag_run.c.run_id
+)
+sa.Index(
+    "ix_dag_run_state_logical_date",
+    dag_run.c.state,
+    dag_run.c.logical_date.desc(),
+    dag_run.c.dag_id,
+    dag_run.c.run_id,
+)
 
 task_instance = sa.Table(
     "task_instance",
