@@ -104,6 +104,12 @@ class ClusterConfig(_Section):
     # fsync the Raft journal and term/vote before acknowledging (off: a host crash or power
     # loss may lose acknowledged entries; see README "Benchmarks")
     durable_journal: bool = setting("true", s.boolean)
+    # Log compaction (a snapshot) after this many log entries or seconds, whichever comes
+    # first; each node's first one comes later by its own offset (cluster/settings.py).
+    compaction_min_entries: int = setting("5000", s.integer(ge=2))
+    compaction_min_seconds: float = setting("300", s.number(gt=0))
+    # SIGTERM on the leader: seconds to wait for another node to take over (0: no handover)
+    handover_timeout: float = setting("3", s.number(ge=0, le=30))
 
     @property
     def peers(self) -> tuple[str, ...]:
@@ -156,14 +162,22 @@ class WebserverConfig(_Section):
 @dataclass(frozen=True, repr=False)
 class WorkerConfig(_Section):
     concurrency: int = setting("4", s.integer(ge=1))
-    lease_ttl: float = setting("30", s.number(ge=1, le=86400))  # core.limits' lease TTL range
-    heartbeat_interval: float = setting("5", s.number(gt=0))
+    # 10 s / 2 s: see docs/architecture.md §11 (room for a failover and a black-holed node
+    # between two accepted heartbeats; a dead worker process no longer waits for the TTL)
+    lease_ttl: float = setting("10", s.number(ge=1, le=86400))  # core.limits' lease TTL range
+    heartbeat_interval: float = setting("2", s.number(gt=0))
     servers: tuple[str, ...] = setting("", s.addresses())
     token: str = setting("", s.text(), secret=True)
     grace_period: float = setting("30", s.number(ge=0))
     task_env_allowlist: tuple[str, ...] = setting(
         "PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH", s.env_names
     )
+
+
+@dataclass(frozen=True, repr=False)
+class SecretsConfig(_Section):
+    # Fernet keys of variables and connections (raftsched/secrets.py): encrypt with the first
+    fernet_key: tuple[str, ...] = setting("", s.words, secret=True)
 
 
 @dataclass(frozen=True)
@@ -175,6 +189,7 @@ class Config:
     api: ApiConfig
     webserver: WebserverConfig
     worker: WorkerConfig
+    secrets: SecretsConfig
     source: str = DEFAULTS  # the file read, or "defaults"
 
     def redacted(self) -> dict[str, Any]:
@@ -192,6 +207,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "api": ApiConfig,
     "webserver": WebserverConfig,
     "worker": WorkerConfig,
+    "secrets": SecretsConfig,
 }
 
 KEYS: dict[str, tuple[str, ...]] = {

@@ -69,6 +69,7 @@ _C = "/raftsched.v1.ClusterService/"
 _D = "/raftsched.v1.DagService/"
 _W = "/raftsched.v1.WorkerService/"
 _U = "/raftsched.v1.UserService/"
+_S = "/raftsched.v1.SecretService/"
 
 METHOD_ROLES: Mapping[str, Role] = {
     _C + "GetStatus": Role.VIEWER,
@@ -96,6 +97,12 @@ METHOD_ROLES: Mapping[str, Role] = {
     _U + "VerifyUser": Role.ADMIN,
     _U + "ListUsers": Role.ADMIN,
     _U + "DeleteUser": Role.ADMIN,
+    _S + "SetSecret": Role.ADMIN,
+    _S + "GetSecret": Role.OPERATOR,  # a value itself only to admin (caller_role)
+    _S + "ListSecrets": Role.VIEWER,
+    _S + "DeleteSecret": Role.ADMIN,
+    _S + "RotateSecrets": Role.ADMIN,
+    _S + "ResolveSecrets": Role.WORKER,
 }
 
 # Services anyone may call without a token.
@@ -184,7 +191,9 @@ class AuthInterceptor(grpc.ServerInterceptor):
         metadata = handler_call_details.invocation_metadata or ()
         denial = self._check(method, need, metadata)
         if denial is None:
-            return _as_caller(handler, caller_scope_of(_bearer(metadata)))
+            token = _bearer(metadata)
+            role = self._tokens.role_of(token) or Role.VIEWER
+            return _as_caller(handler, caller_scope_of(token), role)
         return _deny(handler, *denial)
 
     def _check(
@@ -223,6 +232,13 @@ class AuthInterceptor(grpc.ServerInterceptor):
 # client-chosen request ids by it (``ApiContext.make``), so a caller that reuses another
 # caller's request id never receives the other's result (e.g. its lease grants).
 _CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("raftsched_caller", default="")
+# The role of that caller (open mode: every caller is admin, and nothing sets it)
+_ROLE: contextvars.ContextVar[Role] = contextvars.ContextVar("raftsched_role", default=Role.ADMIN)
+
+
+def caller_role() -> Role:
+    """The role of the caller whose call this thread is handling (ADMIN in open mode)."""
+    return _ROLE.get()
 
 
 def caller_scope() -> str:
@@ -242,14 +258,18 @@ def _bearer(metadata: Iterable[Any]) -> str:
     return str(header).strip().partition(" ")[2].strip()
 
 
-def _as_caller(handler: grpc.RpcMethodHandler, scope: str) -> grpc.RpcMethodHandler:
-    """``handler`` with :func:`caller_scope` set to ``scope`` while its behaviour runs."""
+def _as_caller(
+    handler: grpc.RpcMethodHandler, scope: str, role: Role = Role.VIEWER
+) -> grpc.RpcMethodHandler:
+    """``handler`` with :func:`caller_scope` set to ``scope`` (and :func:`caller_role` to
+    ``role``) while its behaviour runs."""
     if handler.request_streaming:  # no raftsched call streams requests
         return handler
 
     def unary(behaviour: Behaviour) -> Behaviour:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
             _CALLER.set(scope)  # every call sets it first: no stale scope survives a call
+            _ROLE.set(role)
             return behaviour(request, context)
 
         return call
@@ -257,6 +277,7 @@ def _as_caller(handler: grpc.RpcMethodHandler, scope: str) -> grpc.RpcMethodHand
     def stream(behaviour: Behaviour) -> Behaviour:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
             _CALLER.set(scope)
+            _ROLE.set(role)
             yield from behaviour(request, context)
 
         return call

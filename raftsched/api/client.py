@@ -76,6 +76,8 @@ from raftsched.api.gen import (
     cluster_pb2_grpc,
     dag_pb2,
     dag_pb2_grpc,
+    secret_pb2,
+    secret_pb2_grpc,
     user_pb2,
     user_pb2_grpc,
     worker_pb2,
@@ -88,6 +90,7 @@ log = logging.getLogger(__name__)
 READ_ONLY = frozenset(
     {"GetStatus", "ListDags", "GetDag", "ListRuns", "ListTaskInstances", "GetTaskLog"}
     | {"ListImportErrors", "VerifyUser", "ListUsers"}
+    | {"GetSecret", "ListSecrets", "ResolveSecrets"}
 )
 
 SEEN_INDEX_ENV = "RAFTSCHED_SEEN_INDEX_FILE"
@@ -288,6 +291,7 @@ class RaftschedClient:
         self.dags = _Service(self, dag_pb2, "DagService")
         self.workers = _Service(self, worker_pb2, "WorkerService")
         self.users = _Service(self, user_pb2, "UserService")
+        self.secrets = _Service(self, secret_pb2, "SecretService")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -567,6 +571,7 @@ _STUB_CLASSES: dict[str, Callable[[grpc.Channel], Any]] = {
     "DagService": dag_pb2_grpc.DagServiceStub,
     "WorkerService": worker_pb2_grpc.WorkerServiceStub,
     "UserService": user_pb2_grpc.UserServiceStub,
+    "SecretService": secret_pb2_grpc.SecretServiceStub,
 }
 
 

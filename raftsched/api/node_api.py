@@ -26,6 +26,7 @@ from raftsched.api.servicers import (
     UserServicer,
     WorkerServicer,
 )
+from raftsched.api.servicers.secrets import SecretServicer
 
 if TYPE_CHECKING:
     from raftsched.cluster.runtime import NodeRuntime
@@ -67,6 +68,7 @@ class NodeApi:
             DagServicer(self.ctx),
             WorkerServicer(self.ctx, self.signal),
             UserServicer(self.ctx),
+            SecretServicer(self.ctx, getattr(runtime, "fernet_keys", ())),
         ]
         self.server: ApiServer = build_server(
             api, servicers, bind=self.bind, max_workers=max_workers, gate=self.ctx
@@ -89,7 +91,7 @@ class NodeApi:
     def stop(self) -> None:
         self._stop.set()
         self.ctx.node.remove_apply_listener(self.signal.on_apply)
-        self.signal.notify()  # long polls re-check and end with the server's grace
+        self.signal.close()  # long polls answer now: their workers move to another node
         self.server.stop(grace=STOP_GRACE)
         self.cluster.close()
         if self._health is not None:

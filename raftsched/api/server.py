@@ -30,6 +30,8 @@ from raftsched.api.gen import (
     cluster_pb2_grpc,
     dag_pb2,
     dag_pb2_grpc,
+    secret_pb2,
+    secret_pb2_grpc,
     user_pb2,
     user_pb2_grpc,
     worker_pb2,
@@ -62,6 +64,11 @@ SERVICES: tuple[tuple[type, Any, str], ...] = (
         user_pb2_grpc.UserServiceServicer,
         user_pb2_grpc.add_UserServiceServicer_to_server,
         user_pb2.DESCRIPTOR.services_by_name["UserService"].full_name,
+    ),
+    (
+        secret_pb2_grpc.SecretServiceServicer,
+        secret_pb2_grpc.add_SecretServiceServicer_to_server,
+        secret_pb2.DESCRIPTOR.services_by_name["SecretService"].full_name,
     ),
 )
 

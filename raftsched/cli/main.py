@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "standalone_cmd",
     "tasks_cmd",
     "users_cmd",
+    "variables_cmd",
     "webserver_cmd",
     "worker_cmd",
 )

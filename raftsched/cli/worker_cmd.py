@@ -112,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
     # Long polls get a client of their own: SIGTERM closes it to end an outstanding poll.
     poll_client = RaftschedClient(servers, token=token, tls_ca=tls_ca)
     transport = GrpcWorkerTransport(
-        client, poll_client=poll_client, worker_id=args.worker_id or "", lease_ttl=cfg.lease_ttl
+        client,
+        poll_client=poll_client,
+        worker_id=args.worker_id or "",
+        lease_ttl=cfg.lease_ttl,
+        access={"servers": servers, "token": token, "tls_ca": tls_ca},  # the death report
     )
     record = _recorder(args.record) if args.record else None
     worker = Worker(transport, settings, worker_id=args.worker_id, record=record)

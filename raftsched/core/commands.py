@@ -196,6 +196,35 @@ class MarkTasks(Command):
     state: TaskState
 
 
+# -- variables and connections -----------------------------------------------------------
+
+SECRET_KINDS = ("variable", "connection")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetSecret(Command):
+    """Create or replace a variable or a connection (``kind``) named ``key``. ``ciphertext``
+    is the value as a Fernet token, encrypted by the API node that took the request: the
+    value in clear text never enters the log, a snapshot or the state (the core refuses a
+    ciphertext that does not look like a Fernet token). ``expected``: compare-and-set on the
+    current ciphertext (a key rotation re-encrypts without losing a concurrent change);
+    None: set whatever is there."""
+
+    kind: str
+    key: str
+    ciphertext: str
+    description: str = ""
+    expected: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteSecret(Command):
+    """Delete a variable or a connection (``kind``) named ``key``."""
+
+    kind: str
+    key: str
+
+
 # -- materialization ----------------------------------------------------------------------
 
 

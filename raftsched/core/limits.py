@@ -79,6 +79,20 @@ MAX_TRY_NUMBER = 1_000_000
 MIN_EXIT_CODE, MAX_EXIT_CODE = -(1 << 31), (1 << 31) - 1
 MAX_JSON_INT = (1 << 63) - 1
 
+# -- variables and connections (core.handlers_secrets) ---------------------------------------
+# A name is an identifier (it becomes part of an environment variable's name on the worker)
+SECRET_KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_SECRET_KEY_CHARS = 128
+MAX_SECRET_VALUE_CHARS = 16_384  # a value in clear text (checked by the API before it encrypts)
+# The Fernet token of a value of MAX_SECRET_VALUE_CHARS UTF-8 characters (4 bytes each at most)
+# in base64: (57 + 16 * ceil((bytes + 1) / 16)) * 4 / 3, rounded up generously
+MAX_SECRET_CIPHERTEXT_CHARS = 90_000
+MAX_SECRET_DESCRIPTION_CHARS = 1_024
+MAX_SECRETS = 10_000  # variables and connections together
+# What a Fernet token looks like (urlsafe base64 of version byte 0x80 + ...): the core refuses
+# anything else, so a value in clear text can never enter the log by mistake
+FERNET_TOKEN_PATTERN = re.compile(r"gAAAAA[A-Za-z0-9_-]+={0,2}")
+
 # -- the outbox's hard cap ------------------------------------------------------------------
 # Past these, apply refuses new leases and log appends (RESOURCE_EXHAUSTED), so memory on every
 # node stays bounded while the DB is away; completions are still accepted (their log chunks

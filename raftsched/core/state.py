@@ -54,6 +54,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_dags as hd
 from raftsched.core import handlers_runs as hr
+from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
@@ -127,6 +128,8 @@ class SchedulerState:
         self.halted: str | None = None
         # The latest command time applied (commands' ``now`` raised to it): the state's clock
         self._clock = _EPOCH
+        # Variables and connections, as Fernet tokens only (handlers_secrets)
+        self._secrets: dict[hs.SecretKey, hs.SecretRecord] = {}
 
     # == apply ===============================================================================
 
@@ -275,6 +278,10 @@ class SchedulerState:
     def import_errors(self) -> tuple[ImportErrorRecord, ...]:
         return self._import_errors
 
+    def secret_records(self, kind: str) -> dict[str, hs.SecretRecord]:
+        """Variables or connections (``kind``) by name: ciphertext only (handlers_secrets)."""
+        return {key: rec for (k, key), rec in self._secrets.items() if k == kind}
+
     def expired_leases(self, now: datetime, limit: int | None = None) -> list[c.LeaseRef]:
         """Leases with expires_at <= now, earliest first (for an ExpireLeases proposal)."""
         refs = []
@@ -352,10 +359,19 @@ class SchedulerState:
             acc.add(dg.fp_slot(slot, when))
         for key, until in self._fences.items():
             acc.add(dg.fp_fence(key, until))
+        for ref, secret in self._secrets.items():
+            acc.add(hs.fp_secret(ref, secret))
         return acc.value
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able dict of the whole state (share nothing mutable with it: serialize it)."""
+        data = self._snapshot()
+        if self._secrets:  # only then: a state without any snapshots as before
+            data["schema_version"] = sn.SECRETS_SCHEMA_VERSION
+            data["secrets"] = hs.secrets_to_list(self._secrets)
+        return data
+
+    def _snapshot(self) -> dict[str, Any]:
         return {
             "schema_version": sn.SCHEMA_VERSION,
             "applied_index": self.applied_index,
@@ -395,7 +411,7 @@ class SchedulerState:
         version = data.get("schema_version")
         if not isinstance(version, int):
             raise ValueError("not a raftsched state snapshot: no integer schema_version")
-        if version > sn.SCHEMA_VERSION:
+        if version > sn.SCHEMA_VERSION and not sn.readable_with_secrets(version, data):
             raise SnapshotVersionError(version, sn.SCHEMA_VERSION)
         state = cls()
         state.applied_index = int(data["applied_index"])
@@ -428,6 +444,7 @@ class SchedulerState:
             TaskKey(dag_id, run_id, task_id): sn.parse_utc(until)
             for dag_id, run_id, task_id, until in data.get("fences", ())
         }
+        state._secrets = hs.secrets_from_list(data.get("secrets"))
         state._sum.value = state._entity_sum()
         return state
 
@@ -480,5 +497,7 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.ClearTasks: ht.apply_clear_tasks,
     c.MarkTasks: ht.apply_mark_tasks,
     c.AckMaterialized: hr.apply_ack_materialized,
+    c.SetSecret: hs.apply_set_secret,
+    c.DeleteSecret: hs.apply_delete_secret,
     c.Batch: _apply_batch,
 }

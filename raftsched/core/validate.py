@@ -394,6 +394,30 @@ def _ack(cmd: c.AckMaterialized) -> None:
     )
 
 
+def _secret_ref(cmd: c.SetSecret | c.DeleteSecret) -> None:
+    if not isinstance(cmd.kind, str) or cmd.kind not in c.SECRET_KINDS:
+        raise LimitExceeded("kind", f"must be one of {', '.join(c.SECRET_KINDS)}")
+    check_text("key", cmd.key, lim.MAX_SECRET_KEY_CHARS, empty=False)
+    if not lim.SECRET_KEY_PATTERN.fullmatch(cmd.key):
+        raise LimitExceeded(
+            "key", "must be a letter or _ followed by letters, digits or _ (e.g. MY_VAR)"
+        )
+
+
+def _ciphertext(field: str, value: object) -> None:
+    check_text(field, value, lim.MAX_SECRET_CIPHERTEXT_CHARS, empty=False)
+    if not lim.FERNET_TOKEN_PATTERN.fullmatch(str(value)):
+        raise LimitExceeded(field, "is not a Fernet token (values are stored encrypted only)")
+
+
+def _set_secret(cmd: c.SetSecret) -> None:
+    _secret_ref(cmd)
+    _ciphertext("ciphertext", cmd.ciphertext)
+    check_text("description", cmd.description, lim.MAX_SECRET_DESCRIPTION_CHARS)
+    if cmd.expected is not None:
+        _ciphertext("expected", cmd.expected)
+
+
 def _batch(cmd: c.Batch) -> None:
     """Sub-commands are checked one by one as they are applied; no batch inside a batch."""
     for i, sub in enumerate(_tuple("commands", cmd.commands, lim.MAX_ITEMS_PER_COMMAND)):
@@ -417,5 +441,7 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.ClearTasks: _clear,
     c.MarkTasks: _mark,
     c.AckMaterialized: _ack,
+    c.SetSecret: _set_secret,
+    c.DeleteSecret: _secret_ref,
     c.Batch: _batch,
 }

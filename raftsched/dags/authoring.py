@@ -29,6 +29,7 @@ from raftsched.core import limits
 from raftsched.core.model import DagSpec, TaskSpec, TriggerRule
 from raftsched.dags import validation as v
 from raftsched.errors import DagDefinitionError
+from raftsched.secrets import DECLARATION_ENV, encode_declaration
 
 _context: list[DAG] = []  # the DAGs of enclosing `with DAG(...)` blocks, innermost last
 _collector: list[DAG] | None = None  # set by collect_dags() while a DAG file is imported
@@ -273,6 +274,13 @@ class Task:
         return {}
 
     def to_spec(self) -> TaskSpec:
+        spec = self._base_spec()
+        declared = getattr(self, "declared_secrets", "")
+        if declared:  # names only, as an env entry: the worker resolves them (raftsched.secrets)
+            spec = replace(spec, env=tuple(sorted((*spec.env, (DECLARATION_ENV, declared)))))
+        return spec
+
+    def _base_spec(self) -> TaskSpec:
         return TaskSpec(
             task_id=self.task_id,
             kind=self.kind,
@@ -305,6 +313,35 @@ def _tasks(other: object, source: Task) -> list[Task]:
     return tasks
 
 
+def declare_secrets(
+    task: Task, secrets: Iterable[str] | None, connections: Iterable[str] | None
+) -> str:
+    """The task's declaration of the variables (``secrets=``) and connections it reads, as the
+    value of its :data:`DECLARATION_ENV` env entry ("" when none)."""
+    ids = {"dag_id": task.dag.dag_id, "task_id": task.task_id}
+    names: dict[str, list[str]] = {}
+    for what, given in (("secrets", secrets), ("connections", connections)):
+        items = [given] if isinstance(given, str) else list(given or ())
+        if not all(isinstance(n, str) for n in items):
+            raise DagDefinitionError(
+                f"{what} of task {task.task_id!r} must be a list of names, got"
+                f" {v.short_repr(given)}",
+                **ids,
+            )
+        names[what] = items
+    try:
+        text = encode_declaration(names["secrets"], names["connections"])
+    except ValueError as err:
+        raise DagDefinitionError(f"task {task.task_id!r}: {err}", **ids) from None
+    if text and any(name == DECLARATION_ENV for name, _ in getattr(task, "env", ())):
+        raise DagDefinitionError(
+            f"task {task.task_id!r}: {DECLARATION_ENV} is reserved; declare with secrets= and"
+            " connections=",
+            **ids,
+        )
+    return text
+
+
 class BashTask(Task):
     """Runs ``command`` with ``bash -c`` on a worker; ``env`` adds environment variables."""
 
@@ -316,6 +353,8 @@ class BashTask(Task):
         *,
         command: str,
         env: dict[str, str] | None = None,
+        secrets: Iterable[str] | None = None,
+        connections: Iterable[str] | None = None,
         dag: DAG | None = None,
         retries: int | None = None,
         retry_delay: timedelta | None = None,
@@ -345,6 +384,7 @@ class BashTask(Task):
             )
         self.command = v.check_command(command, **ids)
         self.env = v.check_env(env, **ids)
+        self.declared_secrets = declare_secrets(self, secrets, connections)
 
     def _spec_fields(self) -> dict[str, Any]:
         return {"command": self.command, "env": self.env}
@@ -362,6 +402,8 @@ class PythonTask(Task):
         *,
         fn: Callable[..., Any],
         kwargs: dict[str, Any] | None = None,
+        secrets: Iterable[str] | None = None,
+        connections: Iterable[str] | None = None,
         dag: DAG | None = None,
         retries: int | None = None,
         retry_delay: timedelta | None = None,
@@ -386,6 +428,7 @@ class PythonTask(Task):
         self.fn = fn
         self.callable_name = v.check_callable(fn, **ids)
         self.kwargs_json = v.check_kwargs(kwargs, **ids)
+        self.declared_secrets = declare_secrets(self, secrets, connections)
 
     def _spec_fields(self) -> dict[str, Any]:
         return {"callable_name": self.callable_name, "kwargs_json": self.kwargs_json}

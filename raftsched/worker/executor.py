@@ -213,6 +213,7 @@ class Executor:
         self.proc: subprocess.Popen[bytes] | None = None
         self.forkservers: dict[str, _ForkServer] = {}
         self.cold: dict[str, list[int]] = {}  # DAG files whose import failed, by stamp
+        self.last_words: bytes | None = None  # see arm()
 
     # -- the supervisor --------------------------------------------------------------------
     def _supervisor(self) -> Channel:
@@ -252,6 +253,50 @@ class Executor:
             theirs.close()
         self.supervisor = Channel(ours, "supervisor")
         log.info("task supervisor started (pid %d)", self.proc.pid)
+        if self.last_words is not None:
+            self._arm(self.supervisor)
+
+    # -- the death report (docs/architecture.md §11) ---------------------------------------
+    def arm(self, config: Mapping[str, Any]) -> None:
+        """Should this process die, its supervisor, once every attempt's last process is
+        gone, reports the leases held (``hold``) as failed attempts through the cluster
+        ``config`` describes (servers, token, tls_ca, worker_id, lease_ttl). The config
+        travels in a memfd the supervisor keeps unread (its forks, the tasks, never hold the
+        token in memory)."""
+        with self.lock:
+            self.last_words = json.dumps(dict(config)).encode()
+            if self.supervisor is not None and not self.supervisor.closed:
+                self._arm(self.supervisor)
+
+    def _arm(self, channel: Channel) -> None:
+        assert self.last_words is not None
+        fd = os.memfd_create("raftsched-last-words", os.MFD_CLOEXEC)
+        try:
+            view = memoryview(self.last_words)
+            while view:
+                view = view[os.write(fd, view) :]
+            channel.request({"op": "arm"}, (fd,))
+        finally:
+            os.close(fd)
+
+    def hold(self, ref: str, lease: Mapping[str, Any]) -> None:
+        """The worker holds ``lease`` (dag_id, run_id, task_id, token) until :meth:`drop`."""
+        self._supervisor().request({"op": "hold", "ref": ref, "lease": dict(lease)})
+
+    def polling(self, request_id: str, max_tasks: int) -> None:
+        """A Lease is about to be sent: should this process die before it holds what that
+        poll granted, the death report replays it (same request id) to hand the grants back.
+        Only the latest poll counts; an empty ``request_id``: none in flight any more."""
+        self._supervisor().request(
+            {"op": "poll", "request_id": request_id, "max_tasks": int(max_tasks)}
+        )
+
+    def drop(self, ref: str) -> None:
+        """The lease ``ref`` is over for this worker (reported, handed back or lost)."""
+        with self.lock:
+            channel = self.supervisor
+        if channel is not None and not channel.closed:
+            channel.request({"op": "drop", "ref": ref})
 
     # -- fork servers ----------------------------------------------------------------------
     def _forkserver(self, path: str) -> Channel | None:

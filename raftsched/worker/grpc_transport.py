@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC
 from typing import Any
 
@@ -43,7 +44,8 @@ REJECTED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 
 class GrpcWorkerTransport:
     """Thread-safe (the clients are). ``lease_ttl``: lease lifetime asked for at Lease and each
-    Heartbeat (0: the server's default). ``worker_id`` is learnt from the first ``lease()``
+    Heartbeat (0: the server's default). ``access``: servers, token and tls_ca, for the death
+    report (see ``_last_words``). ``worker_id`` is learnt from the first ``lease()``
     when not given; Complete and AppendLogs carry it. ``poll_client``: see the module
     docstring; the transport closes it on :meth:`interrupt`, the caller closes ``client``."""
 
@@ -54,8 +56,13 @@ class GrpcWorkerTransport:
         poll_client: RaftschedClient | None = None,
         worker_id: str = "",
         lease_ttl: float = 0.0,
+        access: Mapping[str, Any] | None = None,
     ) -> None:
         self.client = client
+        self._access = dict(access) if access is not None else None
+        # Called with (request_id, max_tasks) before each Lease is sent: the worker tells its
+        # supervisor, whose death report replays the poll to hand back what it granted.
+        self.on_poll: Callable[[str, int], None] | None = None
         self.poll_client = poll_client or client
         self.worker_id = worker_id
         self.lease_ttl = lease_ttl
@@ -72,6 +79,9 @@ class GrpcWorkerTransport:
             wait_seconds=wait_seconds,
             lease_ttl_seconds=self.lease_ttl,
         )
+        if self.on_poll is not None:
+            request.request_id = uuid.uuid4().hex
+            self.on_poll(request.request_id, max_tasks)
         timeout = wait_seconds + self.poll_client.deadline
         try:
             response = self._call("Lease", request, timeout=timeout, client=self.poll_client)
@@ -87,6 +97,11 @@ class GrpcWorkerTransport:
                 return []
             raise
         return [assignment_from(lease) for lease in response.leases]
+
+    def last_words(self) -> dict[str, Any] | None:
+        """How the worker's supervisor reaches the cluster to report a dead worker's attempts
+        (servers, token, tls_ca: ``access``), or None when not given (no death report)."""
+        return dict(self._access) if self._access is not None else None
 
     def heartbeat(
         self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]
@@ -123,6 +138,29 @@ class GrpcWorkerTransport:
             ],
         )
         return self._refusable("AppendLogs", request)
+
+    def resolve_secrets(
+        self,
+        key: TaskKey,
+        token: int,
+        worker_id: str,
+        variables: Sequence[str],
+        connections: Sequence[str],
+    ) -> dict[tuple[str, str], str]:
+        from raftsched.api.gen import secret_pb2
+
+        request = secret_pb2.ResolveSecretsRequest(
+            key=_pb_key(key),
+            token=token,
+            worker_id=worker_id,
+            variables=list(variables),
+            connections=list(connections),
+        )
+        timeout = self.client.deadline
+        if self._call_timeout is not None:
+            timeout = min(timeout, self._call_timeout)
+        response = self.client.secrets.ResolveSecrets(request, timeout=timeout)
+        return {(v.kind, v.key): v.value for v in response.values}
 
     def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:
         request = worker_pb2.ReleaseRequest(

@@ -25,6 +25,12 @@
   killed and their leases released, and :meth:`run` returns. Shutdown is bounded even when the
   cluster is gone: each call from then on gives up after ``SHUTDOWN_CALL_TIMEOUT``, an
   outcome is retried only until the grace period ends, and no thread is awaited past that.
+- Death report (docs/architecture.md §11): with a transport that says how to reach the
+  cluster (``last_words``), the worker arms its task supervisor, tells it each lease it holds
+  as soon as the Lease call returns (before anything of it starts) and drops it once it is
+  over, and names each poll's request id before sending it. Should this process die (kill -9
+  included), the supervisor reports the held leases as failed once every process of them is
+  gone, and hands back what the poll in flight was granted.
 - ``noop``: every lease is completed at once as a success without starting a process; the
   moment it arrived is recorded (``arrivals``, and ``record`` if given) for the benchmarks.
 """
@@ -45,8 +51,10 @@ from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.logging_setup import task_context
+from raftsched.worker.executor import executor
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
-from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
+from raftsched.worker.runner import GUARDED, KILL_GRACE, Attempt, Outcome, held_lease
+from raftsched.worker.task_secrets import with_secrets
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
 log = logging.getLogger(__name__)
@@ -58,6 +66,11 @@ SHUTDOWN_CALL_TIMEOUT = 2.0  # once stopping: the most any call, or the last log
 WATCHDOG_TICK = 0.1  # seconds between two checks of the attempts' fences
 SUPERVISOR_LAG = 0.25  # the supervisor's fence comes this much later than the worker's own
 MAX_BEATS_IN_FLIGHT = 3  # heartbeat calls under way at once (a cut-off cluster: they hang)
+
+
+def _ref(key: TaskKey, token: int) -> str:
+    """How the worker and its supervisor name a held lease."""
+    return f"{key.dag_id}/{key.run_id}/{key.task_id}#{token}"
 
 
 def default_worker_id() -> str:
@@ -118,12 +131,14 @@ class Worker:
         self.margin = fence_margin(ttl)
         self.window = ttl - self.margin  # an attempt unheartbeated this long is killed
         self._beats = threading.Semaphore(MAX_BEATS_IN_FLIGHT)
+        self._armed = False  # the supervisor's death report (see _arm)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
         """Lease and run until :meth:`stop`; returns once every attempt is over."""
         beats = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         beats.start()
+        self._arm()
         log.info("worker %s: concurrency %d", self.worker_id, self.settings.concurrency)
         backoff = 0.0
         try:
@@ -145,6 +160,9 @@ class Worker:
                     backoff = min(MAX_BACKOFF, backoff * 2 or 0.5)
                     log.exception("lease failed (again in %.1fs)", backoff)
                     leases = []
+                self._hold(leases)
+                if self._armed:  # answered (and what it granted held): nothing to replay
+                    executor().polling("", 0)
                 for assignment, granted in self._confirm(leases, sent):
                     self._start(assignment, granted)
                 self._stopping.wait(backoff)
@@ -152,6 +170,34 @@ class Worker:
             self._shutdown()
             self._stopped.set()
             beats.join(SHUTDOWN_CALL_TIMEOUT)  # a daemon: a beat sent before stop() may hang
+
+    def _arm(self) -> None:
+        """Arm the death report (docs/architecture.md §11): should this process die, its
+        task supervisor reports the attempts it held as failed once they are all dead."""
+        last_words = getattr(self.transport, "last_words", None)
+        config = (
+            last_words() if callable(last_words) and GUARDED and not self.settings.noop else None
+        )
+        if config is not None:
+            executor().arm(
+                {**config, "worker_id": self.worker_id, "lease_ttl": self.settings.lease_ttl}
+            )
+            self._armed = True
+            if hasattr(self.transport, "on_poll"):
+                self.transport.on_poll = lambda rid, n: executor().polling(rid, n)
+
+    def _hold(self, leases: list[Assignment]) -> None:
+        """Tell the supervisor, before anything of them starts, which leases we hold."""
+        if self._armed:
+            ex = executor()
+            for a in leases:
+                ex.hold(_ref(a.key, a.token), held_lease(a))
+
+    def _drop(self, leases: list[tuple[TaskKey, int]]) -> None:
+        if self._armed:
+            ex = executor()
+            for key, token in leases:
+                ex.drop(_ref(key, token))
 
     def stop(self) -> None:
         """Stop leasing and begin the graceful shutdown. Safe from a signal handler of a thread
@@ -200,6 +246,7 @@ class Worker:
                 confirmed.append((a, beat))
             elif ok is False:
                 log.info("lease of %s refused before it started; dropped", describe(a.key))
+                self._drop([(a.key, a.token)])
             elif time.monotonic() < sent + self.window:
                 confirmed.append((a, sent))  # its fence is still ahead: the watchdog decides
             else:
@@ -256,7 +303,12 @@ class Worker:
         )
         outcome = Outcome(False, None, "the worker could not run the task")
         try:
-            outcome = r.attempt.run()
+            try:  # the values it declared, just before it starts (worker.task_secrets)
+                r.attempt.assignment = with_secrets(self.transport, self.worker_id, a)
+            except RaftschedError as err:
+                outcome = Outcome(False, None, f"cannot read its variables/connections: {err}")
+            else:
+                outcome = r.attempt.run()
         except Exception as err:
             log.exception("running %s failed", describe(a.key))
             outcome = Outcome(False, None, f"the worker could not run the task: {err}")
@@ -303,6 +355,7 @@ class Worker:
             )
             self._report(r, a, outcome)
         finally:
+            self._drop([r.lease])  # over for us: no death report for it
             with self._changed:
                 self._running.pop(r.lease, None)
                 self._changed.notify_all()
@@ -399,6 +452,7 @@ class Worker:
             log.info("release not confirmed (the leases will expire instead): %s", err)
         except Exception:
             log.exception("release failed (the leases will expire instead)")
+        self._drop(leases)  # nothing of them runs: nothing to report should we die now
 
     # -- heartbeats ----------------------------------------------------------------------------
     def _heartbeats(self) -> None:

@@ -55,7 +55,9 @@ from typing import Any, BinaryIO
 import raftsched
 from raftsched import taskenv
 from raftsched.core import limits
+from raftsched.secrets import StreamMasker
 from raftsched.worker.executor import Handle, executor
+from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import STDERR, STDOUT, Assignment
 
 READ_BYTES = 65536
@@ -81,6 +83,12 @@ def _format_seconds(seconds: float) -> str:
 
 GUARD = str(Path(__file__).with_name("_guard.py"))
 GUARDED = sys.platform.startswith("linux")  # prctl(PR_SET_PDEATHSIG): elsewhere, no guard
+
+
+def held_lease(a: Assignment) -> dict[str, Any]:
+    """What the supervisor's death report needs of a lease (see ``_last_words``)."""
+    k = a.key
+    return {"dag_id": k.dag_id, "run_id": k.run_id, "task_id": k.task_id, "token": a.token}
 
 
 def guarded(command: list[str], worker_pid: int) -> list[str]:
@@ -109,6 +117,7 @@ def environment_for(assignment: Assignment, base: dict[str, str] | None = None) 
     env = taskenv.scrubbed() if base is None else dict(base)
     env.update(dict(assignment.env))
     env.update(assignment.task_env())
+    env.update(dict(assignment.secret_env))  # declared variables/connections (task_secrets)
     if assignment.kind == "python":
         root = str(Path(raftsched.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
@@ -216,6 +225,7 @@ class Attempt:
         self._lock = threading.Lock()
         self._last_stderr = ""
         self._partial_stderr = ""
+        self._maskers: dict[str, StreamMasker] = {}  # per stream, made when the attempt runs
 
     @property
     def pid(self) -> int | None:
@@ -254,6 +264,8 @@ class Attempt:
         try:
             if self.kill_reason is not None:
                 return Outcome(False, None, self.kill_reason, killed=True)
+            values = masked_values(self.assignment)  # its secret values never leave unmasked
+            self._maskers = {s: StreamMasker(values) for s in (STDOUT, STDERR)} if values else {}
             with self._lock:
                 deadline = self.deadline
             try:
@@ -380,6 +392,9 @@ class Attempt:
             if not data:
                 sel.unregister(sk.fileobj)
             text = decoders[sk.data].decode(data, final=not data)
+            masker = self._maskers.get(sk.data)
+            if masker is not None:  # before anything keeps it (the outcome message too)
+                text = masker.feed(text) + (masker.flush() if not data else "")
             self._emit(sk.data, limits.clean_text(text))  # NUL -> U+FFFD
 
     def _emit(self, stream: str, text: str) -> None:

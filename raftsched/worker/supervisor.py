@@ -24,6 +24,10 @@ attempt costs a fork and, for a BashTask, the exec of bash: no interpreter start
   server gets SIGKILL as its parent-death signal from the supervisor. The supervisor leads a
   session of its own and ignores SIGINT/SIGTERM/SIGHUP: a terminal's ^C or a SIGTERM to the
   worker's group leaves the attempts to the worker's grace period.
+- Death report: once the worker died, the supervisor waits until no process of any attempt
+  is left (it is the subreaper of them all), then starts ``raftsched.worker._last_words``,
+  which reports each lease the worker held as a failed attempt (fenced by its token), so the
+  cluster retries them at once instead of after their TTL (docs/architecture.md §11).
 - ``signal`` (SIGTERM on ``execution_timeout``) goes to the guard's process group, which the
   guard swallows; ``kill`` sends the guard :data:`_guard.DEATH_SIGNAL` (it kills the whole
   attempt, escaped daemons included, then exits 137), and SIGKILLs its group if it is still
@@ -40,9 +44,11 @@ Messages are JSON objects on a SOCK_SEQPACKET socket, one per packet, file descr
 attached. Worker -> server: ``spawn`` (id; fds stdin, stdout, stderr, spec: a memfd holding the
 JSON spec), ``signal`` (id, signum), ``kill`` (id), ``forkserver`` (path; fd: its socket),
 ``retire`` (exit once no attempt runs; a spawn that arrives first still runs), ``extend`` (id,
-at: the attempt's new deadline). Server -> worker: ``started`` (id, pid), ``exit`` (id, status:
-the wait status, or error; ``fenced`` when its deadline killed it), ``ready``
-(stamp) / ``failed`` (message) from a fork server.
+at: the attempt's new deadline), ``arm`` (fd: a memfd saying how to reach the cluster),
+``hold`` (ref, lease: a lease the worker holds), ``drop`` (ref: no longer held) and ``poll``
+(request_id, max_tasks: the Lease the worker is sending). Server ->
+worker: ``started`` (id, pid), ``exit`` (id, status: the wait status, or error; ``fenced`` when
+its deadline killed it), ``ready`` (stamp) / ``failed`` (message) from a fork server.
 """
 
 from __future__ import annotations
@@ -124,6 +130,12 @@ class Server:
         self.retiring = False
         self.sweep = False
         self.module: Any = None  # a fork server's DAG module
+        # The worker's death report (docs/architecture.md §11): the leases the worker holds
+        # (``hold``/``drop``), and a memfd with how to reach the cluster (``arm``), never read
+        # here so that no fork of this process (a task) has the worker's token in its memory.
+        self.held: dict[str, dict[str, Any]] = {}
+        self.report_fd: int | None = None
+        self.poll: dict[str, Any] | None = None  # the worker's latest Lease (``poll``)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -173,14 +185,69 @@ class Server:
                 self._sweep()
 
     def _die(self) -> NoReturn:
-        """The worker is gone: every attempt dies (each guard kills its own tree)."""
+        """The worker is gone: every attempt dies (each guard kills its own tree). When the
+        worker armed a death report and held leases, wait (bounded) until no process of any
+        attempt is left, then have :mod:`raftsched.worker._last_words` report those attempts
+        as failed, so the cluster retries them now instead of after their lease TTL."""
         for pid in self.guards:
             with contextlib.suppress(OSError):
                 os.kill(pid, _guard.DEATH_SIGNAL)
         for pid in self.forkservers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        armed = self.report_fd is not None and (self.held or self.poll) and not self.is_forkserver
+        if armed and self._all_gone():
+            self._report_death()
         os._exit(0)
+
+    def _all_gone(self) -> bool:
+        """Reap until I have no child at all, live or zombie (SIGKILLing whatever is still
+        there after the guards' teardown time). I am a subreaper: every process an attempt
+        started, however detached, descends from a child of mine until it dies, so no child
+        left means nothing of any attempt runs. False if that cannot be had in bounded time
+        (a process stuck in the kernel): then nothing is reported and the leases expire."""
+        start = time.monotonic()
+        hard = start + _guard.TEARDOWN_SECONDS + 1.0
+        give_up = hard + 5.0
+        while True:
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] != 0:
+                    pass
+            except ChildProcessError:
+                return True
+            now = time.monotonic()
+            if now >= give_up:
+                return False
+            if now >= hard:
+                for pid in _guard._session_and_children(self.me):
+                    if _parent_of(pid) == self.me:
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.005)
+
+    def _report_death(self) -> None:
+        """Start the reporter, detached: it gets the armed memfd and the held leases."""
+        assert self.report_fd is not None
+        try:
+            data = json.dumps({"held": list(self.held.values()), "poll": self.poll}).encode()
+            leases = os.memfd_create("raftsched-held", 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(leases, view) :]
+            os.lseek(leases, 0, os.SEEK_SET)
+            os.set_inheritable(self.report_fd, True)
+            argv = [sys.executable, "-m", "raftsched.worker._last_words"]
+            argv += [str(self.report_fd), str(self.parent)]
+            os.posix_spawn(
+                sys.executable,
+                argv,
+                dict(os.environ),
+                file_actions=[(os.POSIX_SPAWN_DUP2, leases, 0)],
+                setsid=True,
+                setsigdef=(signal.SIGINT, signal.SIGTERM, signal.SIGHUP),
+            )
+        except OSError:
+            pass  # nothing reported: the leases expire after their TTL, as before
 
     def _reply(self, message: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):
@@ -267,6 +334,19 @@ class Server:
             self._start_forkserver(str(message["path"]), fds[0])
         elif op == "retire":
             self.retiring = True
+        elif op == "hold" and isinstance(message.get("lease"), dict):
+            self.held[str(message.get("ref"))] = message["lease"]
+        elif op == "poll":  # an empty request id: the poll was answered, nothing in flight
+            rid = str(message.get("request_id") or "")
+            self.poll = {"request_id": rid, "max_tasks": int(message.get("max_tasks") or 0)}
+            self.poll = self.poll if rid else None
+        elif op == "drop":
+            self.held.pop(str(message.get("ref")), None)
+        elif op == "arm" and fds and not self.is_forkserver:
+            if self.report_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self.report_fd)
+            self.report_fd = os.dup(fds[0])  # the caller closes the fds it was sent
 
     def _spawn(self, ident: int, fds: list[int]) -> None:
         if len(fds) != 4:

@@ -60,6 +60,9 @@ class Assignment:
     data_interval_start: str = ""
     data_interval_end: str = ""
     conf: Mapping[str, Any] = field(default_factory=dict)
+    # The declared variables and connections (worker.task_secrets), resolved just before the
+    # attempt starts: (env name, value in clear text). Never in a repr.
+    secret_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def task_env(self) -> dict[str, str]:
         """The RAFTSCHED_* variables every attempt sees (added after the task's own env)."""
@@ -101,6 +104,20 @@ class WorkerTransport(Protocol):
 
     def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:
         """Append (stream, text) chunks in order; the cluster numbers them. False = refused."""
+        ...
+
+    def resolve_secrets(
+        self,
+        key: TaskKey,
+        token: int,
+        worker_id: str,
+        variables: Sequence[str],
+        connections: Sequence[str],
+    ) -> dict[tuple[str, str], str]:
+        """The values of variables and connections the task of lease (key, token) declares:
+        (kind, name) -> value in clear text. RaftschedError when the cluster refuses (a stale
+        token, a name not declared or not set), with a message that holds no value. Optional:
+        a transport without it runs only tasks that declare none."""
         ...
 
     def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:

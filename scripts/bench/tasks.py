@@ -249,7 +249,24 @@ def flat(cluster: ApiCluster, client: Any, meter: CpuMeter, dag_id: str, args: A
             f"  {dag_id}: {args.tasks} tasks, trigger -> run {row.state} {took:.1f}s"
             f" ({ok / max(took, 1e-6):.0f} tasks/s)"
         )
+    entries = lease_entries(cluster.engine, dag_id, run_id)
+    print(f"    LeaseTasks entries that granted: {entries} ({ok / max(entries, 1):.1f} tasks each)")
     print_cpu(cpu, args.tasks)
+
+
+def lease_entries(engine: sa.Engine, dag_id: str, run_id: str) -> int:
+    """Distinct fencing tokens: each is the log index of the LeaseTasks entry that granted."""
+    with engine.connect() as conn:
+        return int(
+            conn.execute(
+                sa.text(
+                    "SELECT COUNT(DISTINCT lease_token) FROM task_instance"
+                    " WHERE dag_id = :d AND run_id = :r"
+                ),
+                {"d": dag_id, "r": run_id},
+            ).scalar()
+            or 0
+        )
 
 
 def chain_steps(rows: list[Any]) -> tuple[list[float], list[float]]:

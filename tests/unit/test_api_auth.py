@@ -24,6 +24,7 @@ from raftsched.api.gen import (
     common_pb2,
     dag_pb2,
     dag_pb2_grpc,
+    secret_pb2,
     user_pb2,
     worker_pb2,
     worker_pb2_grpc,
@@ -188,6 +189,7 @@ def test_every_rpc_has_a_role():
             "ClusterService": cluster_pb2,
             "DagService": dag_pb2,
             "UserService": user_pb2,
+            "SecretService": secret_pb2,
             "WorkerService": worker_pb2,
         }[service]
         for method in module.DESCRIPTOR.services_by_name[service].methods:

@@ -65,8 +65,8 @@ def test_defaults(home: Path) -> None:
     assert cfg.webserver.workers == 4
     assert cfg.webserver.worker_class == "gunicorn.workers.gthread.ThreadWorker"
     assert cfg.webserver.grpc_servers == ()
-    assert cfg.worker.heartbeat_interval == 5.0
-    assert cfg.worker.lease_ttl == 30.0
+    assert cfg.worker.heartbeat_interval == 2.0
+    assert cfg.worker.lease_ttl == 10.0
 
 
 def test_home_defaults_to_env_then_user_home(
@@ -320,7 +320,7 @@ CROSS_FIELD = [
     (
         "[worker]\nheartbeat_interval = 30\n",
         "[worker] heartbeat_interval = '30': expected heartbeat_interval < lease_ttl"
-        " (they are 30 and 30), or leases expire between heartbeats",
+        " (they are 30 and 10), or leases expire between heartbeats",
     ),
     ("[worker]\nlease_ttl = 2\n", "[worker] lease_ttl = '2': expected heartbeat_interval <"),
 ]

@@ -58,6 +58,7 @@ class QueueSignal:
         self._node = node
         self._cond = threading.Condition()
         self._generation = 0
+        self.closed = False  # the API is stopping: long polls answer now (close())
 
     @property
     def generation(self) -> int:
@@ -75,6 +76,12 @@ class QueueSignal:
         with self._cond:
             self._generation += 1
             self._cond.notify_all()
+
+    def close(self) -> None:
+        """End every long poll now, empty: its worker asks another node at once instead of
+        waiting here for the server's stop grace (a planned restart, issue 16)."""
+        self.closed = True
+        self.notify()
 
     def wait(self, seen: int, timeout: float) -> bool:
         """Wait until the generation moves past ``seen``; True if it did."""
@@ -102,6 +109,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         base = bounds.request_id(request.request_id) or new_request_id()
         attempt = 0
         while True:
+            if attempt and not context.is_active():
+                # The caller left while we waited (a dead worker): grant it nothing more.
+                return worker_pb2.LeaseResponse()
             seen = self.signal.generation
             command = self.ctx.make(
                 c.LeaseTasks,
@@ -137,7 +147,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         """Wait until tasks may be queued (True) or the wait is over / the caller left."""
         while True:
             left = end - time.monotonic()
-            if left <= 0 or not context.is_active():
+            if left <= 0 or self.signal.closed or not context.is_active():
                 return False
             if self.signal.wait(seen, min(left, CANCEL_CHECK)):
                 return True
