@@ -135,6 +135,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_connection_flags(backfill)
     backfill.set_defaults(handler=cmd_backfill)
 
+    from raftsched.cli import dags_test_cmd
+
+    dags_test_cmd.register(dags_sub)
+
     errors = dags_sub.add_parser("errors", help="DAG files that failed to load")
     add_connection_flags(errors)
     errors.set_defaults(handler=cmd_errors)

@@ -1,0 +1,158 @@
+"""``raftsched dags test DAG``: one run of a DAG on this machine, with no cluster.
+
+Parses the DAGs folder as the scheduler does (each file in a child process), then runs the
+DAG's tasks one at a time in dependency order, each as a worker runs an attempt (the same
+environment, ``RAFTSCHED_*`` variables, timeout and process cleanup), printing each task's
+output as it comes. Trigger rules decide as in the cluster (``core.ready.evaluate_trigger``);
+a failed task is tried again at once up to its ``retries`` (no ``retry_delay`` wait: this is
+a test). Nothing is written anywhere: no Raft log, no database.
+
+Variables and connections a task declares come from this shell's environment only
+(``RAFTSCHED_SECRET_VAR_<NAME>``, ``RAFTSCHED_SECRET_CONN_<ID>``: the worker's environment
+backend), never from a cluster.
+
+Exit code 0 when every task succeeded or was skipped, 1 otherwise (as ``airflow dags test``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from raftsched.cli.output import emit
+from raftsched.errors import RaftschedError
+
+_ENDED = ("success", "failed", "upstream_failed", "skipped")
+
+
+def register(dags_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    test = dags_sub.add_parser(
+        "test",
+        help="run one run of a DAG here, task by task, with no cluster (exit 0 if it succeeds)",
+    )
+    test.add_argument("dag_id")
+    test.add_argument("--folder", help="DAGs folder (default: [core] dags_folder of the config)")
+    test.add_argument(
+        "--logical-date",
+        metavar="ISO_TIME",
+        help="the run's logical date (default: now); without an offset it is UTC",
+    )
+    test.add_argument("--conf", default="{}", metavar="JSON", help="the run's conf (an object)")
+    test.set_defaults(handler=cmd_test)
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from raftsched.cli.dags_cmd import _parse, _parse_after
+    from raftsched.core import limits
+    from raftsched.core.model import ScheduleKind, TaskKey
+    from raftsched.core.timetable import timetable_for
+
+    try:
+        conf = limits.parse_conf(args.conf, "--conf")
+    except ValueError as err:
+        raise RaftschedError(f"{err}; pass a JSON object, e.g. --conf '{{\"x\": 1}}'") from None
+    logical = _parse_after(args.logical_date).replace(microsecond=0)
+    result = _parse(args, args.folder)
+    spec = next((s for s in result.specs if s.dag_id == args.dag_id), None)
+    if spec is None:
+        for error in result.errors:
+            print(f"import error in {error.fileloc}: {error.message}", file=sys.stderr)
+        raise RaftschedError(
+            f"DAG {args.dag_id!r} not found in the DAGs folder;"
+            " `raftsched dags parse` lists the DAGs it defines and the files that fail"
+        )
+    if spec.schedule.kind in (ScheduleKind.CRON, ScheduleKind.INTERVAL):
+        slot = timetable_for(spec).slot_at(logical)
+        start, end = slot.data_interval_start, slot.data_interval_end
+    else:
+        start = end = logical
+    run_id = f"test__{logical.isoformat()}"
+    print(f"dags test {spec.dag_id}: run {run_id}, {len(spec.tasks)} task(s), conf {conf}")
+    states = _run_tasks(spec, TaskKey, run_id, logical, start, end, conf)
+    rows = [{"task_id": task_id, "state": state} for task_id, state in states.items()]
+    emit(rows, output="table", columns=("task_id", "state"))
+    ok = all(state in ("success", "skipped") for state in states.values())
+    print(f"run {run_id}: {'success' if ok else 'failed'}")
+    return 0 if ok else 1
+
+
+def _run_tasks(
+    spec: Any,
+    task_key: Any,
+    run_id: str,
+    logical: datetime,
+    start: datetime,
+    end: datetime,
+    conf: dict[str, Any],
+) -> dict[str, str]:
+    from raftsched.core.model import TaskState
+    from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger
+    from raftsched.worker.runner import Attempt
+    from raftsched.worker.transport import Assignment
+
+    states: dict[str, str] = {}
+    for task in _in_order(spec.tasks):
+        upstream = UpstreamCounts.of(TaskState(states[u]) for u in task.upstream)
+        verdict = evaluate_trigger(task.trigger_rule, upstream)
+        if verdict in (Verdict.UPSTREAM_FAILED, Verdict.SKIPPED):
+            states[task.task_id] = str(verdict)
+            print(f"--- {task.task_id}: {verdict} (trigger rule {task.trigger_rule})")
+            continue
+        for try_number in range(1, task.retries + 2):
+            assignment = Assignment(
+                key=task_key(spec.dag_id, run_id, task.task_id),
+                token=0,
+                try_number=try_number,
+                kind=task.kind,
+                command=task.command or "",
+                env=task.env,
+                callable_name=task.callable_name or "",
+                kwargs=json.loads(task.kwargs_json or "{}"),
+                fileloc=spec.fileloc,
+                execution_timeout=task.execution_timeout_seconds,
+                logical_date=logical.astimezone(UTC).isoformat(),
+                data_interval_start=start.astimezone(UTC).isoformat(),
+                data_interval_end=end.astimezone(UTC).isoformat(),
+                conf=conf,
+            )
+            print(f"--- {task.task_id}: try {try_number} of {task.retries + 1}", flush=True)
+            began = time.monotonic()
+            outcome = Attempt(assignment, _printer(task.task_id)).run()
+            took = time.monotonic() - began
+            if outcome.success:
+                states[task.task_id] = "success"
+                print(f"--- {task.task_id}: success in {took:.2f}s", flush=True)
+                break
+            states[task.task_id] = "failed"
+            print(f"--- {task.task_id}: failed in {took:.2f}s: {outcome.message}", flush=True)
+    return states
+
+
+def _in_order(tasks: Any) -> list[Any]:
+    """The tasks in dependency order (upstream first; ties by task_id)."""
+    by_id = {task.task_id: task for task in tasks}
+    done: set[str] = set()
+    order = []
+    while len(order) < len(by_id):
+        ready = sorted(
+            t for t, task in by_id.items() if t not in done and set(task.upstream) <= done
+        )
+        if not ready:  # the parser refuses cycles; never loop forever on one
+            raise RaftschedError("the DAG's tasks form a cycle")
+        for task_id in ready:
+            order.append(by_id[task_id])
+            done.add(task_id)
+    return order
+
+
+def _printer(task_id: str) -> Any:
+    def sink(stream: str, text: str) -> None:
+        out = sys.stderr if stream == "stderr" else sys.stdout
+        for line in text.splitlines():
+            print(f"[{task_id}] {line}", file=out, flush=True)
+
+    return sink
