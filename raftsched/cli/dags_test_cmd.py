@@ -92,6 +92,7 @@ def _run_tasks(
     from raftsched.core.model import TaskState
     from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger
     from raftsched.worker.runner import Attempt
+    from raftsched.worker.task_secrets import with_secrets
     from raftsched.worker.transport import Assignment
 
     states: dict[str, str] = {}
@@ -119,6 +120,14 @@ def _run_tasks(
                 data_interval_end=end.astimezone(UTC).isoformat(),
                 conf=conf,
             )
+            try:  # declared variables/connections: from this shell's environment only
+                assignment = with_secrets(None, "dags-test", assignment)
+            except RaftschedError:
+                raise RaftschedError(
+                    f"task {task.task_id} declares variables or connections that this shell"
+                    " does not define: export RAFTSCHED_SECRET_VAR_<NAME> /"
+                    " RAFTSCHED_SECRET_CONN_<ID> for each (dags test never asks a cluster)"
+                ) from None
             print(f"--- {task.task_id}: try {try_number} of {task.retries + 1}", flush=True)
             began = time.monotonic()
             outcome = Attempt(assignment, _printer(task.task_id)).run()
