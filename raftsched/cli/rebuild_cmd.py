@@ -105,18 +105,7 @@ def _settle(state: Any, now: datetime, counts: dict[str, int]) -> None:
     that did so may have been past the watermark when the journals were lost. Uses the
     core's own transition rules (so the result is what apply would have made)."""
     try:
-        from raftsched.core import outbox, transitions
-        from raftsched.core.model import FINISHED_RUN_STATES
-
-        before = state.outbox_last_seq
-        for group in list(state._runs.values()):
-            for rec in list(group.values()):
-                if rec.run.state in FINISHED_RUN_STATES:
-                    continue
-                transitions.settle(state, rec, list(rec.tis), now)
-                transitions.settle_run(state, rec, now)
-        outbox.flush(state)
-        counts["rows_settled"] = state.outbox_last_seq - before
+        counts["rows_settled"] = state.settle_live_runs(now)
     except Exception as err:  # the core changed shape: the leader settles as tasks finish
         print(f"warning: could not settle restored runs ({err}); continuing")
 

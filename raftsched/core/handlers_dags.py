@@ -1,8 +1,8 @@
 """Handlers for DAG commands: register (new versions), remove, import errors, pause.
 
 A new DAG starts unpaused unless ``RegisterDags.paused_at_creation``. DAG versions (specs) are
-shared by hash and reference-counted: the current version of each DAG plus the version each
-live run executes.
+shared by hash and reference-counted (``catalog.DagCatalog``): the current version of each DAG
+plus the version each live run executes.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import commands as c
 from raftsched.core import results as r
+from raftsched.core.changes import emit_entry, set_dag
 from raftsched.core.limits import MAX_IMPORT_ERROR_CHARS, clean_text
-from raftsched.core.model import DagRecord, DagSpec, ImportErrorRecord, OutboxKind
-from raftsched.core.outbox import emit_entry, set_dag
-from raftsched.core.ready import Topology
+from raftsched.core.model import DagRecord, ImportErrorRecord, OutboxKind
 from raftsched.core.results import Item, Result
 from raftsched.core.rows import ImportErrorsRow
-from raftsched.core.validate import check_spec
+from raftsched.core.validate_specs import check_spec
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -27,21 +26,6 @@ if TYPE_CHECKING:
 
 def is_aware(value: Any) -> bool:
     return isinstance(value, datetime) and value.utcoffset() is not None
-
-
-def ref_spec(state: SchedulerState, spec: DagSpec) -> DagSpec:
-    shared = state._specs.get(spec.spec_hash)
-    if shared is None:
-        shared = state._specs[spec.spec_hash] = spec
-        state._topologies[spec.spec_hash] = Topology(spec)
-    state._spec_refs[spec.spec_hash] = state._spec_refs.get(spec.spec_hash, 0) + 1
-    return shared
-
-
-def unref_spec(state: SchedulerState, spec_hash: str) -> None:
-    state._spec_refs[spec_hash] -= 1
-    if not state._spec_refs[spec_hash]:
-        del state._spec_refs[spec_hash], state._specs[spec_hash], state._topologies[spec_hash]
 
 
 def apply_register_dags(
@@ -56,18 +40,18 @@ def apply_register_dags(
             continue
         if not spec.spec_hash:
             spec = replace(spec, spec_hash=spec.compute_hash())
-        record = state._dags.get(spec.dag_id)
+        record = state.catalog.get(spec.dag_id)
         if record is not None and record.active and record.spec.spec_hash == spec.spec_hash:
             items.append(Item(True, r.UNCHANGED, spec.dag_id))
             continue
-        spec = ref_spec(state, spec)
+        spec = state.catalog.ref_spec(spec)
         if record is None:
             new = DagRecord(spec, paused=cmd.paused_at_creation)
         else:
-            unref_spec(state, record.spec.spec_hash)
+            state.catalog.unref_spec(record.spec.spec_hash)
             new = replace(record, spec=spec, active=True)
         set_dag(state, new, emit=True, now=now)
-        state._ready.unblock(spec.dag_id)  # max_active_tasks may have grown
+        state.task_queue.unblock(spec.dag_id)  # max_active_tasks may have grown
         items.append(Item(True, "", spec.dag_id))
     return Result.of_items(items)
 
@@ -77,7 +61,7 @@ def apply_remove_dags(
 ) -> Result:
     items = []
     for dag_id in cmd.dag_ids:
-        record = state._dags.get(dag_id)
+        record = state.catalog.get(dag_id)
         if record is None:
             items.append(Item(False, r.UNKNOWN_DAG, dag_id))
         elif not record.active:
@@ -99,21 +83,21 @@ def apply_set_import_errors(
         )
         for e in cmd.errors
     )
-    if errors == state._import_errors:
+    if errors == state.catalog.import_errors:
         return Result(True, r.UNCHANGED)
-    state._import_errors = errors
+    state.catalog.import_errors = errors
     rows = tuple((e.fileloc, e.message, e.traceback) for e in errors)
     emit_entry(state, OutboxKind.IMPORT_ERRORS, ImportErrorsRow(rows, now).to_wire())
     return Result(True)
 
 
 def apply_set_paused(state: SchedulerState, cmd: c.SetPaused, now: datetime, index: int) -> Result:
-    record = state._dags.get(cmd.dag_id)
+    record = state.catalog.get(cmd.dag_id)
     if record is None:
         return Result(False, r.UNKNOWN_DAG)
     if record.paused == bool(cmd.paused):
         return Result(True, r.UNCHANGED)
     set_dag(state, replace(record, paused=bool(cmd.paused)), emit=True, now=now)
     if not cmd.paused:
-        state._ready.unblock(cmd.dag_id)
+        state.task_queue.unblock(cmd.dag_id)
     return Result(True)

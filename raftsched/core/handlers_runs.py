@@ -20,15 +20,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
-from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core.handlers_dags import is_aware, ref_spec, unref_spec
+from raftsched.core.changes import set_dag, touch_run, touch_ti
+from raftsched.core.handlers_dags import is_aware
 from raftsched.core.model import DagRun, RunType, TaskInstance, TaskKey
-from raftsched.core.outbox import ack, set_dag, touch_run, touch_ti
 from raftsched.core.results import Item, Result
+from raftsched.core.run_table import LiveRun
 from raftsched.core.timetable import timetable_for
-from raftsched.core.transitions import LiveRun, settle, settle_run
+from raftsched.core.transitions import settle, settle_run
 from raftsched.core.validate import check_run_decision
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         check_run_decision(d)
     except Exception as err:  # LimitExceeded; or a malformed value of another release
         return Item(False, r.INVALID, str(err))
-    record = state._dags.get(d.dag_id)
+    record = state.catalog.get(d.dag_id)
     if record is None:
         return Item(False, r.UNKNOWN_DAG)
     if not record.active:
@@ -62,11 +62,8 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
     scheduled = run_type is RunType.SCHEDULED
     run_id = d.run_id or f"{run_type.value}__{sn.utc_iso(logical)}"
     last = record.last_logical_date
-    if (
-        (d.dag_id, logical) in state._dates
-        or (d.dag_id, logical) in state._evicted_slots
-        or run_id in state._runs.get(d.dag_id, {})
-        or (scheduled and last is not None and logical <= last)
+    if state.run_table.slot_taken(d.dag_id, logical, run_id) or (
+        scheduled and last is not None and logical <= last
     ):
         if scheduled and (last is None or logical > last):  # the slot is taken: move on
             set_dag(state, replace(record, last_logical_date=logical), emit=False)
@@ -75,20 +72,18 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         return Item(False, r.PAUSED)
     if scheduled and state.active_run_count(d.dag_id) >= record.spec.max_active_runs:
         return Item(False, r.MAX_ACTIVE_RUNS)
-    spec = ref_spec(state, record.spec)
+    spec = state.catalog.ref_spec(record.spec)
     run = DagRun(d.dag_id, run_id, logical, start, end, run_type, conf=dict(d.conf))
     run.created_at = now
-    rec = LiveRun(run, spec, state._topologies[spec.spec_hash])
+    rec = LiveRun(run, spec, state.catalog.topology(spec.spec_hash))
     for task in spec.tasks:
         ti = TaskInstance(TaskKey(d.dag_id, run_id, task.task_id))
         ti.max_tries = max(0, task.retries) + 1
         rec.tis[task.task_id] = ti
-        state._dirty_tis[ti.key] = True  # new: nothing to subtract from the digest
+        state.changes.touch_new_ti(ti.key)
     rec.unfinished = len(rec.tis)
-    state._runs.setdefault(d.dag_id, {})[run_id] = rec
-    state._dates[(d.dag_id, logical)] = run_id
-    state._active_runs[d.dag_id] = state._active_runs.get(d.dag_id, 0) + 1
-    state._dirty_runs[rec.key] = True
+    state.run_table.add(rec)
+    state.changes.touch_new_run(rec.key)
     if scheduled:
         set_dag(state, replace(record, last_logical_date=logical), emit=False)
     settle(state, rec, list(rec.tis), now)
@@ -97,57 +92,37 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
 
 
 def evict_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
-    run = rec.run
-    slot = (run.dag_id, run.logical_date)
-    state._evicted_slots[slot] = now
-    state._sum.add(dg.fp_slot(slot, now))
     touch_run(state, rec, emit=False)
     for ti in rec.tis.values():
         touch_ti(state, ti, emit=False)
-        until = state._fences.pop(ti.key, None)
-        if until is not None:
-            state._sum.remove(dg.fp_fence(ti.key, until))
-    runs = state._runs[run.dag_id]
-    del runs[run.run_id]
-    if not runs:
-        del state._runs[run.dag_id]
-    del state._dates[(run.dag_id, run.logical_date)]
-    state._n_finished_runs -= 1
-    unref_spec(state, rec.spec.spec_hash)
+        state.task_queue.drop_fence(ti.key)
+    state.run_table.evict(rec, now)
+    state.catalog.unref_spec(rec.spec.spec_hash)
 
 
 def apply_ack_materialized(
     state: SchedulerState, cmd: c.AckMaterialized, now: datetime, index: int
 ) -> Result:
-    reason = ack(state, cmd.seq)
+    reason = state.outbox.ack(cmd.seq)
     if reason:
         return Result(False, reason)
     cutoff = now - timedelta(seconds=max(0.0, cmd.finished_run_retention_seconds))
     evicted = 0
-    for key in list(state._finished.pop_due(cutoff)):
-        rec = state._runs[key[0]][key[1]]
-        if rec.row_seq > state._acked_seq:
+    table = state.run_table
+    for key in table.pop_finished(cutoff):
+        rec = table.get(*key)
+        assert rec is not None
+        if rec.row_seq > state.outbox.acked_seq:
             assert rec.run.end_date is not None
-            state._finished.push(rec.run.end_date, key)
+            table.watch_finished(rec.run.end_date, key)
         elif _holds_a_future_slot(state, rec.run):
-            # parked until the DAG's schedule passes it (outbox.set_dag releases it)
-            state._parked.setdefault(key[0], {})[key] = None
+            # parked until the DAG's schedule passes it (changes.set_dag releases it)
+            table.park(key)
         else:
             evict_run(state, rec, now)
             evicted += 1
-    _forget_slots(state, now - EVICTED_SLOT_MEMORY)
+    table.forget_slots(now - EVICTED_SLOT_MEMORY)
     return Result(True, value=evicted)
-
-
-def _forget_slots(state: SchedulerState, before: datetime) -> None:
-    """Evicted slots leave the memory in eviction order once older than the window."""
-    slots = state._evicted_slots
-    while slots:
-        slot, when = next(iter(slots.items()))
-        if when > before:
-            break
-        del slots[slot]
-        state._sum.remove(dg.fp_slot(slot, when))
 
 
 def _holds_a_future_slot(state: SchedulerState, run: DagRun) -> bool:
@@ -156,7 +131,7 @@ def _holds_a_future_slot(state: SchedulerState, run: DagRun) -> bool:
     on dag_id + logical_date, would refuse a second run and stop the materializer)."""
     if run.run_type is RunType.SCHEDULED:
         return False
-    record = state._dags.get(run.dag_id)
+    record = state.catalog.get(run.dag_id)
     if record is None or not record.active:
         return False
     last = record.last_logical_date

@@ -16,16 +16,15 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
-from raftsched.core import digest as dg
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
+from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
-from raftsched.core.outbox import emit_entry, is_full, touch_run, touch_ti
 from raftsched.core.ready import Verdict
 from raftsched.core.results import Item, LeaseGrant, Result
+from raftsched.core.run_table import LiveRun
 from raftsched.core.transitions import (
-    LiveRun,
     fail_attempt,
     find,
     finish_task,
@@ -94,19 +93,19 @@ def _rule_out(state: SchedulerState, key: TaskKey, target: TaskState, now: datet
 def apply_lease_tasks(
     state: SchedulerState, cmd: c.LeaseTasks, now: datetime, index: int
 ) -> Result:
-    if is_full(state):
+    if state.outbox.is_full():
         return Result(False, r.OUTBOX_FULL, state.outbox_size)
     expires_at = now + timedelta(seconds=cmd.lease_ttl_seconds)
     grants = []
     fenced: list[tuple[LiveRun, TaskInstance]] = []
     can_take = partial(_can_take, state)
     while len(grants) < cmd.max_tasks:
-        key = state._ready.pop(can_take)
+        key = state.task_queue.pop_ready(can_take)
         if key is None:
             break
         rec, ti = find(state, key) or (None, None)
         assert rec is not None and ti is not None
-        if _still_fenced(state, key, now):
+        if state.task_queue.still_fenced(key, now):
             fenced.append((rec, ti))
             continue
         touch_ti(state, ti)
@@ -116,7 +115,7 @@ def apply_lease_tasks(
         ti.start_date, ti.end_date, ti.exit_code, ti.message = now, None, None, ""
         ti.log_chunks = 0
         set_state(state, rec, ti, TaskState.RUNNING)
-        state._expiry.push(expires_at, key)
+        state.task_queue.watch_expiry(expires_at, key)
         run = rec.run
         if run.state is RunState.QUEUED:
             touch_run(state, rec)
@@ -136,39 +135,15 @@ def apply_lease_tasks(
     for rec, ti in fenced:  # back in line, in their old places (same weight and queued_at)
         assert ti.queued_at is not None
         weight = rec.topo.tasks[ti.key.task_id].priority_weight
-        state._ready.push(ti.key, weight, ti.queued_at)
+        state.task_queue.requeue(ti.key, weight, ti.queued_at)
     return Result(True, value=tuple(grants))
 
 
-def _still_fenced(state: SchedulerState, key: TaskKey, now: datetime) -> bool:
-    """A task cleared or marked while it ran waits until the revoked lease has ended, so its
-    next attempt never overlaps the old one (whose worker kills it by then at the latest)."""
-    until = state._fences.get(key)
-    if until is None:
-        return False
-    if until > now:
-        return True
-    del state._fences[key]
-    state._sum.remove(dg.fp_fence(key, until))
-    return False
-
-
-def fence(state: SchedulerState, ti: TaskInstance) -> None:
-    """``ti`` is RUNNING and its lease is being revoked: remember until when it holds."""
-    assert ti.lease is not None
-    old = state._fences.get(ti.key)
-    if old is not None:
-        state._sum.remove(dg.fp_fence(ti.key, old))
-    until = max(ti.lease.expires_at, old) if old is not None else ti.lease.expires_at
-    state._fences[ti.key] = until
-    state._sum.add(dg.fp_fence(ti.key, until))
-
-
 def _can_take(state: SchedulerState, dag_id: str) -> bool:
-    record = state._dags.get(dag_id)
+    record = state.catalog.get(dag_id)
     if record is None:
         return True
-    running = state._running_by_dag.get(dag_id, 0)
+    running = state.task_queue.running_count(dag_id)
     return not record.paused and running < record.spec.max_active_tasks
 
 
@@ -190,7 +165,7 @@ def apply_heartbeat_leases(
         if expires_at != lease.expires_at:
             touch_ti(state, ti, emit=False)
             ti.lease = replace(lease, expires_at=expires_at)
-            state._expiry.push(expires_at, ti.key)
+            state.task_queue.watch_expiry(expires_at, ti.key)
         items.append(Item(True, "", expires_at))
     return Result.of_items(items)
 
@@ -203,7 +178,7 @@ def apply_complete_attempt(
         return Result(False, reason)
     assert rec is not None and ti is not None
     message = clean_text(cmd.message[:MAX_MESSAGE_CHARS])
-    if cmd.chunks and is_full(state):  # the outcome still lands, so running work can finish
+    if cmd.chunks and state.outbox.is_full():  # the outcome still lands, so running work can finish
         message = (message + " " if message else "") + _LOGS_DROPPED
     else:
         _append_logs(state, ti, cmd.chunks, now)
@@ -263,7 +238,7 @@ def apply_append_logs(
     if reason:
         return Result(False, reason)
     assert ti is not None
-    if cmd.chunks and is_full(state):
+    if cmd.chunks and state.outbox.is_full():
         return Result(False, r.OUTBOX_FULL, state.outbox_size)
     _append_logs(state, ti, cmd.chunks, now)
     return Result(True, value=ti.log_chunks)
@@ -323,7 +298,7 @@ def apply_clear_tasks(
         ti = rec.tis[task_id]
         touch_ti(state, ti)
         if ti.state is TaskState.RUNNING:  # revoke: its worker's next call is refused
-            fence(state, ti)
+            state.task_queue.fence(ti)
             ti.end_date = now
             emit_entry(
                 state,
@@ -355,7 +330,7 @@ def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, ind
             continue
         touch_ti(state, ti)
         if ti.state is TaskState.RUNNING:
-            fence(state, ti)
+            state.task_queue.fence(ti)
         if ti.state not in sn.ATTEMPT_STATES:  # marking stands in for the coming attempt
             ti.try_number += 1
             ti.start_date = ti.worker_id = ti.lease_token = ti.exit_code = None
@@ -372,7 +347,7 @@ def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, ind
 def _run_and_tasks(
     state: SchedulerState, dag_id: str, run_id: str, task_ids: Iterable[str]
 ) -> tuple[str, LiveRun | None, list[str]]:
-    rec = state._runs.get(dag_id, {}).get(run_id)
+    rec = state.run_table.get(dag_id, run_id)
     if rec is None:
         return r.UNKNOWN_RUN, None, []
     wanted = sorted(set(task_ids)) if task_ids else sorted(rec.tis)

@@ -1,10 +1,10 @@
-"""Live runs and the task/run transitions every handler shares.
+"""The task/run transitions every handler shares (live runs are ``run_table.LiveRun``).
 
 :func:`set_state` is the one place a task instance changes state: it keeps the derived
-indexes right (ready queue, running set and per-DAG counts, retry heap, a run's count of
-unfinished tasks). :func:`settle` applies trigger rules downstream of a change (queueing what
-is ready, ruling out what can never run) and :func:`settle_run` finishes a run whose tasks are
-all done. Callers touch (``outbox.touch_ti``) what they change before changing it.
+indexes right (those of ``task_queue``, and a run's count of unfinished tasks).
+:func:`settle` applies trigger rules downstream of a change (queueing what is ready, ruling
+out what can never run) and :func:`settle_run` finishes a run whose tasks are all done.
+Callers touch (``changes.touch_ti``) what they change before changing it.
 """
 
 from __future__ import annotations
@@ -15,50 +15,27 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from raftsched.core import snapshot as sn
+from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
     FINISHED_TASK_STATES,
-    DagRun,
-    DagSpec,
     OutboxKind,
     RunState,
     TaskInstance,
     TaskKey,
     TaskState,
 )
-from raftsched.core.outbox import emit_entry, touch_run, touch_ti
-from raftsched.core.ready import Topology, UpstreamCounts, Verdict, evaluate_trigger, next_retry_at
+from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger, next_retry_at
+from raftsched.core.run_table import LiveRun, RunKey
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
-RunKey = tuple[str, str]  # (dag_id, run_id)
-
-
-class LiveRun:
-    """A live run: its DagRun, the spec version it runs, its task instances."""
-
-    __slots__ = ("row_seq", "run", "spec", "tis", "topo", "unfinished")
-
-    def __init__(self, run: DagRun, spec: DagSpec, topo: Topology) -> None:
-        self.run = run
-        self.spec = spec
-        self.topo = topo
-        self.tis: dict[str, TaskInstance] = {}
-        self.unfinished = 0
-        self.row_seq = 0  # seq of the last DAG_RUN outbox entry of this run
-
-    @property
-    def key(self) -> RunKey:
-        return (self.run.dag_id, self.run.run_id)
+__all__ = ["LiveRun", "RunKey", "find", "set_state", "settle", "settle_run"]
 
 
 def find(state: SchedulerState, key: TaskKey) -> tuple[LiveRun, TaskInstance] | None:
-    rec = state._runs.get(key.dag_id, {}).get(key.run_id)
-    if rec is None:
-        return None
-    ti = rec.tis.get(key.task_id)
-    return None if ti is None else (rec, ti)
+    return state.run_table.find(key)
 
 
 def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskState) -> None:
@@ -67,31 +44,14 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
     old = ti.state
     if old is new:
         return
-    dag_id = ti.key.dag_id
-    if old is TaskState.QUEUED:
-        state._ready.discard(ti.key)
-    elif old is TaskState.RUNNING:
-        del state._running[ti.key]
-        state._running_by_dag[dag_id] -= 1
+    state.task_queue.leave(ti, old)
+    if old is TaskState.RUNNING:
         ti.lease = None
-        state._ready.unblock(dag_id)
-    elif old is TaskState.UP_FOR_RETRY:
-        state._n_retry -= 1
     was_done, is_done = old in FINISHED_TASK_STATES, new in FINISHED_TASK_STATES
     if was_done != is_done:
         rec.unfinished += -1 if is_done else 1
     ti.state = new
-    if new is TaskState.QUEUED:
-        assert ti.queued_at is not None
-        priority = rec.topo.tasks[ti.key.task_id].priority_weight
-        state._ready.push(ti.key, priority, ti.queued_at)
-    elif new is TaskState.RUNNING:
-        state._running[ti.key] = ti
-        state._running_by_dag[dag_id] = state._running_by_dag.get(dag_id, 0) + 1
-    elif new is TaskState.UP_FOR_RETRY:
-        assert ti.next_retry_at is not None
-        state._n_retry += 1
-        state._retries.push(ti.next_retry_at, ti.key)
+    state.task_queue.enter(ti, new, rec.topo.tasks[ti.key.task_id].priority_weight)
 
 
 def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
@@ -145,12 +105,11 @@ def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
         return
     touch_run(state, rec)
     if run.state not in FINISHED_RUN_STATES:
-        state._active_runs[run.dag_id] -= 1
-        state._n_finished_runs += 1
+        state.run_table.count_finished(run.dag_id)
     run.state = new
     run.start_date = run.start_date or now
     run.end_date = now
-    state._finished.push(now, rec.key)
+    state.run_table.watch_finished(now, rec.key)
 
 
 def reopen_run(state: SchedulerState, rec: LiveRun) -> None:
@@ -159,8 +118,7 @@ def reopen_run(state: SchedulerState, rec: LiveRun) -> None:
         touch_run(state, rec)
         run.state = RunState.RUNNING
         run.end_date = None
-        state._active_runs[run.dag_id] = state._active_runs.get(run.dag_id, 0) + 1
-        state._n_finished_runs -= 1
+        state.run_table.count_reopened(run.dag_id)
 
 
 def fail_attempt(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:

@@ -7,6 +7,8 @@ release or a pickle nobody checked. :func:`check_command` walks every field of a
 it first; a refused command changes nothing (see ``core.state``). What passes here can be
 fingerprinted, snapshotted and written to any supported database.
 
+DAG specs are checked by ``core.validate_specs`` (:func:`check_spec`, re-exported here).
+
 Pure: no I/O beyond reading the time zone database (deterministic for one tzdata release).
 """
 
@@ -14,13 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from raftsched.core import commands as c
 from raftsched.core import limits as lim
 from raftsched.core.limits import (
     check_conf,
-    check_count,
     check_datetime,
     check_float,
     check_id,
@@ -28,21 +28,26 @@ from raftsched.core.limits import (
     check_text,
 )
 from raftsched.core.model import (
-    DagSpec,
     ImportErrorRecord,
     RunType,
-    Schedule,
-    ScheduleKind,
     TaskKey,
-    TaskSpec,
     TaskState,
-    TriggerRule,
 )
-from raftsched.core.timetable import check_cron
+from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
+from raftsched.core.validate_specs import bool_field as _bool
+from raftsched.core.validate_specs import enum_field as _enum
+from raftsched.core.validate_specs import tuple_field as _tuple
 from raftsched.errors import LimitExceeded
 
-TASK_KINDS = frozenset({"bash", "python"})
-HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+__all__ = [
+    "HOST_ZONES",
+    "LOG_STREAMS",
+    "TASK_KINDS",
+    "check_command",
+    "check_run_decision",
+    "check_spec",
+]
+
 LOG_STREAMS = frozenset({"stdout", "stderr"})
 
 
@@ -59,27 +64,6 @@ def check_command(command: object) -> None:
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _tuple(field: str, value: object, max_count: int) -> tuple[Any, ...]:
-    if not isinstance(value, tuple):
-        raise LimitExceeded(field, f"must be a tuple, got {type(value).__name__}")
-    check_count(field, len(value), max_count)
-    return value
-
-
-def _bool(field: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise LimitExceeded(field, f"must be a boolean, got {type(value).__name__}")
-
-
-def _enum(field: str, value: object, kind: type) -> None:
-    if isinstance(value, kind):
-        return
-    try:
-        kind(value)
-    except (ValueError, TypeError):
-        raise LimitExceeded(field, f"{str(value)[:40]!r} is not a valid {kind.__name__}") from None
 
 
 def _key(field: str, key: object) -> None:
@@ -132,127 +116,6 @@ def _output_text(field: str, value: object) -> None:
             limit=lim.MAX_OUTPUT_TEXT_CHARS,
             size=len(value),
         )
-
-
-def _duration(field: str, value: object, *, optional: bool = False, positive: bool = False) -> None:
-    if value is None and optional:
-        return
-    check_float(field, value, 0.0, lim.MAX_DURATION_SECONDS)
-    if positive and not float(value) > 0:  # type: ignore[arg-type]
-        raise LimitExceeded(field, "must be greater than 0")
-
-
-# -- DAG specs --------------------------------------------------------------------------------
-
-
-def check_spec(spec: object, field: str = "spec") -> None:
-    if not isinstance(spec, DagSpec):
-        raise LimitExceeded(field, f"must be a DagSpec, got {type(spec).__name__}")
-    field = f"{field}({str(spec.dag_id)[:60]})"
-    check_id(f"{field}.dag_id", spec.dag_id)
-    check_text(f"{field}.fileloc", spec.fileloc, lim.MAX_FILELOC_CHARS)
-    _schedule(f"{field}.schedule", spec.schedule)
-    check_text(f"{field}.timezone", spec.timezone, lim.MAX_ZONE_CHARS, empty=False)
-    try:
-        if spec.timezone in HOST_ZONES:  # the host's own zone: would differ between nodes
-            raise ValueError(spec.timezone)
-        ZoneInfo(spec.timezone)
-    except Exception:  # ZoneInfoNotFoundError, ValueError for a path, ...
-        raise LimitExceeded(f"{field}.timezone", f"{spec.timezone!r} is not an IANA zone") from None
-    check_datetime(f"{field}.start_date", spec.start_date, optional=True)
-    check_datetime(f"{field}.end_date", spec.end_date, optional=True)
-    _bool(f"{field}.catchup", spec.catchup)
-    check_int(f"{field}.max_active_runs", spec.max_active_runs, 1, lim.MAX_ACTIVE)
-    check_int(f"{field}.max_active_tasks", spec.max_active_tasks, 1, lim.MAX_ACTIVE)
-    for i, tag in enumerate(_tuple(f"{field}.tags", spec.tags, lim.MAX_TAGS)):
-        check_text(f"{field}.tags[{i}]", tag, lim.MAX_TAG_CHARS)
-    check_text(f"{field}.description", spec.description, lim.MAX_DESCRIPTION_CHARS)
-    check_text(f"{field}.spec_hash", spec.spec_hash, 64)
-    tasks = _tuple(f"{field}.tasks", spec.tasks, lim.MAX_TASKS_PER_DAG)
-    for task in tasks:
-        _task(f"{field}.tasks", task)
-    _graph(f"{field}.tasks", tasks)
-
-
-def _schedule(field: str, schedule: object) -> None:
-    if not isinstance(schedule, Schedule):
-        raise LimitExceeded(field, f"must be a Schedule, got {type(schedule).__name__}")
-    _enum(f"{field}.kind", schedule.kind, ScheduleKind)
-    check_text(f"{field}.display", schedule.display, lim.MAX_SCHEDULE_CHARS)
-    kind = ScheduleKind(schedule.kind)
-    if kind is ScheduleKind.CRON:
-        check_text(f"{field}.cron", schedule.cron, lim.MAX_SCHEDULE_CHARS, empty=False)
-        try:
-            check_cron(str(schedule.cron))
-        except (ValueError, TypeError, KeyError, OverflowError) as err:
-            raise LimitExceeded(f"{field}.cron", f"is invalid: {str(err)[:200]}") from None
-    elif kind is ScheduleKind.INTERVAL:
-        check_int(
-            f"{field}.interval_seconds", schedule.interval_seconds, 1, lim.MAX_DURATION_SECONDS
-        )
-
-
-def _task(field: str, task: object) -> None:
-    if not isinstance(task, TaskSpec):
-        raise LimitExceeded(field, f"must hold TaskSpecs, got {type(task).__name__}")
-    check_id(f"{field}.task_id", task.task_id)
-    field = f"{field}[{task.task_id}]"
-    if not isinstance(task.kind, str) or task.kind not in TASK_KINDS:
-        raise LimitExceeded(f"{field}.kind", "must be 'bash' or 'python'")
-    if task.command is not None:
-        check_text(f"{field}.command", task.command, lim.MAX_COMMAND_CHARS)
-    for i, pair in enumerate(_tuple(f"{field}.env", task.env, lim.MAX_ENV_VARS)):
-        if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise LimitExceeded(f"{field}.env[{i}]", "must be a (name, value) pair")
-        check_text(f"{field}.env[{i}].name", pair[0], lim.MAX_ENV_NAME_CHARS, empty=False)
-        check_text(f"{field}.env[{i}].value", pair[1], lim.MAX_ENV_VALUE_CHARS)
-    if task.callable_name is not None:
-        check_text(f"{field}.callable_name", task.callable_name, lim.MAX_CALLABLE_CHARS)
-    check_text(f"{field}.kwargs_json", task.kwargs_json, lim.MAX_KWARGS_BYTES)
-    check_int(f"{field}.retries", task.retries, 0, lim.MAX_RETRIES)
-    _duration(f"{field}.retry_delay_seconds", task.retry_delay_seconds)
-    _bool(f"{field}.retry_exponential_backoff", task.retry_exponential_backoff)
-    _duration(f"{field}.max_retry_delay_seconds", task.max_retry_delay_seconds, optional=True)
-    _duration(
-        f"{field}.execution_timeout_seconds",
-        task.execution_timeout_seconds,
-        optional=True,
-        positive=True,
-    )
-    check_int(
-        f"{field}.priority_weight",
-        task.priority_weight,
-        -lim.MAX_PRIORITY_WEIGHT,
-        lim.MAX_PRIORITY_WEIGHT,
-    )
-    _enum(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
-    for i, upstream in enumerate(_tuple(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)):
-        check_id(f"{field}.upstream[{i}]", upstream)
-
-
-def _graph(field: str, tasks: tuple[TaskSpec, ...]) -> None:
-    """Task ids unique, upstreams known, no cycle (Kahn's algorithm: no recursion)."""
-    ids = [t.task_id for t in tasks]
-    known = set(ids)
-    if len(known) != len(ids):
-        raise LimitExceeded(field, "has a task id twice")
-    waiting = {t.task_id: len(set(t.upstream)) for t in tasks}
-    downstream: dict[str, list[str]] = {t: [] for t in ids}
-    for t in tasks:
-        for up in set(t.upstream):
-            if up not in known:
-                raise LimitExceeded(f"{field}[{t.task_id}].upstream", f"names unknown task {up!r}")
-            downstream[up].append(t.task_id)
-    ready = [t for t, n in waiting.items() if n == 0]
-    seen = 0
-    while ready:
-        seen += 1
-        for down in downstream[ready.pop()]:
-            waiting[down] -= 1
-            if waiting[down] == 0:
-                ready.append(down)
-    if seen != len(ids):
-        raise LimitExceeded(field, "has a dependency cycle")
 
 
 # -- one checker per command ------------------------------------------------------------------

@@ -327,3 +327,20 @@ def test_a_held_run_is_evicted_at_the_same_ack_on_a_replica_restored_meanwhile()
     assert sim.apply(ack).value == 1
     assert restored.apply(ack, log_index=sim.index).value == 1
     assert restored.digest() == sim.state.digest()
+
+
+def test_settle_live_runs_queues_what_a_restored_state_left_waiting() -> None:
+    """``store rebuild`` restores a state whose ready tasks may not be queued yet:
+    settle_live_runs queues them as apply would have, with their outbox rows."""
+    sim = Sim()
+    sim.register(dag("d", task("a"), task("b", "a")))
+    sim.create("d")
+    data = json.loads(json.dumps(sim.state.snapshot()))
+    [ti] = [t for t in data["runs"][0]["tis"] if t["task_id"] == "a"]
+    ti.update(state="none", queued_at=None)  # as if the row that queued it was lost
+    state = SchedulerState.restore(data)
+    assert state.queued_count == 0
+    assert state.settle_live_runs(at(5)) == 1  # one TASK_INSTANCE row: "a" queued
+    assert state.queued_count == 1
+    assert state.recompute_digest() == state.digest()
+    assert state.settle_live_runs(at(6)) == 0  # nothing left to settle

@@ -1,0 +1,82 @@
+"""The DAG catalog: DAG records, the DAG versions (specs) in use, and import errors.
+
+Owns the record of every DAG ever registered (removed ones stay, inactive), the specs by
+hash with their reference counts and topologies, and the current import errors.
+Guarantees: a spec is held exactly while something refers to it (the current version of a
+DAG, or the version a live run executes: :meth:`ref_spec` / :meth:`unref_spec`), so equal
+specs are shared; every held spec has its ``Topology``. DAG records are never dropped.
+The digest share of records is kept by ``core.changes.set_dag`` (the only writer of
+:meth:`put`); import errors are folded into the digest by the state. Raises ``KeyError``
+only on a bug (a spec unreferenced more times than referenced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from raftsched.core.model import DagRecord, DagSpec, ImportErrorRecord
+from raftsched.core.ready import Topology
+
+
+class DagCatalog:
+    __slots__ = ("_dags", "_spec_refs", "_specs", "_topologies", "import_errors")
+
+    def __init__(self) -> None:
+        self._specs: dict[str, DagSpec] = {}  # by spec_hash: current DAG versions + run versions
+        self._spec_refs: dict[str, int] = {}
+        self._topologies: dict[str, Topology] = {}
+        self._dags: dict[str, DagRecord] = {}
+        self.import_errors: tuple[ImportErrorRecord, ...] = ()
+
+    # -- DAG records ------------------------------------------------------------------------
+
+    @property
+    def records(self) -> Mapping[str, DagRecord]:
+        """Every DAG's record by dag_id, in registration order (read-only)."""
+        return MappingProxyType(self._dags)
+
+    def get(self, dag_id: str) -> DagRecord | None:
+        return self._dags.get(dag_id)
+
+    def put(self, record: DagRecord) -> None:
+        """Set the DAG's record (``changes.set_dag`` calls this, keeping the digest)."""
+        self._dags[record.spec.dag_id] = record
+
+    # -- specs ------------------------------------------------------------------------------
+
+    @property
+    def specs(self) -> Mapping[str, DagSpec]:
+        """Held specs by hash, in the order first held (the snapshot's order)."""
+        return MappingProxyType(self._specs)
+
+    def topology(self, spec_hash: str) -> Topology:
+        return self._topologies[spec_hash]
+
+    def ref_spec(self, spec: DagSpec) -> DagSpec:
+        """One more reference to ``spec``; the shared copy of it."""
+        shared = self._specs.get(spec.spec_hash)
+        if shared is None:
+            shared = self._specs[spec.spec_hash] = spec
+            self._topologies[spec.spec_hash] = Topology(spec)
+        self._spec_refs[spec.spec_hash] = self._spec_refs.get(spec.spec_hash, 0) + 1
+        return shared
+
+    def unref_spec(self, spec_hash: str) -> None:
+        """One reference fewer; the spec goes when none is left."""
+        self._spec_refs[spec_hash] -= 1
+        if not self._spec_refs[spec_hash]:
+            del self._spec_refs[spec_hash], self._specs[spec_hash], self._topologies[spec_hash]
+
+    # -- restore ----------------------------------------------------------------------------
+
+    def load(self, specs: Iterable[DagSpec], records: Iterable[DagRecord]) -> None:
+        """Restore: hold ``specs`` in this order (unreferenced until referred to), then the
+        records, each referring to its spec. Runs then refer to theirs (``ref_spec``)."""
+        for spec in specs:
+            self._specs[spec.spec_hash] = spec
+            self._topologies[spec.spec_hash] = Topology(spec)
+            self._spec_refs[spec.spec_hash] = 0
+        for record in records:
+            self._dags[record.spec.dag_id] = record
+            self.ref_spec(record.spec)
