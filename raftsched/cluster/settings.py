@@ -20,6 +20,12 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architect
 
 - ``durable_journal`` on (``[cluster] durable_journal``): the journal and term/vote are
   fsynced before the node acknowledges an entry or a vote (``raftsched.cluster.journal``).
+- Log compaction after ``[cluster] compaction_min_entries`` (5,000) entries or
+  ``compaction_min_seconds`` (300 s), pysyncobj's defaults, now in config; each node's first
+  compaction is later by its ``compaction_offset`` (rank / members) so nodes never compact in
+  lockstep.
+- ``handover_timeout`` 3 s (``[cluster] handover_timeout``): how long a leader stopped by
+  SIGTERM waits for the follower it handed leadership to (``SchedulerNode.hand_over``).
 
 Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` (+ ``.meta``) and
 ``raft.dump``.
@@ -28,7 +34,7 @@ Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` (+ ``.meta``) a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,9 +65,10 @@ class RaftSettings:
     commit_timeout: float = 5.0
     admin_bind: str = ""
     append_entries_use_batch: bool = False
-    log_compaction_min_entries: int = 5000
-    log_compaction_min_time: float = 300.0
+    log_compaction_min_entries: int = 5000  # [cluster] compaction_min_entries
+    log_compaction_min_time: float = 300.0  # [cluster] compaction_min_seconds
     durable_journal: bool = True
+    handover_timeout: float = 3.0  # [cluster] handover_timeout; 0: a leader stops at once
 
     def __repr__(self) -> str:
         return (
@@ -89,6 +96,18 @@ class RaftSettings:
     def admin_address(self) -> str:
         return admin_bind_for(self.self_address, self.admin_bind)
 
+    @property
+    def compaction_offset(self) -> float:
+        return compaction_offset(self.self_address, self.nodes)
+
+    @property
+    def first_compaction(self) -> tuple[int, float]:
+        """(entries, seconds) thresholds of this node's first log compaction: the configured
+        ones raised by ``compaction_offset`` of themselves (see :func:`compaction_offset`)."""
+        offset = self.compaction_offset
+        entries = self.log_compaction_min_entries
+        return entries + int(entries * offset), self.log_compaction_min_time * (1 + offset)
+
     def validate(self) -> None:
         """Raise ConfigError naming the key and value that cannot work."""
         for node in self.nodes:
@@ -112,6 +131,14 @@ class RaftSettings:
             )
         if self.commit_timeout <= 0:
             raise _error("commit_timeout", str(self.commit_timeout), "must be > 0")
+        if self.log_compaction_min_entries < 2:  # pysyncobj asserts it
+            raise _error(
+                "compaction_min_entries", str(self.log_compaction_min_entries), "must be >= 2"
+            )
+        if self.log_compaction_min_time <= 0:
+            raise _error("compaction_min_seconds", str(self.log_compaction_min_time), "must be > 0")
+        if self.handover_timeout < 0:
+            raise _error("handover_timeout", str(self.handover_timeout), "must be >= 0")
         try:
             build_conf(self).validate()
         except AssertionError:
@@ -154,6 +181,9 @@ def settings_from_config(config: Any, *, self_address: str | None = None) -> Raf
         commit_timeout=cluster.commit_timeout,
         admin_bind=cluster.admin_bind,
         durable_journal=getattr(cluster, "durable_journal", True),
+        log_compaction_min_entries=getattr(cluster, "compaction_min_entries", 5000),
+        log_compaction_min_time=getattr(cluster, "compaction_min_seconds", 300.0),
+        handover_timeout=getattr(cluster, "handover_timeout", 3.0),
     )
     settings.validate()
     return settings
@@ -166,8 +196,13 @@ def build_conf(
     deserializer: Callable[[str], Any] | None = None,
     on_state_changed: Callable[[int, int], None] | None = None,
 ) -> SyncObjConf:
-    """The SyncObjConf for ``settings`` (not validated here: ``SyncObj`` validates it)."""
-    return SyncObjConf(
+    """The SyncObjConf for ``settings`` (not validated here: ``SyncObj`` validates it).
+
+    Log compaction starts at this node's ``first_compaction`` thresholds; the first call of
+    ``serializer`` (the first compaction) sets the configured ones, so the node stays
+    ``compaction_offset`` of a period apart from the others from then on."""
+    first_entries, first_seconds = settings.first_compaction
+    conf = SyncObjConf(
         bindAddress=settings.self_address,
         password=settings.secret or None,
         journalFile=str(settings.journal_file),
@@ -185,10 +220,41 @@ def build_conf(
         serializer=serializer,
         deserializer=deserializer,
         onStateChanged=on_state_changed,
-        logCompactionMinEntries=settings.log_compaction_min_entries,
-        logCompactionMinTime=settings.log_compaction_min_time,
+        logCompactionMinEntries=first_entries,
+        logCompactionMinTime=first_seconds,
         bindRetryTime=0.5,
     )
+    if serializer is not None:
+        conf.serializer = _then_configured_thresholds(serializer, conf, settings)
+    return conf
+
+
+def compaction_offset(self_address: str, nodes: Sequence[str]) -> float:
+    """This node's share of a compaction period, in [0, 1): its rank among the sorted members
+    divided by their number (0, 1/3 and 2/3 for three nodes).
+
+    pysyncobj compacts when the log holds ``logCompactionMinEntries`` entries or
+    ``logCompactionMinTime`` seconds passed since the last compaction. Nodes that start
+    together and apply the same entries reach both at the same moment, and a compaction holds
+    the tick thread (issue 16 measured all three nodes blocked within 0.3 s of each other, and
+    an election each time). Every node reads the same ``[cluster] nodes``, so ranks differ
+    without any coordination, unlike a hash of the address, which may put two nodes close
+    together. The offset delays only the first compaction; later ones follow the configured
+    thresholds, which keeps the phase."""
+    members = sorted({*nodes, self_address})
+    return members.index(self_address) / len(members)
+
+
+def _then_configured_thresholds(
+    serializer: Callable[[str, Any], None], conf: SyncObjConf, settings: RaftSettings
+) -> Callable[[str, Any], None]:
+    def serialize(filename: str, data: Any) -> None:
+        serializer(filename, data)  # may refuse (raise): then the offset holds until it starts
+        # pysyncobj reads the thresholds from conf at every check (tick thread, as this call)
+        conf.logCompactionMinEntries = settings.log_compaction_min_entries
+        conf.logCompactionMinTime = settings.log_compaction_min_time
+
+    return serialize
 
 
 def node_dir(data_dir: Path, address: str) -> Path:

@@ -15,6 +15,7 @@ import argparse
 import gc
 import json
 import pickle
+import resource
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -59,6 +60,10 @@ def make_spec(i: int, tasks: int) -> DagSpec:
         max_active_tasks=1_000_000,
         tasks=tuple(sorted(specs, key=lambda t: t.task_id)),
     )
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -213,7 +218,20 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply state sizes")
     parser.add_argument("--tasks", type=int, default=5, help="tasks per DAG (a chain)")
     parser.add_argument("--due-dags", default="10000,100000", help="comma-separated DAG counts")
+    parser.add_argument(
+        "--state",
+        default="",
+        metavar="DAGS:RUNS",
+        help="only the snapshot/restore/memory figures of one state size (e.g. 100000:10000)",
+    )
     args = parser.parse_args()
+    if args.state:
+        dags, runs = (int(x) for x in args.state.split(":"))
+        print(f"snapshot, restore and memory at {dags:,} DAGs and {runs:,} live runs:")
+        bench_snapshot(dags=dags, runs=runs, tasks=args.tasks)
+        print(f"  peak resident memory {peak_rss_mib():9.0f} MiB (this process: the state,")
+        print("                       its snapshot and a restored copy at once)")
+        return
     scale, tasks = args.scale, args.tasks
 
     print(f"apply throughput ({tasks} tasks per DAG):")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import pickle
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cluster_support import FakeState, cluster_settings, wait_for
@@ -137,3 +142,119 @@ def test_no_quorum_raises_in_time(tmp_path: Path) -> None:
         assert not lonely.is_leader
     finally:
         lonely.close()
+
+
+class SlowSnapshotState(FakeState):
+    """A state whose serialization takes a while, as a big one does (0.3 s per snapshot)."""
+
+    def snapshot(self) -> dict[str, Any]:
+        time.sleep(0.3)  # runs in the forked writer: the node goes on applying meanwhile
+        return super().snapshot()
+
+
+def test_snapshot_written_while_commands_apply_is_the_state_at_its_index(tmp_path: Path) -> None:
+    nodes = [SchedulerNode(s, state_factory=SlowSnapshotState) for s in cluster_settings(tmp_path)]
+    try:
+        leader = wait_for(lambda: leader_of(nodes), timeout=20, what="a leader")
+        victim = next(n for n in nodes if n is not leader)
+        digests: dict[int, str] = {}  # log index -> the victim's digest after applying it
+        victim.add_apply_listener(
+            lambda index, _cmd, _res: digests.__setitem__(index, victim._state.digest())
+        )
+        proposer = Proposer(leader, commit_timeout=2.0)
+        for _ in range(5):
+            proposer.propose(command())
+        stop = threading.Event()
+
+        def keep_proposing() -> None:
+            while not stop.is_set():
+                proposer.propose(command())
+
+        feeder = threading.Thread(target=keep_proposing, daemon=True)
+        feeder.start()
+        try:
+            victim.forceLogCompaction()
+            wait_for(victim.settings.dump_file.exists, timeout=10, what="a snapshot file")
+            applied_when_written = victim.raftLastApplied
+        finally:
+            stop.set()
+            feeder.join(timeout=10)
+        with gzip.open(victim.settings.dump_file, "rb") as src:
+            payload = pickle.load(src)
+        index = payload["raft"][0][1]  # the last entry applied when the writer forked
+        restored = FakeState()
+        restored.restore(payload["state"])
+        at_index = max(i for i in digests if i <= index)
+        assert restored.digest() == digests[at_index]
+        # the node applied on while the (slow) writer ran: the fork did not stop it
+        assert applied_when_written > index
+        # and a node restarted from that snapshot plus its journal agrees with the others
+        wait_for(
+            lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="victim caught up"
+        )
+        before = victim.digest()
+        settings = victim.settings
+        victim.close()
+        nodes.remove(victim)
+        restarted = SchedulerNode(settings, state_factory=SlowSnapshotState)
+        nodes.append(restarted)
+        got = wait_for(
+            lambda: restarted.digest() if restarted.digest()[0] >= before[0] else None,
+            timeout=20,
+            what="the restarted node replaying snapshot + journal",
+        )
+        assert got == before
+    finally:
+        for node in nodes:
+            node.close()
+
+
+def test_restart_between_snapshot_and_compaction_keeps_the_entries_after_it(
+    tmp_path: Path,
+) -> None:
+    """pysyncobj clears a journal that does not begin at the snapshot when it loads one, the
+    acknowledged entries after the snapshot included; the node compacts it to the snapshot
+    first. Here a journal that was never compacted (the node stopped after the snapshot file
+    was renamed into place) is put back, and the node, alone, replays past the snapshot."""
+    from raftsched.cluster.journal import MAGIC, encode_record, entries_of
+
+    settings = cluster_settings(tmp_path)
+    nodes = [SchedulerNode(s, state_factory=FakeState) for s in settings]
+    try:
+        leader = wait_for(lambda: leader_of(nodes), timeout=20, what="a leader")
+        proposer = Proposer(leader, commit_timeout=2.0)
+        for _ in range(10):
+            proposer.propose(command())
+        victim = next(n for n in nodes if n is not leader)
+        victim_settings = victim.settings
+        wait_for(lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="catch-up")
+        early = entries_of(str(victim_settings.journal_file))  # every entry so far
+        victim.forceLogCompaction()
+        wait_for(
+            lambda: victim_settings.dump_file.exists() and len(victim.journal) < 5,
+            timeout=10,
+            what="a snapshot and a compacted journal",
+        )
+        for _ in range(5):
+            proposer.propose(command())
+        wait_for(lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="catch-up")
+        before = victim.digest()
+        for node in nodes:
+            node.close()
+        nodes.clear()
+        compacted = entries_of(str(victim_settings.journal_file))
+        assert compacted[0][1] > early[0][1]  # the compaction happened
+        full = early + [e for e in compacted if e[1] > early[-1][1]]
+        assert [e[1] for e in full] == list(range(full[0][1], full[-1][1] + 1))
+        victim_settings.journal_file.write_bytes(MAGIC + b"".join(encode_record(*e) for e in full))
+        alone = SchedulerNode(victim_settings, state_factory=FakeState)  # no peer runs
+        nodes.append(alone)
+        got = wait_for(
+            lambda: alone.digest() if alone.digest()[0] >= before[0] else None,
+            timeout=10,
+            what="the node replaying its own journal past the snapshot",
+        )
+        assert got == before
+    finally:
+        for node in nodes:
+            node.close()

@@ -8,7 +8,10 @@ is the leader's commit index minus the node's applied index.
 
 TransferLeadership. Sent to the current leader's Raft port as a pysyncobj utility message
 (``transfer``; it runs on the leader's tick thread), then waits (bounded) until another node
-leads. The leader refuses when the target is not a connected, fully caught-up follower.
+leads. Without a target the leader picks the connected follower with the highest match index
+(the most up-to-date one). The leader refuses when the target is not a connected, fully
+caught-up follower; a refusal is asked again for ``TRANSFER_RETRY`` seconds, because a busy
+leader's followers are one heartbeat behind its last entry at most moments.
 
 AddNode / RemoveNode (pysyncobj dynamic membership, one change at a time). To grow the
 cluster by one node:
@@ -49,6 +52,8 @@ log = logging.getLogger(__name__)
 
 PEER_TIMEOUT = 1.0  # seconds for a peer's GetStatus
 TRANSFER_WAIT = 5.0  # seconds for leadership to move
+TRANSFER_RETRY = 2.0  # seconds a refused transfer is asked again (the target catching up)
+TRANSFER_RETRY_GAP = 0.02
 MEMBERSHIP_WAIT = 10.0
 # pysyncobj answers REQUEST_DENIED both while another change is uncommitted and while a new
 # leader has not yet applied its own no-op entry (just after an election or a transfer); both
@@ -161,7 +166,17 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             return cluster_pb2.TransferLeadershipResponse(
                 leader_id=leader, freshness=self.ctx.freshness()
             )
+        # A busy leader appends entries all the time, and pysyncobj refuses a target that lacks
+        # the last one; the follower acknowledges it with the next heartbeat (40 ms), so a
+        # refusal is asked again for a while before it reaches the caller.
+        refused_until = time.monotonic() + TRANSFER_RETRY
         answer = self._utility(leader, ["transfer", target])
+        while not answer.startswith("SUCCESS") and time.monotonic() < refused_until:
+            time.sleep(TRANSFER_RETRY_GAP)
+            now = self.ctx.node.leader_address
+            if now is None or now != leader:  # moved meanwhile (another transfer, an election)
+                break
+            answer = self._utility(leader, ["transfer", target])
         if not answer.startswith("SUCCESS"):
             raise StatusError(
                 Code.FAILED_PRECONDITION,
