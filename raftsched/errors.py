@@ -175,3 +175,28 @@ class OutboxFull(RaftschedError):
         )
         self.entries = entries
         self.cap = cap
+
+
+class MembershipBusy(RaftschedError):
+    """Another membership change is still uncommitted (one change at a time)."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(
+            f"cannot change the membership for {address}: another membership change is in"
+            " progress; retry once it has committed"
+        )
+        self.address = address
+
+
+class MembershipUnconfirmed(RaftschedError):
+    """A membership change was not confirmed in time: its outcome is unknown."""
+
+    status = "DEADLINE_EXCEEDED"
+
+    def __init__(self, address: str, seconds: float) -> None:
+        super().__init__(
+            f"the membership change for {address} was not confirmed in {seconds:g}s;"
+            " check `raftsched cluster status` before retrying"
+        )
+        self.address = address
+        self.seconds = seconds

@@ -32,7 +32,7 @@ COMPOSE_HEADER = (
 
 
 def compose_conf_text(upstreams: tuple[str, ...] = COMPOSE_WEBSERVERS) -> str:
-    from raftsched.cluster.webfarm import render_compose_nginx_conf
+    from raftsched.standalone.webfarm import render_compose_nginx_conf
 
     return COMPOSE_HEADER + render_compose_nginx_conf(upstreams)
 
@@ -68,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from raftsched.cluster.supervisor import Supervisor
-    from raftsched.cluster.webfarm import nginx_available, plan_web_farm
     from raftsched.config import load_config
     from raftsched.errors import ConfigError
+    from raftsched.standalone.supervisor import Supervisor
+    from raftsched.standalone.webfarm import nginx_available, plan_web_farm
 
     use_nginx = not args.no_nginx
     if use_nginx and not nginx_available():

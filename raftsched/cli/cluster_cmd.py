@@ -170,7 +170,9 @@ def _scheduler(args: argparse.Namespace) -> int:
     taskenv.configure(config.worker.task_env_allowlist)  # what DAG-parse children may see
     taskenv.protect_this_process()  # no task of the same user reads our /proc environ
     log = logging.getLogger("raftsched.scheduler")
-    runtime = NodeRuntime.from_config(config, self_address=args.address)
+    runtime = NodeRuntime.from_config(
+        config, self_address=args.address, api_factory=node_api_factory(config)
+    )
     try_migrate(runtime.sink)
     stop = threading.Event()
 
@@ -363,3 +365,20 @@ def _membership(args: argparse.Namespace, response: Any, done: str) -> int:
     else:
         print(f"{done}; members: {', '.join(response.nodes)}")
     return EXIT_OK
+
+
+def node_api_factory(config: Any) -> Any:
+    """The node's raftsched.v1 gRPC API, built by the runtime once its Raft node exists: the
+    command wires the API to the node, so ``raftsched.cluster`` never imports ``raftsched.api``."""
+
+    def build(runtime: Any) -> Any:
+        from raftsched.api.node_api import NodeApi
+
+        return NodeApi(
+            runtime,
+            config.api,
+            engine=runtime.engine,
+            default_lease_ttl=runtime.default_lease_ttl,
+        )
+
+    return build

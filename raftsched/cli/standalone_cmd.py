@@ -14,7 +14,7 @@ otherwise one webserver), all under ``$RAFTSCHED_HOME`` (default ``~/raftsched``
     web/                nginx's config and the webservers' run directory
     logs/               each process's output
 
-The processes run under a :class:`~raftsched.cluster.supervisor.Supervisor`: one that dies is
+The processes run under a :class:`~raftsched.standalone.supervisor.Supervisor`: one that dies is
 reported and restarted with backoff; Ctrl-C or SIGTERM stops them all and exits 0.
 """
 
@@ -31,14 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from raftsched.addresses import API_PORT_OFFSET, admin_address_for, api_address_for
-from raftsched.cluster.supervisor import ChildSpec, Supervisor
 from raftsched.errors import ConfigError
+from raftsched.standalone.supervisor import ChildSpec, Supervisor
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from raftsched.cluster.webfarm import FarmPlan
     from raftsched.config import Config
+    from raftsched.standalone.webfarm import FarmPlan
 
 DEFAULT_BASE_PORT = 7101
 DEFAULT_NODES = 3
@@ -306,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
 
 def plan_web(layout: Layout, port: int, env: dict[str, str]) -> FarmPlan:
     """Two webservers behind nginx when nginx is installed, else one webserver."""
-    from raftsched.cluster.webfarm import nginx_available, plan_web_farm
+    from raftsched.standalone.webfarm import nginx_available, plan_web_farm
 
     count = WEBSERVERS_BEHIND_NGINX if nginx_available() else 1
     return plan_web_farm(layout.config_path, count, port, layout.home / "web", env=env)

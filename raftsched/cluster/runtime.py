@@ -6,9 +6,11 @@ metadata DB engine included); tests build one from ``RaftSettings`` + ``LoopSett
 the threads, destroys the SyncObj, disposes the engine). ``status()`` is the JSON of
 ``GET /status``.
 
-With an ``api_config`` (``from_config`` passes ``[api]``) the node also serves the raftsched.v1
-gRPC API (``raftsched.api.node_api.NodeApi``) on ``[api] grpc_bind``, or on its Raft host
-with Raft port + 200; it starts once the Raft node exists and stops first.
+With an ``api_factory`` the node also serves an API: ``api_factory(runtime)`` returns an
+object with ``start()`` and ``stop()``, built once the Raft node exists and stopped first. The
+``scheduler`` command passes one that builds ``raftsched.api.node_api.NodeApi`` (the raftsched.v1
+gRPC API on ``[api] grpc_bind``, or on the Raft host with Raft port + 200): this package is
+Raft and the leader loop only, and imports nothing from ``raftsched.api``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class NodeRuntime:
         heartbeat_write: Callable[[NodeHeartbeat], None] | None = None,
         admin: bool = True,
         on_close: Callable[[], None] | None = None,
-        api_config: Any = None,
+        api_factory: Callable[[NodeRuntime], Any] | None = None,
         engine: Any = None,
         default_lease_ttl: float = 30.0,
     ) -> None:
@@ -62,11 +64,11 @@ class NodeRuntime:
         self._heartbeat_write = heartbeat_write
         self._admin_enabled = admin
         self._on_close = on_close
-        self.api_config = api_config
+        self.api_factory = api_factory
         self.fernet_keys: tuple[str, ...] = ()  # [secrets] fernet_key (from_config sets it)
         self.engine = engine
         self.default_lease_ttl = default_lease_ttl
-        self.api: Any = None  # raftsched.api.node_api.NodeApi once started
+        self.api: Any = None  # what api_factory built, once started
         self.node: SchedulerNode | None = None
         self.proposer: Proposer | None = None
         self.leader_loop: LeaderLoop | None = None
@@ -77,7 +79,13 @@ class NodeRuntime:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, config: Any, *, self_address: str | None = None) -> NodeRuntime:
+    def from_config(
+        cls,
+        config: Any,
+        *,
+        self_address: str | None = None,
+        api_factory: Callable[[NodeRuntime], Any] | None = None,
+    ) -> NodeRuntime:
         from raftsched.store.engine import create_engine_for
         from raftsched.store.heartbeats import record_heartbeat
         from raftsched.store.materializer import Materializer
@@ -108,7 +116,7 @@ class NodeRuntime:
             materialize_batch=sched.materialize_batch,
             heartbeat_write=lambda beat: record_heartbeat(engine, beat),
             on_close=engine.dispose,
-            api_config=config.api,
+            api_factory=api_factory,
             engine=engine,
             default_lease_ttl=config.worker.lease_ttl,
         )
@@ -160,15 +168,8 @@ class NodeRuntime:
             self.heartbeats.start()
         if self.admin is not None:
             self.admin.start()
-        if self.api_config is not None:
-            from raftsched.api.node_api import NodeApi
-
-            self.api = NodeApi(
-                self,
-                self.api_config,
-                engine=self.engine,
-                default_lease_ttl=self.default_lease_ttl,
-            )
+        if self.api_factory is not None:
+            self.api = self.api_factory(self)
             self.api.start()
 
     def stop(self) -> None:

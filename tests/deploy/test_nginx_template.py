@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cluster import webfarm
+from raftsched.standalone import webfarm
 
 UPSTREAMS = ["127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"]
 

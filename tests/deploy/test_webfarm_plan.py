@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cluster import webfarm
-from raftsched.cluster.webfarm import SECRET_ENV, plan_web_farm
 from raftsched.errors import ConfigError
+from raftsched.standalone import webfarm
+from raftsched.standalone.webfarm import SECRET_ENV, plan_web_farm
 
 
 def config_file(tmp_path: Path, webserver: str = "") -> Path:

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from raftsched.cluster.supervisor import ChildSpec, RestartPolicy, Supervisor
+from raftsched.standalone.supervisor import ChildSpec, RestartPolicy, Supervisor
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 STUBBORN = [

@@ -22,7 +22,7 @@ import pytest
 from harness import wait_for
 from webstack import HttpSession, WebStack
 
-from raftsched.cluster.webfarm import nginx_available
+from raftsched.standalone.webfarm import nginx_available
 
 pytestmark = pytest.mark.slow
 

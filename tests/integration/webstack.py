@@ -8,7 +8,7 @@ browser test and ``scripts/bench/web.py``.
 
 Everything is real: three ``raftsched scheduler`` (:class:`~harness.ClusterHarness`, SQLite or
 PostgreSQL), ``raftsched worker``, ``raftsched webserver`` (gunicorn) N times and nginx
-(:mod:`raftsched.cluster.webfarm`). Tokens are configured, so the webservers and the worker
+(:mod:`raftsched.standalone.webfarm`). Tokens are configured, so the webservers and the worker
 authenticate like in production. Every wait is bounded; leaving the ``with`` block stops
 every process started here (the farm first, then the worker and the nodes).
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 from harness import ClusterHarness, Node, child_env, free_ports, wait_for
 
-from raftsched.cluster.webfarm import WebFarm, nginx_available, start_web_farm
+from raftsched.standalone.webfarm import WebFarm, nginx_available, start_web_farm
 
 ADMIN_TOKEN = "webstack-admin-token-0123456789abcdef"
 WORKER_TOKEN = "webstack-worker-token-0123456789abcdef"

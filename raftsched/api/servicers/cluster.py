@@ -37,7 +37,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from pysyncobj import FAIL_REASON
 from pysyncobj.utility import TcpUtility, UtilityException
 
 from raftsched.api import tls
@@ -45,8 +44,9 @@ from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.cluster.membership import change_membership
 from raftsched.cluster.settings import split_address
-from raftsched.errors import ConfigError
+from raftsched.errors import ConfigError, MembershipUnconfirmed
 
 log = logging.getLogger(__name__)
 
@@ -54,18 +54,6 @@ PEER_TIMEOUT = 1.0  # seconds for a peer's GetStatus
 TRANSFER_WAIT = 5.0  # seconds for leadership to move
 TRANSFER_RETRY = 2.0  # seconds a refused transfer is asked again (the target catching up)
 TRANSFER_RETRY_GAP = 0.02
-MEMBERSHIP_WAIT = 10.0
-# pysyncobj answers REQUEST_DENIED both while another change is uncommitted and while a new
-# leader has not yet applied its own no-op entry (just after an election or a transfer); both
-# clear within a few heartbeats, so a denial is retried this long before it reaches the caller.
-DENIED_WAIT = 3.0
-_RETRYABLE = {
-    FAIL_REASON.QUEUE_FULL,
-    FAIL_REASON.MISSING_LEADER,
-    FAIL_REASON.DISCARDED,
-    FAIL_REASON.NOT_LEADER,
-    FAIL_REASON.LEADER_CHANGED,
-}
 Code = grpc.StatusCode
 
 
@@ -253,41 +241,12 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         return response
 
     def _apply_change(self, address: str, add: bool) -> None:
-        node = self.ctx.node
-        started = time.monotonic()
-        end = started + MEMBERSHIP_WAIT
-        while True:
-            box: list[Any] = []
-            event = threading.Event()
-
-            def callback(_result: Any, error: int, box: list[Any] = box, ev: Any = event) -> None:
-                box.append(error)
-                ev.set()
-
-            change = node.addNodeToCluster if add else node.removeNodeFromCluster
-            change(address, callback=callback)
-            left = end - time.monotonic()
-            if not event.wait(max(0.1, left)):
-                break
-            error = box[0]
-            if error == FAIL_REASON.SUCCESS:
-                return
-            if error == FAIL_REASON.REQUEST_DENIED and time.monotonic() - started >= DENIED_WAIT:
-                raise StatusError(
-                    Code.FAILED_PRECONDITION,
-                    "another membership change is in progress; retry once it has committed",
-                )
-            retryable = error in _RETRYABLE or error == FAIL_REASON.REQUEST_DENIED
-            if not retryable or time.monotonic() >= end:
-                break
-            time.sleep(0.1)
-        if not self.ctx.has_leader():
-            raise self.ctx.no_quorum()
-        raise StatusError(
-            Code.DEADLINE_EXCEEDED,
-            f"the membership change for {address} was not confirmed in {MEMBERSHIP_WAIT:g}s;"
-            " check `raftsched cluster status` before retrying",
-        )
+        try:
+            change_membership(self.ctx.node, address, add=add)
+        except MembershipUnconfirmed:
+            if not self.ctx.has_leader():
+                raise self.ctx.no_quorum() from None
+            raise
 
 
 def _check_address(address: str, field: str) -> None:

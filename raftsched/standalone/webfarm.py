@@ -20,7 +20,7 @@ nginx runs unprivileged with everything it writes under ``run_dir``
 (``nginx -p RUN_DIR -c RUN_DIR/nginx.conf -e RUN_DIR/error.log -g 'daemon off;'``), from the
 template ``web/nginx/raftsched.conf.template`` (its comments explain the retry and passive
 health-check choices). :func:`plan_web_farm` gives the same processes as
-:class:`~raftsched.cluster.supervisor.ChildSpec` for a supervisor that restarts them.
+:class:`~raftsched.standalone.supervisor.ChildSpec` for a supervisor that restarts them.
 
 Not thread-safe; every child runs in its own session (``stop`` signals whole process groups,
 so gunicorn's workers go with their master) and gets SIGTERM if its parent thread dies.
@@ -43,8 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raftsched.cluster.supervisor import ChildSpec, spawn_child
 from raftsched.errors import ConfigError
+from raftsched.standalone.supervisor import ChildSpec, spawn_child
 
 TEMPLATE_NAME = "raftsched.conf.template"
 NGINX_NAME = "nginx"
