@@ -19,6 +19,7 @@ highest applied index the user has seen or caused (:data:`SESSION_KEY`); every c
 and raises it (``RaftschedClient(seen=...)``), so one user's pages never go back in time,
 whichever webserver and node answer: a run triggered through one webserver is on the run
 page served by another. See README "Consistency".
+Errors: ``gateway_errors.py``; proto -> dict view models: ``view_models.py`` (re-exported).
 """
 
 from __future__ import annotations
@@ -26,56 +27,41 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
-import grpc
 from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
 from raftsched.web import metrics
+from raftsched.web.gateway_errors import GatewayError, NotFound, Refused, Unavailable, _translate
 from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
+from raftsched.web.view_models import dag_dict, node_dict, run_dict, task_dict, ti_dict, ts
 
 from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
-from raftsched.api.wire import enum_text, when
-from raftsched.errors import NoQuorumError, RaftschedError
+from raftsched.errors import NoQuorumError
+
+__all__ = [
+    "EXTENSION",
+    "FINISHED_TASK_STATES",
+    "SESSION_KEY",
+    "Gateway",
+    "GatewayError",
+    "NotFound",
+    "Refused",
+    "Unavailable",
+    "_translate",
+    "dag_dict",
+    "gateway",
+    "init_app",
+    "read_cache_seconds",
+    "remember_seen",
+    "session_seen",
+]
 
 EXTENSION = "raftsched_gateway"
 SESSION_KEY = "seen_index"  # the user's highest applied index seen, in the session cookie
 FINISHED_TASK_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
-_UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
-
-class GatewayError(RaftschedError):
-    """Base of the gateway's errors; ``message`` is fit to show to a person, ``code`` is the
-    gRPC status the cluster answered (``status`` too: ``errors.http_status`` maps it)."""
-
-    status = "UNKNOWN"
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        if code:
-            self.status = code
-
-
-class Unavailable(GatewayError):
-    """No raftsched node could serve the call."""
-
-    status = "UNAVAILABLE"
-
-
-class NotFound(GatewayError):
-    """The cluster answered NOT_FOUND."""
-
-    status = "NOT_FOUND"
-
-
-class Refused(GatewayError):
-    """The cluster refused the call (INVALID_ARGUMENT, ALREADY_EXISTS, ...)."""
-
-    status = "FAILED_PRECONDITION"
 
 
 class Gateway:
@@ -382,159 +368,6 @@ def remember_seen(seen: SeenIndex | None) -> None:
         session[SESSION_KEY] = seen.value
 
 
-def _translate(err: ApiError, method: str) -> GatewayError:
-    metrics.upstream_error(method, err.code.name)
-    if err.code in _UNAVAILABLE:
-        return Unavailable(err.message, err.code.name)
-    if err.code is grpc.StatusCode.NOT_FOUND:
-        return NotFound(err.message, err.code.name)
-    return Refused(err.message, err.code.name)
-
-
-# -- proto -> plain values ------------------------------------------------------------------
-
-
-ts = when  # an aware UTC datetime from a Timestamp field (raftsched.api.wire)
-
-
-def run_state(value: int) -> str:
-    return enum_text(common_pb2.RunState, value)
-
-
-def task_state(value: int) -> str:
-    return enum_text(common_pb2.TaskState, value)
-
-
-def run_type(value: int) -> str:
-    return enum_text(common_pb2.RunType, value)
-
-
-MANUAL_ONLY = "manual only"
-
-
-def is_manual_only(schedule: dag_pb2.Schedule) -> bool:
-    """True for ``schedule=None`` (kind "none"): the DAG only runs when triggered."""
-    return schedule.kind in ("", "none") and not (schedule.cron or schedule.interval_seconds)
-
-
-def schedule_text(schedule: dag_pb2.Schedule) -> str:
-    """What the author wrote ("@daily", "0 6 * * *"), or "manual only" for no schedule."""
-    if is_manual_only(schedule):
-        return MANUAL_ONLY
-    return schedule.display or schedule.cron or schedule.kind
-
-
-def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
-    next_run = None
-    if dag.HasField("next_run"):
-        next_run = {
-            "logical_date": ts(dag.next_run, "logical_date"),
-            "data_interval_end": ts(dag.next_run, "data_interval_end"),
-        }
-    return {
-        "dag_id": dag.dag_id,
-        "fileloc": dag.fileloc,
-        "description": dag.description,
-        "tags": list(dag.tags),
-        "schedule": schedule_text(dag.schedule),
-        "schedule_kind": dag.schedule.kind,
-        "manual_only": is_manual_only(dag.schedule),
-        "timezone": dag.timezone,
-        "start_date": ts(dag, "start_date"),
-        "end_date": ts(dag, "end_date"),
-        "catchup": dag.catchup,
-        "max_active_runs": dag.max_active_runs,
-        "max_active_tasks": dag.max_active_tasks,
-        "paused": dag.paused,
-        "active": dag.active,
-        "updated_at": ts(dag, "updated_at"),
-        "last_logical_date": ts(dag, "last_logical_date"),
-        "next_run": next_run,
-        "recent_runs": [
-            {
-                "run_id": r.run_id,
-                "state": run_state(r.state),
-                "logical_date": ts(r, "logical_date"),
-                "run_type": run_type(r.run_type),
-            }
-            for r in dag.recent_runs
-        ],
-        "task_count": dag.task_count,
-    }
-
-
-def task_dict(task: dag_pb2.TaskDefinition) -> dict[str, Any]:
-    return {
-        "task_id": task.task_id,
-        "kind": task.kind,
-        "command": task.command,
-        "callable_name": task.callable_name,
-        "retries": task.retries,
-        "trigger_rule": task.trigger_rule,
-        "upstream": list(task.upstream),
-        "execution_timeout": (
-            task.execution_timeout_seconds if task.HasField("execution_timeout_seconds") else None
-        ),
-    }
-
-
-def run_dict(run: dag_pb2.DagRun) -> dict[str, Any]:
-    return {
-        "dag_id": run.dag_id,
-        "run_id": run.run_id,
-        "logical_date": ts(run, "logical_date"),
-        "data_interval_start": ts(run, "data_interval_start"),
-        "data_interval_end": ts(run, "data_interval_end"),
-        "run_type": run_type(run.run_type),
-        "state": run_state(run.state),
-        "conf_json": run.conf_json,
-        "created_at": ts(run, "created_at"),
-        "start_date": ts(run, "start_date"),
-        "end_date": ts(run, "end_date"),
-    }
-
-
-def ti_dict(ti: dag_pb2.TaskInstance) -> dict[str, Any]:
-    return {
-        "task_id": ti.key.task_id,
-        "state": task_state(ti.state),
-        "try_number": ti.try_number,
-        "max_tries": ti.max_tries,
-        "worker_id": ti.worker_id,
-        "lease_token": ti.lease_token,
-        "queued_at": ts(ti, "queued_at"),
-        "start_date": ts(ti, "start_date"),
-        "end_date": ts(ti, "end_date"),
-        "next_retry_at": ts(ti, "next_retry_at"),
-        "exit_code": ti.exit_code if ti.HasField("exit_code") else None,
-        "message": ti.message,
-        "lease_expires_at": ts(ti, "lease_expires_at"),
-    }
-
-
-def node_dict(node: cluster_pb2.NodeStatus) -> dict[str, Any]:
-    return {
-        "node_id": node.node_id,
-        "address": node.address,
-        "api_address": node.api_address,
-        "role": enum_text(cluster_pb2.NodeRole, node.role),
-        "term": node.term,
-        "commit_index": node.commit_index,
-        "applied_index": node.applied_index,
-        "lag": node.lag,
-        "digest": node.digest,
-        "digest_index": node.digest_index,
-        "outbox_backlog": node.outbox_backlog,
-        "db_watermark": node.db_watermark if node.HasField("db_watermark") else None,
-        "db_ok": node.db_ok if node.HasField("db_ok") else None,
-        "quarantined": node.quarantined if node.HasField("quarantined") else None,
-        "backpressure": node.backpressure,
-        "has_quorum": node.has_quorum,
-        "last_leader_contact": ts(node, "last_leader_contact"),
-        "error": node.error,
-    }
-
-
 # -- the app's gateway ----------------------------------------------------------------------
 
 
@@ -564,66 +397,3 @@ def read_cache_seconds(app: Flask) -> float:
 
 def gateway() -> Gateway:
     return current_app.extensions[EXTENSION]
-
-
-# -- calls only the REST API (web/api) makes so far -------------------------------------------
-
-
-def backfill(
-    gw: Gateway,
-    dag_id: str,
-    start_date: datetime,
-    end_date: datetime,
-    conf: dict[str, Any],
-    *,
-    dry_run: bool = False,
-) -> dict[str, Any]:
-    """BackfillDag: the runs created (or, with ``dry_run``, that would be) and the skipped dates."""
-    request = dag_pb2.BackfillDagRequest(dag_id=dag_id, conf_json=json.dumps(conf), dry_run=dry_run)
-    request.start_date.FromDatetime(start_date.astimezone(UTC))
-    request.end_date.FromDatetime(end_date.astimezone(UTC))
-    response = gw._call("dags", "BackfillDag", request)
-    return {
-        "runs": [run_dict(r) for r in response.runs],
-        "skipped": [s.ToDatetime(tzinfo=UTC) for s in response.skipped],
-    }
-
-
-def follow_task_log(
-    gw: Gateway,
-    dag_id: str,
-    run_id: str,
-    task_id: str,
-    *,
-    try_number: int = 0,
-    after_seq: int = 0,
-    timeout: float = 20.0,
-) -> Iterable[dict[str, Any]]:
-    """GetTaskLog with ``follow``: chunks as they come until the attempt ends (the generator
-    returns) or ``timeout`` seconds pass (it raises :class:`Unavailable` with code
-    DEADLINE_EXCEEDED; resume with ``after_seq`` = the last chunk's ``seq``)."""
-    request = dag_pb2.GetTaskLogRequest(
-        dag_id=dag_id,
-        run_id=run_id,
-        task_id=task_id,
-        try_number=try_number,
-        after_seq=after_seq,
-        follow=True,
-    )
-    stream = gw._call("dags", "GetTaskLog", request, timeout=timeout)
-    try:
-        for chunk in stream:
-            yield {
-                "seq": chunk.seq,
-                "try_number": chunk.try_number,
-                "stream": chunk.stream,
-                "text": chunk.text,
-                "created_at": ts(chunk, "created_at"),
-            }
-    except NoQuorumError as err:
-        metrics.upstream_error("GetTaskLog", "UNAVAILABLE")
-        raise Unavailable(str(err), "UNAVAILABLE") from None
-    except ApiError as err:
-        raise _translate(err, "GetTaskLog") from None
-    finally:
-        stream.close()

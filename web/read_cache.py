@@ -17,7 +17,7 @@ default :data:`DEFAULT_TTL`; 0 turns it off), under the same consistency rules:
   the index it was given;
 - answers are proto messages kept as they came; readers must not modify them.
 
-The REST API keeps whole JSON bodies of its GET answers here too (``web/api/routes.py``), under
+The REST API keeps whole JSON bodies of its GET answers here too (``web/api/blueprint.py``), under
 the same rules, keyed by token and path with query: a hit skips the gRPC call, the proto to
 dict conversion and the marshmallow dump.
 

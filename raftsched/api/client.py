@@ -46,16 +46,10 @@ Thread-safe: one client may serve every thread of a process (gRPC channels multi
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
-import os
-import random
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +58,16 @@ from google.protobuf.message import Message
 
 from raftsched.addresses import is_loopback
 from raftsched.api import tls
-from raftsched.api.consistency import (
-    APPLIED_TRAILER,
-    CONSISTENCY_HEADER,
-    LINEARIZABLE,
-    MIN_INDEX_HEADER,
-    RESET_TRAILER,
+from raftsched.api.attempts import (  # re-exported: the client's public names
+    MAX_DEADLINE,
+    MIN_RETRY_SECONDS,
+    READ_ONLY,
+    ApiError,
+    _api_error,
+    _Attempts,
+    _copy,
+    _prepare,
+    _Rpc,
 )
 from raftsched.api.gen import (
     cluster_pb2,
@@ -83,139 +81,31 @@ from raftsched.api.gen import (
     worker_pb2,
     worker_pb2_grpc,
 )
-from raftsched.errors import NoQuorumError, RaftschedError
+from raftsched.api.seen_index import (  # re-exported: the client's public names
+    MAX_SEEN_FILES,
+    SEEN_FILE_PREFIX,
+    SEEN_INDEX_ENV,
+    SeenIndex,
+    _check_consistency,
+    _freshness_index,
+    _View,
+    seen_index_path,
+)
+
+__all__ = [
+    "MAX_DEADLINE",
+    "MAX_SEEN_FILES",
+    "MIN_RETRY_SECONDS",
+    "READ_ONLY",
+    "SEEN_FILE_PREFIX",
+    "SEEN_INDEX_ENV",
+    "ApiError",
+    "RaftschedClient",
+    "SeenIndex",
+    "seen_index_path",
+]
 
 log = logging.getLogger(__name__)
-
-READ_ONLY = frozenset(
-    {"GetStatus", "ListDags", "GetDag", "ListRuns", "ListTaskInstances", "GetTaskLog"}
-    | {"ListImportErrors", "VerifyUser", "ListUsers"}
-    | {"GetSecret", "ListSecrets", "ResolveSecrets"}
-)
-
-SEEN_INDEX_ENV = "RAFTSCHED_SEEN_INDEX_FILE"
-SEEN_FILE_PREFIX = "seen-index-"
-MAX_SEEN_FILES = 32
-# A retry needs this long at least: a node without a leader answers UNAVAILABLE only after
-# waiting a little for an election (see api/servicers/context.py).
-MIN_RETRY_SECONDS = 0.5
-# Words in an UNAVAILABLE status that gRPC uses when the call never reached a server.
-_CONNECT_FAILURES = (
-    "failed to connect",
-    "connection refused",
-    "connections to all backends failing",
-    "dns resolution failed",
-    "name resolution",
-)
-
-
-MAX_DEADLINE = 86_400.0  # seconds
-
-
-class SeenIndex:
-    """The highest Raft log index a caller has seen (read) or caused (written). Thread-safe.
-
-    ``load``/``save`` keep it in a small file, so separate processes of one caller (CLI
-    invocations) share it."""
-
-    def __init__(self, value: int = 0) -> None:
-        self._lock = threading.Lock()
-        self._value = max(0, int(value))
-        self._was_reset = False
-
-    @property
-    def value(self) -> int:
-        with self._lock:
-            return self._value
-
-    def observe(self, index: int) -> None:
-        with self._lock:
-            self._value = max(self._value, int(index))
-
-    def reset(self, index: int, sent: int) -> None:
-        """A leader served ``sent`` although its whole log is shorter: the cluster was
-        re-created; start again from ``index`` unless a newer answer came meanwhile."""
-        with self._lock:
-            if self._value <= sent:
-                self._value = int(index)
-                self._was_reset = True
-
-    @classmethod
-    def load(cls, path: Path) -> SeenIndex:
-        try:
-            return cls(int(path.read_text().strip() or 0))
-        except (OSError, ValueError):
-            return cls()
-
-    def save(self, path: Path) -> None:
-        """Best effort: a caller that cannot write it only loses what it saw before."""
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Under a lock, and never lower than what the file holds: two CLI commands run at
-            # once must not make the slower one's save undo the faster one's newer index
-            # (unless this caller saw the cluster re-created).
-            with open(path.with_name(f"{path.name}.lock"), "a") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                value = self.value
-                if not self._was_reset:
-                    value = max(value, SeenIndex.load(path).value)
-                tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}")
-                tmp.write_text(f"{value}\n")
-                tmp.replace(path)
-            if path.name.startswith(SEEN_FILE_PREFIX):
-                _prune_seen_files(path.parent)
-        except OSError as err:
-            log.debug("cannot save the seen index to %s: %s", path, err)
-
-    def __repr__(self) -> str:
-        return f"SeenIndex({self.value})"
-
-
-def seen_index_path(servers: Sequence[str], env: Mapping[str, str] | None = None) -> Path | None:
-    """Where one user's CLI keeps the index it has seen of the cluster at ``servers``:
-    ``$RAFTSCHED_SEEN_INDEX_FILE`` (empty: nowhere), else a file per server list under
-    ``$XDG_STATE_HOME/raftsched`` (default ``~/.local/state/raftsched``)."""
-    env = os.environ if env is None else env
-    if SEEN_INDEX_ENV in env:
-        return Path(env[SEEN_INDEX_ENV]) if env[SEEN_INDEX_ENV] else None
-    base = Path(env.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
-    key = hashlib.sha256(",".join(sorted(servers)).encode()).hexdigest()[:16]
-    return base / "raftsched" / f"{SEEN_FILE_PREFIX}{key}"
-
-
-def _prune_seen_files(folder: Path) -> None:
-    """Keep the MAX_SEEN_FILES most recently used clusters' files (tests make many)."""
-    files = sorted(folder.glob(f"{SEEN_FILE_PREFIX}*"), key=lambda p: p.stat().st_mtime)
-    for old in files[:-MAX_SEEN_FILES]:
-        old.unlink(missing_ok=True)
-
-
-class ApiError(RaftschedError):
-    """A call failed with a gRPC status other than "every node unavailable".
-
-    ``code`` is the ``grpc.StatusCode``; ``message`` the server's (actionable) message;
-    ``address`` the node that answered; ``method`` the RPC's name.
-    """
-
-    def __init__(
-        self, code: grpc.StatusCode, message: str, *, address: str = "", method: str = ""
-    ) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.message = message
-        self.address = address
-        self.method = method
-
-
-@dataclass(frozen=True)
-class _Rpc:
-    service: str  # "ClusterService"
-    name: str  # "GetStatus"
-    streaming: bool
-
-    @property
-    def read_only(self) -> bool:
-        return self.name in READ_ONLY
 
 
 class RaftschedClient:
@@ -426,75 +316,6 @@ class RaftschedClient:
                 raise attempts.give_up(rpc)
 
 
-class _Attempts:
-    """The addresses to try for one call, round-robin from the last good one, until the
-    deadline; sleeps with backoff and jitter after each full round. Records each failure."""
-
-    def __init__(
-        self, client: RaftschedClient, deadline_at: float, start: int | None = None
-    ) -> None:
-        self.client = client
-        self.deadline_at = deadline_at
-        self.start = start
-        self.errors: dict[str, str] = {}
-        self.all_unavailable = True
-        self.last: ApiError | None = None
-
-    def __iter__(self) -> Iterator[tuple[int, str, float]]:
-        client = self.client
-        servers = client.servers
-        start = client._good if self.start is None else self.start
-        tried = 0
-        while True:
-            remaining = self.deadline_at - time.monotonic()
-            if remaining <= 0:
-                return
-            if tried and tried % len(servers) == 0:
-                rounds = tried // len(servers)
-                cap = min(client._max_backoff, client._backoff * 2 ** (rounds - 1))
-                time.sleep(min(random.uniform(0, cap), remaining))
-                remaining = self.deadline_at - time.monotonic()
-            if tried and remaining < MIN_RETRY_SECONDS:
-                # Too little time for a node to answer (even "no quorum"): a last attempt
-                # would only end in DEADLINE_EXCEEDED and hide what the earlier ones said.
-                return
-            index = (start + tried) % len(servers)
-            tried += 1
-            per = remaining if client.attempt_timeout is None else client.attempt_timeout
-            yield index, servers[index], min(remaining, per)
-
-    def failed(self, address: str, err: grpc.RpcError, rpc: _Rpc, idempotent: bool) -> None:
-        """Record a failed attempt; raise if it must not be retried."""
-        code, details = err.code(), err.details() or ""
-        error = _api_error(err, address, rpc)
-        self.errors[address] = f"{code.name}: {details}"
-        self.last = error
-        if code is grpc.StatusCode.UNAVAILABLE:
-            if idempotent or any(word in details.lower() for word in _CONNECT_FAILURES):
-                return
-        elif code is grpc.StatusCode.DEADLINE_EXCEEDED:
-            self.all_unavailable = False
-            if idempotent and self.deadline_at - time.monotonic() > 0:
-                return  # only this attempt's cap ran out: try the next node
-        raise error
-
-    def give_up(self, rpc: _Rpc) -> Exception:
-        if not self.errors:
-            return ApiError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                "deadline passed before any attempt",
-                method=rpc.name,
-            )
-        if self.all_unavailable:
-            tried = "; ".join(f"{addr} ({error})" for addr, error in self.errors.items())
-            return NoQuorumError(
-                f"no raftsched node could serve {rpc.name}: tried {tried}; check that the"
-                " nodes run and --server lists them, or `raftsched cluster status`"
-            )
-        assert self.last is not None
-        return self.last
-
-
 class _Service:
     """One method per RPC of a service, built from its descriptor."""
 
@@ -507,53 +328,6 @@ class _Service:
 
     def __repr__(self) -> str:
         return f"<{self._name} client>"
-
-
-@dataclass(frozen=True)
-class _View:
-    """One call's consistency: the trackers it reads and feeds, and the mode asked for."""
-
-    trackers: tuple[SeenIndex, ...]
-    consistency: str
-
-    def floor(self) -> int:
-        return max((t.value for t in self.trackers), default=0)
-
-    def metadata(self) -> tuple[tuple[str, str], ...]:
-        out: tuple[tuple[str, str], ...] = ()
-        floor = self.floor()
-        if floor:
-            out += ((MIN_INDEX_HEADER, str(floor)),)
-        if self.consistency:
-            out += ((CONSISTENCY_HEADER, self.consistency),)
-        return out
-
-    def answered(self, sent: int, index: int, trailer: Sequence[Any] | None) -> None:
-        """Remember the answer's index (the larger of its freshness and its trailer)."""
-        reset = False
-        for key, value in trailer or ():
-            if key == APPLIED_TRAILER and str(value).isdigit():
-                index = max(index, int(value))
-            elif key == RESET_TRAILER:
-                reset = True
-        for tracker in self.trackers:
-            if reset:
-                tracker.reset(index, sent)
-            else:
-                tracker.observe(index)
-
-
-def _check_consistency(value: str) -> str:
-    value = (value or "").strip().lower()
-    if value not in ("", LINEARIZABLE):
-        raise ValueError(f"consistency = {value!r}: expected '' or {LINEARIZABLE!r}")
-    return value
-
-
-def _freshness_index(response: Message) -> int:
-    if "freshness" in type(response).DESCRIPTOR.fields_by_name and response.HasField("freshness"):
-        return int(response.freshness.applied_index)  # type: ignore[attr-defined]
-    return 0
 
 
 def _bind(client: RaftschedClient, rpc: _Rpc) -> Callable[..., Any]:
@@ -573,30 +347,3 @@ _STUB_CLASSES: dict[str, Callable[[grpc.Channel], Any]] = {
     "UserService": user_pb2_grpc.UserServiceStub,
     "SecretService": secret_pb2_grpc.SecretServiceStub,
 }
-
-
-def _prepare(rpc: _Rpc, request: Message) -> bool:
-    """Fill an empty request_id; return whether the call may be retried after it was sent."""
-    if rpc.read_only:
-        return True
-    if "request_id" in type(request).DESCRIPTOR.fields_by_name:
-        if not request.request_id:  # type: ignore[attr-defined]
-            request.request_id = uuid.uuid4().hex  # type: ignore[attr-defined]
-        return True
-    return False
-
-
-def _copy(request: Message) -> Message:
-    copy = type(request)()
-    copy.CopyFrom(request)
-    return copy
-
-
-def _api_error(err: grpc.RpcError, address: str, rpc: _Rpc) -> ApiError:
-    code, details = err.code(), err.details() or ""
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED and details == "Deadline Exceeded":
-        details = (
-            f"{address} did not answer {rpc.name} before the call's deadline; retry with a"
-            " longer timeout, or check `raftsched cluster status`"
-        )
-    return ApiError(code, details, address=address, method=rpc.name)

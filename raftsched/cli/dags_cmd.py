@@ -1,7 +1,7 @@
 """`raftsched dags ...`: DAG files and schedules.
 
 Local subcommands (no cluster needed): ``parse`` checks a DAGs folder the way the scheduler
-would; ``next`` previews a DAG's next slots (in UTC and in its own time zone).
+would; ``next`` previews a DAG's next slots (in :mod:`raftsched.cli.dags_local_cmd`).
 
 Subcommands that ask the cluster (through ``raftsched.api.client`` only; flags and errors in
 ``connect.py``): ``list``, ``show``, ``errors`` (role viewer) and ``pause``, ``unpause``,
@@ -17,15 +17,16 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
+from raftsched.cli.dags_local_cmd import _parse as _parse  # re-exported (dags_test_cmd)
+from raftsched.cli.dags_local_cmd import _parse_after as _parse_after
+from raftsched.cli.dags_local_cmd import cmd_next, cmd_parse
 from raftsched.cli.main import EXIT_USAGE
 from raftsched.cli.output import add_output_flag, emit
-from raftsched.errors import DagNotFound, LimitExceeded, RaftschedError
+from raftsched.errors import LimitExceeded
 
 DAG_NOT_FOUND = "dag {dag_id!r} not found: `raftsched dags list` shows the known DAGs"
 
@@ -142,137 +143,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     errors = dags_sub.add_parser("errors", help="DAG files that failed to load")
     add_connection_flags(errors)
     errors.set_defaults(handler=cmd_errors)
-
-
-# -- dags parse ---------------------------------------------------------------------------
-
-
-def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
-    from raftsched.dags.parser import parse_folder
-
-    timeout, output_limit, catchup = 30.0, 1024 * 1024, False
-    folder = Path(folder_arg) if folder_arg else None
-    if folder is None or getattr(args, "config", None):
-        from raftsched.config import load_config
-
-        config = load_config(getattr(args, "config", None))
-        core = config.core
-        folder = folder or Path(core.dags_folder)
-        timeout, output_limit = core.dag_file_timeout, core.dag_file_output_limit
-        catchup = config.scheduler.catchup_by_default
-    try:
-        return parse_folder(
-            folder, timeout=timeout, output_limit=output_limit, catchup_by_default=catchup
-        )
-    except FileNotFoundError as err:
-        raise RaftschedError(str(err)) from None
-
-
-def cmd_parse(args: argparse.Namespace) -> int:
-    result = _parse(args, args.folder)
-    if args.output == "json":
-        payload = result.to_dict()
-        del payload["empty_files"]
-        emit(payload, output="json")
-        return 1 if result.errors else 0
-    rows = [
-        {
-            "dag_id": spec.dag_id,
-            "schedule": spec.schedule.display,
-            "timezone": spec.timezone,
-            "tasks": len(spec.tasks),
-            "file": spec.fileloc,
-            "hash": spec.spec_hash[:12],
-        }
-        for spec in result.specs
-    ]
-    emit(rows, output="table", columns=("dag_id", "schedule", "timezone", "tasks", "file", "hash"))
-    if result.errors:
-        print(f"\n{len(result.errors)} file(s) failed to import:")
-        emit(
-            [{"file": e.fileloc, "message": e.message} for e in result.errors],
-            output="table",
-            columns=("file", "message"),
-        )
-    for path in result.empty_files:
-        print(f"note: {path} defines no DAG")
-    return 1 if result.errors else 0
-
-
-# -- dags next ----------------------------------------------------------------------------
-
-
-def _parse_after(text: str | None) -> datetime:
-    if text is None:
-        return datetime.now(UTC)
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise RaftschedError(
-            f"--after {text!r} is not an ISO-8601 time, e.g. 2024-10-27T00:00:00+02:00"
-        ) from None
-    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
-
-
-def cmd_next(args: argparse.Namespace) -> int:
-    from raftsched.core.timetable import timetable_for
-
-    if args.n < 1:
-        raise RaftschedError(f"-n must be 1 or more, got {args.n}")
-    after = _parse_after(args.after)
-    result = _parse(args, args.folder)
-    spec = next((s for s in result.specs if s.dag_id == args.dag_id), None)
-    if spec is None:
-        failing = "".join(f"\n  {e.fileloc}: {e.message}" for e in result.errors)
-        if failing:
-            raise RaftschedError(f"DAG {args.dag_id!r} not found; files that failed:{failing}")
-        raise DagNotFound(args.dag_id)
-    zone = ZoneInfo(spec.timezone)
-    timetable = timetable_for(spec)
-    slots = []
-    slot = timetable.next_slot(after)
-    while slot is not None and len(slots) < args.n:
-        slots.append(slot)
-        slot = timetable.next_slot(slot.logical_date)
-
-    def iso(value: datetime, tz: Any = UTC) -> str:
-        return value.astimezone(tz).isoformat()
-
-    items = [
-        {
-            "logical_date": iso(s.logical_date),
-            "logical_date_local": iso(s.logical_date, zone),
-            "data_interval_start": iso(s.data_interval_start),
-            "data_interval_end": iso(s.data_interval_end),
-            "data_interval_start_local": iso(s.data_interval_start, zone),
-            "data_interval_end_local": iso(s.data_interval_end, zone),
-        }
-        for s in slots
-    ]
-    payload = {
-        "dag_id": spec.dag_id,
-        "schedule": spec.schedule.display,
-        "timezone": spec.timezone,
-        "after": iso(after),
-        "slots": items,
-    }
-    if args.output == "json":
-        emit(payload, output="json")
-        return 0
-    print(f"{spec.dag_id}: schedule {spec.schedule.display}, time zone {spec.timezone}")
-    rows = [
-        {
-            "logical_date": item["logical_date"],
-            "local": item["logical_date_local"],
-            "interval_start": item["data_interval_start"],
-            "interval_end": item["data_interval_end"],
-        }
-        for item in items
-    ]
-    emit(rows, output="table", columns=("logical_date", "local", "interval_start", "interval_end"))
-    if not items:
-        print("no further scheduled slots")
-    return 0
 
 
 # -- dags list | show | pause | unpause | trigger | errors (the cluster) --------------------

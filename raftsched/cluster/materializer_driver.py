@@ -36,11 +36,11 @@ from any thread.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from raftsched.cluster import metrics
+from raftsched.cluster.leading import LeadingThread
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Pipeline, Proposer
 from raftsched.core.commands import (
@@ -111,9 +111,16 @@ class MaterializerDriver:
         self._batch = batch
         self._idle_wait = idle_wait
         self._retention = run_retention_sec
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._runner = LeadingThread(
+            node,
+            self._lead,
+            name="materializer",
+            retry_after=1.0,
+            failed=self._failed,
+            idle=self._idle,
+        )
+        self._wake = self._runner.wake
+        self._stop = self._runner.stopping
         self.db_watermark: int | None = None
         self.store_ok = True
         self.written = 0
@@ -131,39 +138,29 @@ class MaterializerDriver:
         node.add_role_listener(lambda _role: self._wake.set())
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="materializer", daemon=True)
-        self._thread.start()
+        self._runner.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._runner.stop(timeout)
         self._node.remove_apply_listener(self._on_apply)
 
     def _on_apply(self, log_index: int, command: Command, result: Result) -> None:
         if not isinstance(command, AckMaterialized):
             self._wake.set()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if not self._node.is_leader:
-                self.last_error = None  # a follower's materializer is idle, not failing
-                self.mismatch = None
-                self._checked_term = None
-                self._wake.wait(0.2)
-                self._wake.clear()
-                continue
-            term = self._node.term
-            try:
-                self._lead(term)
-            except Exception as err:
-                log.exception("materializer failed; retrying")
-                self.last_error = f"materializer failed: {err}"
-                self._stop.wait(1.0)
+    # -- on self._runner's thread (``leading.LeadingThread``) ---------------------------------
+
+    def _idle(self) -> None:
+        self.last_error = None  # a follower's materializer is idle, not failing
+        self.mismatch = None
+        self._checked_term = None
+
+    def _failed(self, err: Exception) -> None:
+        log.exception("materializer failed; retrying")
+        self.last_error = f"materializer failed: {err}"
 
     def _leading(self, term: int) -> bool:
-        return not self._stop.is_set() and self._node.is_leader and self._node.term == term
+        return self._runner.leading(term)
 
     # -- the DB/log agreement ----------------------------------------------------------------
 

@@ -23,44 +23,23 @@ Gauges (no labels; Prometheus adds ``instance``):
   held in this node's replicated state (live ones, and finished ones until evicted), counted
   at scrape time under the node's read lock (O(live state))
 
-Counters and histograms (:class:`NodeInstruments`, fed by the node's threads; a fresh node
-starts them at 0, Prometheus' ``rate()`` handles the reset):
-
-- ``raftsched_leader_changes_total``: times this node saw a new leader (a later term with a
-  leader: it won an election, or a leader of a new term reached it)
-- ``raftsched_commit_latency_seconds``: propose -> committed result, per command proposed on
-  this node (``cluster/proposer.py``; retries included)
-- ``raftsched_apply_latency_seconds``: time inside ``SchedulerState.apply`` per log entry
-  (``cluster/node.py``; core itself keeps no clock)
-- ``raftsched_snapshot_duration_seconds``: writing one snapshot (serialise, gzip, fsync)
-- ``raftsched_leases_granted_total``, ``raftsched_leases_expired_total``: from the applied
-  LeaseTasks and ExpireLeases results (every replica counts the same committed entries)
-- ``raftsched_schedule_lag_seconds``: for a scheduled run, its first lease's commit time (the
-  LeaseTasks command's ``now``) minus the run's logical_date (its scheduled time)
-- ``raftsched_db_write_latency_seconds``: one materializer batch write to the metadata DB
-- ``raftsched_dag_parse_duration_seconds``: one parse of the DAG folder (leader)
-- ``raftsched_dag_parse_errors_total``: DAG files that failed to import, counted per parse
-  (a file broken for an hour counts once per parse), plus parses that failed as a whole
+Counters and histograms: :class:`~raftsched.cluster.instruments.NodeInstruments`.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import Any
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+# re-exported: the node, the proposer and the parse thread import them from here
+from raftsched.cluster.instruments import NodeInstruments, of
+
+__all__ = ["METRIC_NAMES", "NodeInstruments", "NodeMetrics", "of"]
 
 log = logging.getLogger(__name__)
 
@@ -137,14 +116,6 @@ TASK_STATES = (
     "skipped",
 )
 
-_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-_APPLY_BUCKETS = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1
-)  # fmt: skip
-_SNAPSHOT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-_LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
-_PARSE_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-_LAGGED_RUNS_KEPT = 10_000  # scheduled runs whose first lease was already measured
 
 # Every series name /metrics can answer (counters and histograms with their suffixes), for
 # the dashboard test and the README.
@@ -164,6 +135,7 @@ METRIC_NAMES: tuple[str, ...] = (
             "raftsched_commit_latency_seconds",
             "raftsched_apply_latency_seconds",
             "raftsched_snapshot_duration_seconds",
+            "raftsched_snapshot_pause_seconds",
             "raftsched_schedule_lag_seconds",
             "raftsched_db_write_latency_seconds",
             "raftsched_dag_parse_duration_seconds",
@@ -171,128 +143,6 @@ METRIC_NAMES: tuple[str, ...] = (
         for suffix in ("_bucket", "_count", "_sum")
     ),
 )
-
-
-class NodeInstruments:
-    """The counters and histograms of one node, in its own registry. The node's threads feed
-    them (``observe``/``inc`` are cheap and thread-safe); ``/metrics`` renders them."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=False)
-        r = self.registry
-        self.leader_changes = Counter(
-            "raftsched_leader_changes",
-            "Times this node saw a new leader (a later Raft term with a leader).",
-            registry=r,
-        )
-        self.commit_latency = Histogram(
-            "raftsched_commit_latency_seconds",
-            "Propose to committed result of commands proposed on this node (retries included).",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.apply_latency = Histogram(
-            "raftsched_apply_latency_seconds",
-            "Time inside SchedulerState.apply per applied log entry.",
-            buckets=_APPLY_BUCKETS,
-            registry=r,
-        )
-        self.snapshot_duration = Histogram(
-            "raftsched_snapshot_duration_seconds",
-            "Time to write one Raft snapshot of the state (serialise, gzip, fsync).",
-            buckets=_SNAPSHOT_BUCKETS,
-            registry=r,
-        )
-        self.leases_granted = Counter(
-            "raftsched_leases_granted",
-            "Task leases granted by applied LeaseTasks entries.",
-            registry=r,
-        )
-        self.leases_expired = Counter(
-            "raftsched_leases_expired",
-            "Task leases expired by applied ExpireLeases entries.",
-            registry=r,
-        )
-        self.schedule_lag = Histogram(
-            "raftsched_schedule_lag_seconds",
-            "Scheduled runs: commit time of the first lease minus the run's logical_date.",
-            buckets=_LAG_BUCKETS,
-            registry=r,
-        )
-        self.db_write_latency = Histogram(
-            "raftsched_db_write_latency_seconds",
-            "One materializer batch write to the metadata database.",
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
-        )
-        self.dag_parse_duration = Histogram(
-            "raftsched_dag_parse_duration_seconds",
-            "One parse of the DAG folder (each file in a child process).",
-            buckets=_PARSE_BUCKETS,
-            registry=r,
-        )
-        self.dag_parse_errors = Counter(
-            "raftsched_dag_parse_errors",
-            "DAG files that failed to import, counted per parse, and failed parses.",
-            registry=r,
-        )
-        self._leader_term = -1
-        self._lock = threading.Lock()
-        self._lagged: OrderedDict[tuple[str, str], None] = OrderedDict()
-
-    def note_leader(self, term: int) -> None:
-        """A leader of ``term`` is known here (it is us, or it reached us)."""
-        with self._lock:
-            if term <= self._leader_term:
-                return
-            self._leader_term = term
-        self.leader_changes.inc()
-
-    def on_apply(self, log_index: int, command: Any, result: Any) -> None:
-        """Apply listener (tick thread, under the state lock): lease counters and the
-        schedule lag, read from the committed command and its result."""
-        if result is None or getattr(result, "duplicate", False):
-            return  # a retried request: its first result was counted
-        name = type(command).__name__
-        if name == "Batch":
-            subs = getattr(command, "commands", ())
-            for sub, sub_result in zip(subs, result.value or (), strict=False):
-                self.on_apply(log_index, sub, sub_result)
-        elif name == "LeaseTasks" and getattr(result, "ok", False):
-            grants = result.value or ()
-            if grants:
-                self.leases_granted.inc(len(grants))
-            now = getattr(command, "now", None)
-            for grant in grants:
-                self._schedule_lag(grant, now)
-        elif name == "ExpireLeases":
-            expired = sum(1 for item in result.value or () if getattr(item, "ok", False))
-            if expired:
-                self.leases_expired.inc(expired)
-
-    def _schedule_lag(self, grant: Any, now: datetime | None) -> None:
-        lease = getattr(grant, "lease", None)
-        key = getattr(lease, "key", None)
-        if now is None or key is None or not str(key.run_id).startswith("scheduled__"):
-            return
-        run = (key.dag_id, key.run_id)
-        with self._lock:
-            if run in self._lagged:
-                return
-            self._lagged[run] = None
-            if len(self._lagged) > _LAGGED_RUNS_KEPT:
-                self._lagged.popitem(last=False)
-        self.schedule_lag.observe(max(0.0, (now - grant.logical_date).total_seconds()))
-
-
-# Instruments for parts run without a node runtime (unit tests' fake nodes): fed, never shown.
-_DETACHED = NodeInstruments()
-
-
-def of(node: Any) -> NodeInstruments:
-    """The instruments of ``node`` (a SchedulerNode), or detached ones for anything else."""
-    found = getattr(node, "instruments", None)
-    return found if isinstance(found, NodeInstruments) else _DETACHED
 
 
 class _StatusCollector(Collector):

@@ -6,58 +6,70 @@ MIN_DATE..MAX_DATE, no NUL or invalid UTF-8): a spec the cluster's apply would r
 DagDefinitionError here, shown under `dags errors`, never a registration. The constructors of
 ``authoring`` check each value as it is given; :func:`check_spec` checks a whole spec again
 (``DAG.to_spec``, and the parser on what its child process sent).
+The generic checks are in :mod:`raftsched.dags.value_checks` and a task's own in
+:mod:`raftsched.dags.task_checks`; this module re-exports them, so ``validation.X`` names every
+check.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from raftsched.core import limits
-from raftsched.core.limits import MAX_CALLABLE_CHARS, MAX_ENV_NAME_CHARS, MAX_ZONE_CHARS
-from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from raftsched.core.limits import MAX_CALLABLE_CHARS, MAX_ZONE_CHARS
+from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec
 from raftsched.core.timetable import PRESETS, check_cron, get_zone
 from raftsched.core.validate import HOST_ZONES
-from raftsched.errors import DagDefinitionError, LimitExceeded
+from raftsched.dags.task_checks import (
+    MAX_KWARGS_DEPTH,
+    TRIGGER_RULES,
+    check_callable,
+    check_command,
+    check_env,
+    check_env_pairs,
+    check_kwargs,
+    check_kwargs_json,
+    check_trigger_rule,
+    resolve_callable,
+)
+from raftsched.dags.value_checks import (
+    ID_PATTERN,
+    bounded,
+    check_count,
+    check_duration,
+    check_id,
+    short_repr,
+)
+from raftsched.errors import DagDefinitionError
 
-ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,250}")
-TRIGGER_RULES = tuple(rule.value for rule in TriggerRule)
-MAX_KWARGS_DEPTH = limits.MAX_CONF_DEPTH
-
-
-def bounded(
-    check: Callable[..., Any], *args: Any, where: str, dag_id: str = "", task_id: str = ""
-) -> Any:
-    """``check(*args)`` (a ``limits`` check) with LimitExceeded as DagDefinitionError."""
-    try:
-        return check(*args)
-    except LimitExceeded as err:
-        raise DagDefinitionError(f"{where}: {err}", dag_id=dag_id, task_id=task_id) from None
-
-
-def check_id(kind: str, value: object, *, dag_id: str = "") -> str:
-    """``kind`` is "dag_id" or "task_id"."""
-    task_id = str(value) if kind == "task_id" else ""
-    if not isinstance(value, str):
-        raise DagDefinitionError(
-            f"{kind} must be a string, got {type(value).__name__} {value!r}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    if not ID_PATTERN.fullmatch(value):
-        if not value or len(value) > 250:
-            why = f"it must be 1 to 250 characters long (it has {len(value)})"
-        else:
-            bad = sorted({ch for ch in value if not re.fullmatch(r"[A-Za-z0-9_.-]", ch)})
-            why = f"{''.join(bad)!r} not allowed; use letters, digits, '_', '.' and '-'"
-        raise DagDefinitionError(
-            f"invalid {kind} {value[:60]!r}: {why}", dag_id=dag_id, task_id=task_id
-        )
-    return value
+__all__ = [
+    "ID_PATTERN",
+    "MAX_KWARGS_DEPTH",
+    "TRIGGER_RULES",
+    "bounded",
+    "check_callable",
+    "check_command",
+    "check_count",
+    "check_description",
+    "check_duration",
+    "check_env",
+    "check_env_pairs",
+    "check_id",
+    "check_kwargs",
+    "check_kwargs_json",
+    "check_spec",
+    "check_tags",
+    "check_trigger_rule",
+    "check_zone",
+    "find_cycle",
+    "parse_schedule",
+    "resolve_callable",
+    "short_repr",
+    "to_utc",
+]
 
 
 def check_zone(name: object, *, dag_id: str) -> ZoneInfo:
@@ -169,113 +181,6 @@ def to_utc(value: object, zone: ZoneInfo, *, what: str, dag_id: str) -> datetime
     return utc
 
 
-def check_count(
-    value: object,
-    what: str,
-    *,
-    minimum: int,
-    dag_id: str,
-    task_id: str = "",
-    maximum: int | None = None,
-) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise DagDefinitionError(
-            f"{what} must be an integer >= {minimum}, got {value!r}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    if maximum is not None and value > maximum:
-        shown = value if value < 10**30 else f"a {value.bit_length()}-bit integer"
-        raise DagDefinitionError(
-            f"{what} must be at most {maximum}, got {shown}", dag_id=dag_id, task_id=task_id
-        )
-    return value
-
-
-def check_duration(
-    value: object, what: str, *, dag_id: str, task_id: str = "", positive: bool = False
-) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = timedelta(seconds=value)
-    if not isinstance(value, timedelta):
-        raise DagDefinitionError(
-            f"{what} must be a timedelta, got {type(value).__name__} {value!r}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    seconds = value.total_seconds()
-    if seconds < 0 or (positive and seconds == 0):
-        raise DagDefinitionError(
-            f"{what} must be {'positive' if positive else 'zero or more'}, got {value}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    if seconds > limits.MAX_DURATION_SECONDS:
-        raise DagDefinitionError(
-            f"{what} must be at most {limits.MAX_DURATION_SECONDS} seconds (366 days), got {value}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    return seconds
-
-
-def check_trigger_rule(value: object, *, dag_id: str, task_id: str) -> TriggerRule:
-    try:
-        return TriggerRule(value)
-    except ValueError:
-        raise DagDefinitionError(
-            f"unknown trigger_rule {value!r} for task {task_id!r} in DAG {dag_id!r};"
-            f" allowed: {', '.join(TRIGGER_RULES)}",
-            dag_id=dag_id,
-            task_id=task_id,
-        ) from None
-
-
-def check_env(env: object, *, dag_id: str, task_id: str) -> tuple[tuple[str, str], ...]:
-    if env is None:
-        return ()
-    if not isinstance(env, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-    ):
-        raise DagDefinitionError(
-            f"env of task {task_id!r} must be a dict of str to str, got {short_repr(env)}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    pairs = tuple(sorted(env.items()))
-    check_env_pairs(pairs, dag_id=dag_id, task_id=task_id)
-    return pairs
-
-
-def check_env_pairs(pairs: tuple[tuple[str, str], ...], *, dag_id: str, task_id: str) -> None:
-    where = f"env of task {task_id!r} in DAG {dag_id!r}"
-    ids = {"dag_id": dag_id, "task_id": task_id}
-    bounded(limits.check_count, "env", len(pairs), limits.MAX_ENV_VARS, where=where, **ids)
-    for name, value in pairs:
-        bounded(limits.check_text, "name", name, MAX_ENV_NAME_CHARS, where=where, **ids)
-        if not name or "=" in name:
-            raise DagDefinitionError(
-                f"{where}: variable name {name[:60]!r} must be non-empty and hold no '='", **ids
-            )
-        bounded(
-            limits.check_text, f"{name[:60]}", value, limits.MAX_ENV_VALUE_CHARS, where=where, **ids
-        )
-
-
-def check_command(command: str, *, dag_id: str, task_id: str) -> str:
-    return bounded(
-        limits.check_text,
-        "command",
-        command,
-        limits.MAX_COMMAND_CHARS,
-        where=f"BashTask {task_id!r} in DAG {dag_id!r}",
-        dag_id=dag_id,
-        task_id=task_id,
-    )
-
-
 def check_tags(tags: object, *, dag_id: str) -> tuple[str, ...]:
     try:
         given = list(tags or ())  # type: ignore[call-overload]
@@ -303,101 +208,6 @@ def check_description(description: object, *, dag_id: str) -> str:
         where=f"DAG {dag_id!r}",
         dag_id=dag_id,
     )
-
-
-def short_repr(value: object) -> str:
-    """repr of a value for an error message, at most 200 characters."""
-    try:
-        shown = repr(value)
-    except Exception:  # a hostile __repr__, a RecursionError
-        shown = f"<{type(value).__name__}>"
-    return shown if len(shown) <= 200 else shown[:197] + "..."
-
-
-def check_callable(fn: object, *, dag_id: str, task_id: str) -> str:
-    """The ``__qualname__`` of a module-level function; rejects lambdas and nested functions."""
-    if not callable(fn) or not hasattr(fn, "__qualname__"):
-        raise DagDefinitionError(
-            f"fn of PythonTask {task_id!r} must be a function, got {type(fn).__name__}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    qualname: str = fn.__qualname__
-    bounded(
-        limits.check_text,
-        "fn",
-        qualname,
-        MAX_CALLABLE_CHARS,
-        where=f"PythonTask {task_id!r}",
-        dag_id=dag_id,
-        task_id=task_id,
-    )
-    if "<lambda>" in qualname or "<locals>" in qualname:
-        kind = "a lambda" if "<lambda>" in qualname else "a nested function"
-        raise DagDefinitionError(
-            f"fn of PythonTask {task_id!r} is {kind} ({qualname}); workers import the DAG file"
-            " and look the function up by name, so define it with `def` at module level",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    return qualname
-
-
-def resolve_callable(namespace: Mapping[str, Any], qualname: str) -> Callable[..., Any] | None:
-    """Look ``qualname`` ("fn" or "Class.fn") up in a module's namespace; None if absent."""
-    head, *rest = qualname.split(".")
-    target: Any = namespace.get(head)
-    for part in rest:
-        target = getattr(target, part, None)
-    return target if callable(target) else None
-
-
-def check_kwargs(kwargs: object, *, dag_id: str, task_id: str) -> str:
-    if kwargs is None:
-        return "{}"
-    if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-        raise DagDefinitionError(
-            f"kwargs of PythonTask {task_id!r} must be a dict with str keys,"
-            f" got {short_repr(kwargs)}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    try:
-        text = json.dumps(dict(kwargs), sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as err:
-        raise DagDefinitionError(
-            f"kwargs of PythonTask {task_id!r} must be JSON-serializable: {err}",
-            dag_id=dag_id,
-            task_id=task_id,
-        ) from None
-    return check_kwargs_json(text, dag_id=dag_id, task_id=task_id)
-
-
-def check_kwargs_json(text: str, *, dag_id: str, task_id: str) -> str:
-    """A PythonTask's kwargs as JSON text: at most MAX_KWARGS_BYTES, MAX_KWARGS_DEPTH deep,
-    clean strings (no NUL, no lone surrogate)."""
-    where = f"PythonTask {task_id!r} in DAG {dag_id!r}"
-    ids = {"dag_id": dag_id, "task_id": task_id}
-    size = len(text.encode("utf-8", "surrogatepass"))
-    if size > limits.MAX_KWARGS_BYTES:
-        raise DagDefinitionError(
-            f"{where}: kwargs is {size} bytes as JSON; the limit is {limits.MAX_KWARGS_BYTES}",
-            **ids,
-        )
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as err:
-        raise DagDefinitionError(f"{where}: kwargs is not a JSON object ({err})", **ids) from None
-    bounded(
-        limits.check_json_object,
-        "kwargs",
-        value,
-        limits.MAX_KWARGS_BYTES,
-        MAX_KWARGS_DEPTH,
-        where=where,
-        **ids,
-    )
-    return text
 
 
 def find_cycle(upstream: Mapping[str, set[str]]) -> list[str] | None:

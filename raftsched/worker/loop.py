@@ -3,21 +3,7 @@
 - :meth:`Worker.run` long-polls for up to ``concurrency - running`` leases and starts each
   attempt on its own thread (:class:`~raftsched.worker.runner.Attempt`), its output shipped by
   a :class:`~raftsched.worker.logs.LogShipper`.
-- A heartbeat thread sends every (key, token) each ``heartbeat_interval`` (each call on a
-  thread of its own, so one that hangs delays no other). A refused token (the lease expired
-  and went elsewhere, invariant 2) or a refused log append kills the attempt at once, and
-  nothing more is reported for it.
-- Self-fencing (lease safety by construction): for each attempt the worker keeps the local
-  monotonic time at which it SENT the last heartbeat the cluster accepted (or the Lease call
-  that granted it). The cluster stamped the new expiry after that send, so ``sent + lease_ttl``
-  is a lower bound of the expiry. The same thread, every ``WATCHDOG_TICK`` and whatever any
-  call is doing, kills an attempt once ``sent + lease_ttl - margin`` has passed
-  (``config.fence_margin``: max(1s, 20% of lease_ttl)), logs it at warning and reports it as
-  failed (best effort: the report is refused if the lease is gone). The attempt's supervisor
-  holds the same fence (``deadline``, pushed on with each accepted heartbeat, plus
-  ``SUPERVISOR_LAG``) and kills the attempt itself when the worker cannot: frozen (SIGSTOP),
-  swapped out or stuck. A lease whose long poll took so long that little of its TTL may be
-  left is confirmed with a heartbeat before its attempt starts.
+- Heartbeats and self-fencing (lease safety by construction): ``heartbeats.py``.
 - An attempt that ends is reported with ``complete`` (its logs are shipped first), retried
   while the lease lives; a refused ``complete`` is logged at info and dropped.
 - :meth:`Worker.stop` (SIGTERM): stop leasing (an outstanding long poll is cut short, see
@@ -45,13 +31,20 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.logging_setup import task_context
 from raftsched.worker.executor import executor
+from raftsched.worker.heartbeats import (
+    MAX_BEATS_IN_FLIGHT,
+    SUPERVISOR_LAG,
+    WATCHDOG_TICK,
+    Heartbeats,
+    _Running,
+)
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
 from raftsched.worker.runner import GUARDED, KILL_GRACE, Attempt, Outcome, held_lease
 from raftsched.worker.task_secrets import with_secrets
@@ -59,13 +52,21 @@ from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTranspo
 
 log = logging.getLogger(__name__)
 
+# the names this module held before heartbeats.py was split off (tests import some of them)
+__all__ = [
+    "LEASE_WAIT",
+    "SHUTDOWN_CALL_TIMEOUT",
+    "SUPERVISOR_LAG",
+    "WATCHDOG_TICK",
+    "Worker",
+    "WorkerSettings",
+    "default_worker_id",
+]
+
 LEASE_WAIT = 5.0  # long-poll length
 MAX_BACKOFF = 5.0
 LOG_CLOSE_TIMEOUT = 10.0
 SHUTDOWN_CALL_TIMEOUT = 2.0  # once stopping: the most any call, or the last logs, may take
-WATCHDOG_TICK = 0.1  # seconds between two checks of the attempts' fences
-SUPERVISOR_LAG = 0.25  # the supervisor's fence comes this much later than the worker's own
-MAX_BEATS_IN_FLIGHT = 3  # heartbeat calls under way at once (a cut-off cluster: they hang)
 
 
 def _ref(key: TaskKey, token: int) -> str:
@@ -88,25 +89,7 @@ class WorkerSettings:
     noop: bool = False
 
 
-@dataclass(eq=False)
-class _Running:
-    assignment: Assignment
-    attempt: Attempt
-    shipper: LogShipper
-    started: float = field(default_factory=time.monotonic)
-    # When the call that last extended the lease (an accepted heartbeat, or the Lease that
-    # granted it) was sent: the lease lives at least until last_ok + lease_ttl.
-    last_ok: float = field(default_factory=time.monotonic)
-    lost: bool = False  # the lease is gone: report nothing
-    fenced: str = ""  # why it was killed for want of an accepted heartbeat: report a failure
-    thread: threading.Thread | None = None
-
-    @property
-    def lease(self) -> tuple[TaskKey, int]:
-        return (self.assignment.key, self.assignment.token)
-
-
-class Worker:
+class Worker(Heartbeats):
     def __init__(
         self,
         transport: WorkerTransport,
@@ -223,39 +206,6 @@ class Worker:
             return self.settings.concurrency - len(self._running)
 
     # -- one attempt ---------------------------------------------------------------------------
-    def _confirm(self, leases: list[Assignment], sent: float) -> list[tuple[Assignment, float]]:
-        """Each lease with when it is known to have been extended last. A long poll may have
-        been granted long after it was sent: when less than two heartbeats' worth of its fence
-        may be left, one heartbeat proves the lease fresh before its attempt starts."""
-        if not leases or self.settings.noop or self._stopping.is_set():
-            return [(a, sent) for a in leases]
-        if time.monotonic() + 2 * self.settings.heartbeat_interval < sent + self.window:
-            return [(a, sent) for a in leases]
-        beat = time.monotonic()
-        try:
-            answers = self.transport.heartbeat(self.worker_id, [(a.key, a.token) for a in leases])
-        except WorkerRejected:
-            raise
-        except Exception as err:
-            log.info("new leases not confirmed: %s", err)
-            answers = {}
-        confirmed, unconfirmed = [], []
-        for a in leases:
-            ok = answers.get(a.key)
-            if ok is True:
-                confirmed.append((a, beat))
-            elif ok is False:
-                log.info("lease of %s refused before it started; dropped", describe(a.key))
-                self._drop([(a.key, a.token)])
-            elif time.monotonic() < sent + self.window:
-                confirmed.append((a, sent))  # its fence is still ahead: the watchdog decides
-            else:
-                unconfirmed.append((a.key, a.token))
-        if unconfirmed:
-            log.info("handing back %d lease(s) that could not be confirmed", len(unconfirmed))
-            self._release(unconfirmed)
-        return confirmed
-
     def _start(self, a: Assignment, granted: float | None = None) -> None:
         if self._stopping.is_set():
             log.info("handing back %s: shutting down", describe(a.key))
@@ -406,45 +356,6 @@ class Worker:
             log.info("killing %s: %s", describe(r.assignment.key), why)
         r.attempt.kill(f"killed: {why}")
 
-    # -- self-fencing --------------------------------------------------------------------------
-    def _deadline(self, last_ok: float) -> float:
-        """The supervisor's fence for an attempt last extended at ``last_ok``."""
-        return last_ok + self.window + SUPERVISOR_LAG
-
-    def _fence_message(self, r: _Running, who: str) -> str:
-        silent = time.monotonic() - r.last_ok
-        return (
-            f"worker lost contact with the cluster for {silent:.1f}s; {who} its attempt before"
-            f" its lease could expire (lease_ttl {self.settings.lease_ttl:g}s, margin"
-            f" {self.margin:g}s)"
-        )
-
-    def _fence(self, r: _Running) -> None:
-        """No heartbeat accepted for ``window``: kill the attempt before its lease can expire
-        (the cluster may be about to lease it again) and report it as failed."""
-        if r.lost or r.fenced:
-            return
-        r.fenced = self._fence_message(r, "killed")
-        a = r.assignment
-        log.warning(
-            "fencing %s try %d (token %d): %s", describe(a.key), a.try_number, a.token, r.fenced
-        )
-        r.attempt.kill(r.fenced)
-
-    def _watchdog(self) -> None:
-        now = time.monotonic()
-        with self._changed:
-            running = [r for r in self._running.values() if not (r.lost or r.fenced)]
-        for r in running:
-            if now > r.last_ok + self.window:
-                self._fence(r)
-
-    def _extend(self, r: _Running, sent: float) -> None:
-        if sent > r.last_ok:
-            r.last_ok = sent
-        if not (r.lost or r.fenced):
-            r.attempt.extend(self._deadline(r.last_ok))
-
     def _release(self, leases: list[tuple[TaskKey, int]]) -> None:
         try:
             self.transport.release(self.worker_id, leases)
@@ -453,47 +364,6 @@ class Worker:
         except Exception:
             log.exception("release failed (the leases will expire instead)")
         self._drop(leases)  # nothing of them runs: nothing to report should we die now
-
-    # -- heartbeats ----------------------------------------------------------------------------
-    def _heartbeats(self) -> None:
-        """The watchdog every WATCHDOG_TICK, and a heartbeat every heartbeat_interval, each on
-        a thread of its own (this one never waits for the cluster)."""
-        interval = self.settings.heartbeat_interval
-        next_beat = time.monotonic() + interval
-        while not self._stopped.wait(min(WATCHDOG_TICK, interval)):
-            self._watchdog()  # first: after a freeze, fence before any late answer arrives
-            now = time.monotonic()
-            if now >= next_beat:
-                next_beat = now + interval
-                if self._beats.acquire(blocking=False):
-                    threading.Thread(target=self._beat, name="heartbeat-call", daemon=True).start()
-
-    def _beat(self) -> None:
-        try:
-            self.heartbeat_once()
-        finally:
-            self._beats.release()
-
-    def heartbeat_once(self) -> None:
-        with self._changed:
-            running = [r for r in self._running.values() if not (r.lost or r.fenced)]
-        if not running:
-            return
-        sent = time.monotonic()
-        try:
-            answers = self.transport.heartbeat(self.worker_id, [r.lease for r in running])
-        except RaftschedError as err:
-            log.info("heartbeat not answered: %s", err)
-            return
-        except Exception:
-            log.exception("heartbeat failed")
-            return
-        for r in running:
-            ok = answers.get(r.assignment.key)
-            if ok is True:  # only an explicit yes extends (a missing key is not a refusal)
-                self._extend(r, sent)
-            elif ok is False:
-                self._lose(r, "the cluster refused its lease token (the lease went elsewhere)")
 
     # -- shutdown ------------------------------------------------------------------------------
     def _call_budget(self, normal: float) -> float:

@@ -22,6 +22,7 @@ from test_state_harness import T0, Sim, dag, run_id, task
 
 from raftsched.api.gen import dag_pb2
 from raftsched.api.servicers import dags as dag_servicer
+from raftsched.api.servicers import task_logs
 from raftsched.api.servicers.context import ApiContext
 from raftsched.core import commands as c
 from raftsched.core.model import TaskKey
@@ -105,7 +106,7 @@ def follow(svc: dag_servicer.DagServicer, out: list[str]) -> None:
 def test_follow_waits_while_the_replica_lags_and_while_the_attempt_is_queued(
     db_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dag_servicer, "FOLLOW_INTERVAL", 0.02)
+    monkeypatch.setattr(task_logs, "FOLLOW_INTERVAL", 0.02)
     leader, replica = leader_with_run()
     materialize(leader, db_engine)  # the DB has the run and its queued first attempt
     node = ReplicaNode(replica.state)
@@ -133,7 +134,7 @@ def test_follow_of_an_attempt_the_replica_forgot_ends_with_the_db_log(
 ) -> None:
     """A replica that never saw the run (or dropped it after retention): the DB says the
     attempt finished, so the follow returns its log and ends."""
-    monkeypatch.setattr(dag_servicer, "FOLLOW_INTERVAL", 0.02)
+    monkeypatch.setattr(task_logs, "FOLLOW_INTERVAL", 0.02)
     leader, replica = leader_with_run()
     run_extract(leader)
     materialize(leader, db_engine)
@@ -145,7 +146,7 @@ def test_follow_of_an_attempt_the_replica_forgot_ends_with_the_db_log(
 def test_follow_of_an_unknown_task_is_not_found_after_a_short_wait(
     db_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(dag_servicer, "REPLICA_CATCH_UP_SEC", 0.1)
+    monkeypatch.setattr(task_logs, "REPLICA_CATCH_UP_SEC", 0.1)
     _, replica = leader_with_run()
     with pytest.raises(Aborted) as raised:
         follow(servicer(ReplicaNode(replica.state), db_engine), [])
@@ -157,7 +158,7 @@ def test_the_log_of_a_task_up_for_retry_is_its_failed_attempts(
     db_engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not the empty attempt still to come: plain and followed, it ends after attempt 1."""
-    monkeypatch.setattr(dag_servicer, "FOLLOW_INTERVAL", 0.02)
+    monkeypatch.setattr(task_logs, "FOLLOW_INTERVAL", 0.02)
     sim = Sim()
     sim.register(dag("d", task("extract", retries=1, retry_delay_seconds=3600)))
     sim.create("d")

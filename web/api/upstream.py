@@ -62,7 +62,7 @@ class ApiGateway(Gateway):
         )
         hit = self.cache.get(key, caller.seen.value)
         # What each answer's data index was (0: not a cacheable read): the route's whole JSON
-        # body may be reused only when every call behind it was (routes.py, remember_body).
+        # body may be reused only when every call behind it was (blueprint.py, remember_body).
         indexes: list[int] = g.setdefault("api_data_indexes", [])
         if hit is not None:
             indexes.append(hit[0])

@@ -1,0 +1,280 @@
+"""One tick of the leader loop (:class:`LeaderTick`, mixed into ``leader.LeaderLoop``), and the
+DueIndex that follows the committed state.
+
+Each tick:
+
+1. DAG files: take the parse thread's latest result, compare spec hashes with the replicated
+   DAGs, propose RegisterDags / RemoveDags / SetImportErrors for what changed.
+2. Due runs from the DueIndex -> CreateRuns (at most ``max_runs_per_tick``), unless the
+   outbox holds ``max_outbox`` entries or more (back-pressure: the DB is behind).
+3. QueueTasks for tasks whose upstreams are done or whose retry time came.
+4. ExpireLeases for leases past their expiry.
+
+Steps 2-4 commit together as one Batch. The DueIndex follows the committed state: an apply
+listener marks the DAGs each committed command touched, and the loop re-reads those records.
+The loop sleeps until the next due time, at most ``min(scheduler_heartbeat_sec, 1 s)``, and
+wakes early on a commit that may make work or a new parse result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from raftsched.cluster.leader_commands import (
+    DAGS_PER_ENTRY,
+    RUNS_PER_COMMAND,
+    _dag_changes,
+    _dag_count,
+    _queue_command,
+    _run_chunks,
+    _touched_dags,
+)
+from raftsched.cluster.node import SchedulerNode
+from raftsched.cluster.parsing import ParseThread
+from raftsched.cluster.proposer import Pipeline, Proposer
+from raftsched.core import results as r
+from raftsched.core.commands import (
+    AppendLogs,
+    Batch,
+    Command,
+    CreateRuns,
+    ExpireLeases,
+    HeartbeatLeases,
+    LeaseTasks,
+    QueueTasks,
+)
+from raftsched.core.due import DueIndex
+from raftsched.core.model import DagSpec, ImportErrorRecord
+
+if TYPE_CHECKING:
+    from raftsched.cluster.leader import LoopSettings
+    from raftsched.core.state import SchedulerState
+
+log = logging.getLogger("raftsched.cluster.leader")  # the leader loop's one logger
+
+# Commits that cannot create work for the leader loop (they do not wake it). An ack does:
+# it may end back-pressure.
+_QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks)
+# Entries of one tick in flight at once (issue #11: the leader no longer waits for each commit
+# before proposing the next). The tick thread applies every entry committed by one round trip
+# in one go, so depth x RUNS_PER_COMMAND bounds that stretch too (measured: README Benchmarks).
+PIPELINE_DEPTH = 4
+
+
+class LeaderTick:
+    """The tick and the DueIndex of ``leader.LeaderLoop``; the attributes below are the loop's
+    (set in its ``__init__``)."""
+
+    _node: SchedulerNode
+    _proposer: Proposer
+    _settings: LoopSettings
+    _clock: Callable[[], datetime]
+    _wake: threading.Event
+    _dirty_lock: threading.Lock
+    _dirty: set[str]
+    _active: bool
+    _due: DueIndex
+    _parser: ParseThread | None
+    backpressure: bool
+    hold: Callable[[], str | None] | None
+    held: str | None
+
+    if TYPE_CHECKING:
+        # leader.LeaderLoop's
+        def _leading(self) -> bool: ...
+        def _propose(self, command: Command) -> r.Result | None: ...
+
+    # -- one tick ----------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self.held = self.hold() if self.hold is not None else None
+        if self.held is not None:
+            return
+        self._refresh_due()
+        if self._parser is not None:
+            parsed = self._parser.take()
+            if parsed is not None:
+                self._sync_dags(*parsed)
+                self._refresh_due()
+        if not self._leading():
+            return
+        now = self._clock()
+        commands: list[Command] = []
+        runs = self._node.read(lambda state: self._collect_runs(state, now))
+        run_chunks = _run_chunks(runs, RUNS_PER_COMMAND)
+        if run_chunks:
+            commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
+        queue = self._node.read(lambda state: state.ready_to_queue(now))
+        queue_cmd = _queue_command(self._proposer, queue, now)
+        if queue_cmd is not None:
+            commands.append(queue_cmd)
+        expired = self._node.read(lambda state: list(state.expired_leases(now)))
+        if expired:
+            commands.append(self._proposer.make(ExpireLeases, leases=tuple(expired), now=now))
+        if not commands or not self._leading():
+            return
+        command = (
+            commands[0]
+            if len(commands) == 1
+            else self._proposer.make(Batch, commands=tuple(commands), now=now)
+        )
+        # Pipelined (issue #11): every entry of the tick is proposed without waiting for the
+        # one before to commit, up to PIPELINE_DEPTH in flight; results come back in order and
+        # mark the DueIndex. Two entries with runs of one DAG are never in flight together
+        # (apply skips a slot at or before the DAG's last one: a later chunk committed first
+        # would make an earlier one skip its slots), so such a chunk waits for the one before.
+        pipeline = Pipeline(
+            self._proposer,
+            max_in_flight=PIPELINE_DEPTH,
+            deadline=self._proposer.commit_timeout,
+            should_continue=self._leading,
+        )
+
+        def first_done(result: r.Result | None, committed: bool) -> None:
+            if not committed or result is None:
+                return
+            pairs = (
+                list(zip(commands, result.value or (), strict=False))
+                if isinstance(command, Batch)
+                else [(command, result)]
+            )
+            for sub, sub_result in pairs:
+                if isinstance(sub, CreateRuns):
+                    self._mark_created(sub, sub_result)
+
+        pipeline.submit(command, first_done)
+        in_flight: set[str] = {d.dag_id for d in run_chunks[0]} if run_chunks else set()
+        for chunk in run_chunks[1:]:
+            if pipeline.failed or not self._leading():
+                break
+            dags = {d.dag_id for d in chunk}
+            if not in_flight.isdisjoint(dags):
+                pipeline.drain()
+                in_flight = set()
+            in_flight |= dags
+            create = self._proposer.make(CreateRuns, runs=chunk, now=now)
+            pipeline.submit(create, lambda res, ok, create=create: self._created(create, res, ok))
+        pipeline.drain()
+
+    def _created(self, command: CreateRuns, result: r.Result | None, committed: bool) -> None:
+        if committed and result is not None:
+            self._mark_created(command, result)
+
+    def _collect_runs(self, state: SchedulerState, now: datetime) -> list[Any]:
+        self.backpressure = state.outbox_size >= self._settings.max_outbox
+        if self.backpressure:
+            return []
+
+        def capacity(dag_id: str) -> int:
+            record = state.dags.get(dag_id)
+            if record is None:
+                return 0
+            # At most one entry's worth of runs per DAG and tick: a tick then spreads over
+            # many DAGs, whose entries can be in flight together (see _tick); a DAG with a
+            # longer backlog gets its next chunk in the next tick.
+            room = record.spec.max_active_runs - state.active_run_count(dag_id)
+            return min(room, RUNS_PER_COMMAND)
+
+        room = self._settings.max_outbox - state.outbox_size  # each run adds >= 1 entry
+        limit = min(self._settings.max_runs_per_tick, room)
+        return self._due.collect(now, capacity=capacity, limit=limit)
+
+    def _mark_created(self, command: CreateRuns, result: r.Result) -> None:
+        items = result.value if isinstance(result.value, (list, tuple)) else ()
+        for decision, item in zip(command.runs, items, strict=False):
+            reason = getattr(item, "reason", "")
+            if reason == r.INVALID:  # a slot apply cannot take: skip it, never retry forever
+                log.error(
+                    "DAG %s: no run for %s: %s",
+                    decision.dag_id,
+                    decision.logical_date.isoformat(),
+                    getattr(item, "value", "") or reason,
+                )
+            if getattr(item, "ok", False):
+                run = {"dag_id": decision.dag_id, "run_id": str(getattr(item, "value", ""))}
+                log.debug("run %s of %s created", run["run_id"], decision.dag_id, extra=run)
+            if getattr(item, "ok", False) or reason in (r.RUN_EXISTS, r.INVALID):
+                self._due.mark_created(decision.dag_id, decision.logical_date)
+
+    def _sync_dags(self, specs: list[DagSpec], errors: list[ImportErrorRecord]) -> None:
+        paused = self._settings.dags_are_paused_at_creation
+        commands = self._node.read(
+            lambda state: _dag_changes(self._proposer, state, specs, errors, paused)
+        )
+        if not commands or not self._leading():
+            return
+        log.info("DAG files changed: proposing %s", ", ".join(type(c).__name__ for c in commands))
+        if sum(_dag_count(c) for c in commands) > DAGS_PER_ENTRY:
+            # Many DAGs (a first parse of a big folder): one entry each, in order, so no
+            # apply holds the tick thread long enough to cost an election (10 x 1,000 specs
+            # in one Batch did, on 2 busy cores). A failure stops here; the next parse
+            # proposes what is still missing.
+            for command in commands:
+                if not self._leading() or self._propose(command) is None:
+                    return
+            return
+        command = (
+            commands[0]
+            if len(commands) == 1
+            else self._proposer.make(Batch, commands=tuple(commands))
+        )
+        self._propose(command)
+
+    # -- the DueIndex follows the committed state ---------------------------------------------
+
+    def _on_apply(self, log_index: int, command: Command, result: r.Result) -> None:
+        """Tick thread, under the state lock: only record and wake."""
+        with self._dirty_lock:
+            if not self._active:
+                return
+            self._dirty.update(_touched_dags(command))
+        if not isinstance(command, _QUIET):
+            self._wake.set()
+
+    def _rebuild_due(self) -> None:
+        """A fresh DueIndex from the replicated DAGs. Only the records are read under the
+        state lock: building the timetables of 10,000 DAGs takes seconds on a busy machine,
+        and apply (on the tick thread, which also answers heartbeats) waits for that lock."""
+
+        def records(state: SchedulerState) -> list[Any]:
+            with self._dirty_lock:
+                self._dirty.clear()
+            return [
+                (record.spec, record.last_logical_date, record.paused)
+                for record in state.dags.values()
+                if record.active
+            ]
+
+        due = DueIndex()
+        for spec, last, paused in self._node.read(records):
+            due.upsert(spec, last_logical_date=last, paused=paused)
+        self._due = due
+        log.info("due index rebuilt: %d active DAGs", len(self._due))
+
+    def _refresh_due(self) -> None:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        if not dirty:
+            return
+
+        def records(state: SchedulerState) -> list[Any]:
+            out = []
+            for dag_id in dirty:
+                record = state.dags.get(dag_id)
+                if record is None or not record.active:
+                    out.append((dag_id, None, None, False))
+                else:
+                    out.append((dag_id, record.spec, record.last_logical_date, record.paused))
+            return out
+
+        # The timetables are built outside the state lock (see _rebuild_due); a change
+        # committed meanwhile marks its DAG dirty again and is read next tick.
+        for dag_id, spec, last, paused in self._node.read(records):
+            if spec is None:
+                self._due.remove(dag_id)
+            else:
+                self._due.upsert(spec, last_logical_date=last, paused=paused)

@@ -1,0 +1,169 @@
+"""``DAG``: a DAG file's DAG object, the ``with DAG(...)`` context and the parser's collection.
+
+A DAG checks each option as it is given (:mod:`raftsched.dags.validation`) and turns into a
+validated, hashed ``DagSpec`` with :meth:`DAG.to_spec`. Tasks (:mod:`raftsched.dags.tasks`)
+join the DAG of the innermost enclosing ``with DAG(...)`` block. Re-exported by
+:mod:`raftsched.dags.authoring`, the public authoring API.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from raftsched.core import limits
+from raftsched.core.model import DagSpec
+from raftsched.dags import validation as v
+from raftsched.errors import DagDefinitionError
+
+if TYPE_CHECKING:
+    from raftsched.dags.tasks import Task
+
+_context: list[DAG] = []  # the DAGs of enclosing `with DAG(...)` blocks, innermost last
+_collector: list[DAG] | None = None  # set by collect_dags() while a DAG file is imported
+# catchup of a DAG that does not pass it: [scheduler] catchup_by_default, which the parser
+# hands to its child process (set_catchup_default)
+_catchup_default = False
+
+
+def set_catchup_default(value: bool) -> None:
+    """What ``DAG(catchup=...)`` means when a DAG file leaves it out."""
+    global _catchup_default
+    _catchup_default = bool(value)
+
+
+@contextmanager
+def collect_dags() -> Iterator[list[DAG]]:
+    """Record every DAG constructed inside the block (the parser's child uses this)."""
+    global _collector
+    previous, _collector = _collector, []
+    try:
+        yield _collector
+    finally:
+        _collector = previous
+
+
+class DAG:
+    def __init__(
+        self,
+        dag_id: str,
+        *,
+        schedule: str | timedelta | None,
+        start_date: datetime | None = None,
+        end_date: datetime | None = None,
+        timezone: str = "UTC",
+        catchup: bool | None = None,  # None: [scheduler] catchup_by_default
+        max_active_runs: int = 16,
+        max_active_tasks: int = 16,
+        default_retries: int = 0,
+        default_retry_delay: timedelta = timedelta(minutes=5),
+        tags: Iterable[str] | None = None,
+        description: str = "",
+    ) -> None:
+        self.dag_id = v.check_id("dag_id", dag_id)
+        self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
+        zone = v.check_zone(timezone, dag_id=dag_id)
+        self.timezone = zone.key
+        self.start_date = v.to_utc(start_date, zone, what="start_date", dag_id=dag_id)
+        self.end_date = v.to_utc(end_date, zone, what="end_date", dag_id=dag_id)
+        if self.start_date and self.end_date and self.end_date < self.start_date:
+            raise DagDefinitionError(
+                f"end_date {self.end_date.isoformat()} of DAG {dag_id!r} is before its"
+                f" start_date {self.start_date.isoformat()}",
+                dag_id=dag_id,
+            )
+        kind = self.schedule.kind.value
+        if kind in ("interval", "once") and self.start_date is None:
+            raise DagDefinitionError(
+                f"DAG {dag_id!r} with schedule {self.schedule.display} needs a start_date",
+                dag_id=dag_id,
+            )
+        self.catchup = _catchup_default if catchup is None else bool(catchup)
+        self.max_active_runs = v.check_count(
+            max_active_runs,
+            f"max_active_runs of DAG {dag_id!r}",
+            minimum=1,
+            maximum=limits.MAX_ACTIVE,
+            dag_id=dag_id,
+        )
+        self.max_active_tasks = v.check_count(
+            max_active_tasks,
+            f"max_active_tasks of DAG {dag_id!r}",
+            minimum=1,
+            maximum=limits.MAX_ACTIVE,
+            dag_id=dag_id,
+        )
+        self.default_retries = v.check_count(
+            default_retries,
+            f"default_retries of DAG {dag_id!r}",
+            minimum=0,
+            maximum=limits.MAX_RETRIES,
+            dag_id=dag_id,
+        )
+        self.default_retry_delay = v.check_duration(
+            default_retry_delay, f"default_retry_delay of DAG {dag_id!r}", dag_id=dag_id
+        )
+        self.tags = v.check_tags(tags, dag_id=dag_id)
+        self.description = v.check_description(description, dag_id=dag_id)
+        self.tasks: dict[str, Task] = {}
+        self.fileloc = sys._getframe(1).f_code.co_filename
+        if _collector is not None:
+            _collector.append(self)
+
+    def __enter__(self) -> DAG:
+        _context.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _context.remove(self)
+
+    def __repr__(self) -> str:
+        return f"<DAG {self.dag_id}>"
+
+    def add_task(self, task: Task) -> None:
+        if task.task_id in self.tasks:
+            raise DagDefinitionError(
+                f"duplicate task_id {task.task_id!r} in DAG {self.dag_id!r}",
+                dag_id=self.dag_id,
+                task_id=task.task_id,
+            )
+        if len(self.tasks) >= limits.MAX_TASKS_PER_DAG:
+            raise DagDefinitionError(
+                f"DAG {self.dag_id!r} has more than {limits.MAX_TASKS_PER_DAG} tasks; split it",
+                dag_id=self.dag_id,
+                task_id=task.task_id,
+            )
+        self.tasks[task.task_id] = task
+
+    def to_spec(self, fileloc: str | None = None) -> DagSpec:
+        """The DAG as a validated, hashed ``DagSpec`` (raises DagDefinitionError on a cycle)."""
+        cycle = v.find_cycle({tid: set(t.upstream) for tid, t in self.tasks.items()})
+        if cycle:
+            raise DagDefinitionError(
+                f"cycle in DAG {self.dag_id!r}: {' -> '.join(cycle)}",
+                dag_id=self.dag_id,
+                task_id=cycle[0],
+            )
+        spec = DagSpec(
+            dag_id=self.dag_id,
+            fileloc=fileloc if fileloc is not None else self.fileloc,
+            schedule=self.schedule,
+            timezone=self.timezone,
+            start_date=self.start_date,
+            end_date=self.end_date,
+            catchup=self.catchup,
+            max_active_runs=self.max_active_runs,
+            max_active_tasks=self.max_active_tasks,
+            tags=self.tags,
+            description=self.description,
+            tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
+        )
+        return _with_hash(v.check_spec(spec))
+
+
+def _with_hash(spec: DagSpec) -> DagSpec:
+    return replace(spec, spec_hash=spec.compute_hash())

@@ -1,0 +1,279 @@
+"""The tasks of a DAG file: ``Task`` (options, DAG membership, ``>>``/``<<``), ``BashTask``
+and ``PythonTask``.
+
+A task joins the DAG passed as ``dag=`` or that of the innermost enclosing ``with DAG(...)``
+block, checks each option as it is given (:mod:`raftsched.dags.validation`) and becomes a
+``TaskSpec`` in :meth:`raftsched.dags.dag.DAG.to_spec`. Re-exported by
+:mod:`raftsched.dags.authoring`, the public authoring API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from raftsched.core import limits
+from raftsched.core.model import TaskSpec, TriggerRule
+from raftsched.dags import validation as v
+from raftsched.dags.dag import DAG, _context
+from raftsched.errors import DagDefinitionError
+from raftsched.secrets import DECLARATION_ENV, encode_declaration
+
+
+class Task:
+    """What BashTask and PythonTask share: options, DAG membership, dependencies."""
+
+    kind = ""
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        dag: DAG | None = None,
+        retries: int | None = None,
+        retry_delay: timedelta | None = None,
+        retry_exponential_backoff: bool = False,
+        max_retry_delay: timedelta | None = None,
+        execution_timeout: timedelta | None = None,
+        priority_weight: int = 1,
+        trigger_rule: str | TriggerRule = "all_success",
+    ) -> None:
+        dag = dag if dag is not None else (_context[-1] if _context else None)
+        if not isinstance(dag, DAG):
+            raise DagDefinitionError(
+                f"task {task_id!r} belongs to no DAG: create it inside `with DAG(...):` or pass"
+                " dag=",
+                task_id=str(task_id),
+            )
+        dag_id = dag.dag_id
+        self.task_id = v.check_id("task_id", task_id, dag_id=dag_id)
+        self.dag = dag
+        where = f"of task {task_id!r} in DAG {dag_id!r}"
+        ids = {"dag_id": dag_id, "task_id": task_id}
+        self.retries = v.check_count(
+            dag.default_retries if retries is None else retries,
+            f"retries {where}",
+            minimum=0,
+            maximum=limits.MAX_RETRIES,
+            **ids,
+        )
+        delay = v.check_duration(retry_delay, f"retry_delay {where}", **ids)
+        self.retry_delay_seconds = dag.default_retry_delay if delay is None else delay
+        self.retry_exponential_backoff = bool(retry_exponential_backoff)
+        self.max_retry_delay_seconds = v.check_duration(
+            max_retry_delay, f"max_retry_delay {where}", **ids
+        )
+        self.execution_timeout_seconds = v.check_duration(
+            execution_timeout, f"execution_timeout {where}", positive=True, **ids
+        )
+        self.priority_weight = v.check_count(
+            priority_weight,
+            f"priority_weight {where}",
+            minimum=-limits.MAX_PRIORITY_WEIGHT,
+            maximum=limits.MAX_PRIORITY_WEIGHT,
+            **ids,
+        )
+        self.trigger_rule = v.check_trigger_rule(trigger_rule, **ids)
+        self.upstream: set[str] = set()
+        dag.add_task(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.dag.dag_id}.{self.task_id}>"
+
+    # -- dependencies ------------------------------------------------------------------------
+    def set_downstream(self, other: Task | Iterable[Task]) -> None:
+        for task in _tasks(other, self):
+            if task.dag is not self.dag:
+                raise DagDefinitionError(
+                    f"cannot link task {self.task_id!r} of DAG {self.dag.dag_id!r} to task"
+                    f" {task.task_id!r} of DAG {task.dag.dag_id!r}: tasks must share a DAG",
+                    dag_id=self.dag.dag_id,
+                    task_id=self.task_id,
+                )
+            task.upstream.add(self.task_id)
+
+    def set_upstream(self, other: Task | Iterable[Task]) -> None:
+        for task in _tasks(other, self):
+            task.set_downstream(self)
+
+    def __rshift__(self, other: Any) -> Any:  # self >> other
+        self.set_downstream(other)
+        return other
+
+    def __lshift__(self, other: Any) -> Any:  # self << other
+        self.set_upstream(other)
+        return other
+
+    def __rrshift__(self, other: Any) -> Task:  # [a, b] >> self
+        self.set_upstream(other)
+        return self
+
+    def __rlshift__(self, other: Any) -> Task:  # [a, b] << self
+        self.set_downstream(other)
+        return self
+
+    # -- spec --------------------------------------------------------------------------------
+    def _spec_fields(self) -> dict[str, Any]:
+        return {}
+
+    def to_spec(self) -> TaskSpec:
+        spec = self._base_spec()
+        declared = getattr(self, "declared_secrets", "")
+        if declared:  # names only, as an env entry: the worker resolves them (raftsched.secrets)
+            spec = replace(spec, env=tuple(sorted((*spec.env, (DECLARATION_ENV, declared)))))
+        return spec
+
+    def _base_spec(self) -> TaskSpec:
+        return TaskSpec(
+            task_id=self.task_id,
+            kind=self.kind,
+            retries=self.retries,
+            retry_delay_seconds=float(self.retry_delay_seconds or 0.0),
+            retry_exponential_backoff=self.retry_exponential_backoff,
+            max_retry_delay_seconds=self.max_retry_delay_seconds,
+            execution_timeout_seconds=self.execution_timeout_seconds,
+            priority_weight=self.priority_weight,
+            trigger_rule=self.trigger_rule,
+            upstream=tuple(sorted(self.upstream)),
+            **self._spec_fields(),
+        )
+
+
+def _tasks(other: object, source: Task) -> list[Task]:
+    items = [other] if isinstance(other, Task) else other
+    try:
+        tasks = list(items)  # type: ignore[call-overload]
+    except TypeError:
+        tasks = [other]
+    for task in tasks:
+        if not isinstance(task, Task):
+            raise DagDefinitionError(
+                f"task {source.task_id!r} can only depend on tasks or lists of tasks,"
+                f" got {type(task).__name__} {task!r}",
+                dag_id=source.dag.dag_id,
+                task_id=source.task_id,
+            )
+    return tasks
+
+
+def declare_secrets(
+    task: Task, secrets: Iterable[str] | None, connections: Iterable[str] | None
+) -> str:
+    """The task's declaration of the variables (``secrets=``) and connections it reads, as the
+    value of its :data:`DECLARATION_ENV` env entry ("" when none)."""
+    ids = {"dag_id": task.dag.dag_id, "task_id": task.task_id}
+    names: dict[str, list[str]] = {}
+    for what, given in (("secrets", secrets), ("connections", connections)):
+        items = [given] if isinstance(given, str) else list(given or ())
+        if not all(isinstance(n, str) for n in items):
+            raise DagDefinitionError(
+                f"{what} of task {task.task_id!r} must be a list of names, got"
+                f" {v.short_repr(given)}",
+                **ids,
+            )
+        names[what] = items
+    try:
+        text = encode_declaration(names["secrets"], names["connections"])
+    except ValueError as err:
+        raise DagDefinitionError(f"task {task.task_id!r}: {err}", **ids) from None
+    if text and any(name == DECLARATION_ENV for name, _ in getattr(task, "env", ())):
+        raise DagDefinitionError(
+            f"task {task.task_id!r}: {DECLARATION_ENV} is reserved; declare with secrets= and"
+            " connections=",
+            **ids,
+        )
+    return text
+
+
+class BashTask(Task):
+    """Runs ``command`` with ``bash -c`` on a worker; ``env`` adds environment variables."""
+
+    kind = "bash"
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        command: str,
+        env: dict[str, str] | None = None,
+        secrets: Iterable[str] | None = None,
+        connections: Iterable[str] | None = None,
+        dag: DAG | None = None,
+        retries: int | None = None,
+        retry_delay: timedelta | None = None,
+        retry_exponential_backoff: bool = False,
+        max_retry_delay: timedelta | None = None,
+        execution_timeout: timedelta | None = None,
+        priority_weight: int = 1,
+        trigger_rule: str | TriggerRule = "all_success",
+    ) -> None:
+        super().__init__(
+            task_id,
+            dag=dag,
+            retries=retries,
+            retry_delay=retry_delay,
+            retry_exponential_backoff=retry_exponential_backoff,
+            max_retry_delay=max_retry_delay,
+            execution_timeout=execution_timeout,
+            priority_weight=priority_weight,
+            trigger_rule=trigger_rule,
+        )
+        ids = {"dag_id": self.dag.dag_id, "task_id": self.task_id}
+        if not isinstance(command, str) or not command.strip():
+            raise DagDefinitionError(
+                f"command of BashTask {self.task_id!r} must be a non-empty string, got"
+                f" {v.short_repr(command)}",
+                **ids,
+            )
+        self.command = v.check_command(command, **ids)
+        self.env = v.check_env(env, **ids)
+        self.declared_secrets = declare_secrets(self, secrets, connections)
+
+    def _spec_fields(self) -> dict[str, Any]:
+        return {"command": self.command, "env": self.env}
+
+
+class PythonTask(Task):
+    """Calls ``fn(**kwargs)`` on a worker. ``fn`` must be a module-level function of the DAG
+    file (workers import the file and look it up by name); ``kwargs`` must be JSON-able."""
+
+    kind = "python"
+
+    def __init__(
+        self,
+        task_id: str,
+        *,
+        fn: Callable[..., Any],
+        kwargs: dict[str, Any] | None = None,
+        secrets: Iterable[str] | None = None,
+        connections: Iterable[str] | None = None,
+        dag: DAG | None = None,
+        retries: int | None = None,
+        retry_delay: timedelta | None = None,
+        retry_exponential_backoff: bool = False,
+        max_retry_delay: timedelta | None = None,
+        execution_timeout: timedelta | None = None,
+        priority_weight: int = 1,
+        trigger_rule: str | TriggerRule = "all_success",
+    ) -> None:
+        super().__init__(
+            task_id,
+            dag=dag,
+            retries=retries,
+            retry_delay=retry_delay,
+            retry_exponential_backoff=retry_exponential_backoff,
+            max_retry_delay=max_retry_delay,
+            execution_timeout=execution_timeout,
+            priority_weight=priority_weight,
+            trigger_rule=trigger_rule,
+        )
+        ids = {"dag_id": self.dag.dag_id, "task_id": self.task_id}
+        self.fn = fn
+        self.callable_name = v.check_callable(fn, **ids)
+        self.kwargs_json = v.check_kwargs(kwargs, **ids)
+        self.declared_secrets = declare_secrets(self, secrets, connections)
+
+    def _spec_fields(self) -> dict[str, Any]:
+        return {"callable_name": self.callable_name, "kwargs_json": self.kwargs_json}
