@@ -111,8 +111,8 @@ def _settle(state: Any, now: datetime, counts: dict[str, int]) -> None:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from raftsched.cluster.node import write_starting_point
     from raftsched.cluster.settings import node_dir
+    from raftsched.cluster.snapshots import write_starting_point
     from raftsched.config import load_config
 
     config = load_config(args.config)

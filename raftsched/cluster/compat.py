@@ -1,8 +1,8 @@
 """Start-up self-check: the pysyncobj internals raftsched patches are still there.
 
 raftsched builds on private parts of pysyncobj 0.3.17 (pyproject.toml pins it exactly):
-``raftsched.cluster.node`` subclasses its TCP transport (``_ContactTransport``: leader
-contact, :func:`~raftsched.cluster.node.safe_commit_index`, held acknowledgements), overrides
+``raftsched.cluster.transport`` subclasses its TCP transport (``ContactTransport``: leader
+contact, :func:`~raftsched.cluster.transport.safe_commit_index`, held acknowledgements), overrides
 ``SyncObj._applyCommand`` and ``_onTick``, reads name-mangled ``SyncObj`` attributes and
 replaces the module-level ``createJournal``; ``raftsched.cluster.journal`` implements its
 ``Journal`` interface and reads its ``FileJournal`` and pickle format. Another release could

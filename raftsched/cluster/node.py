@@ -9,10 +9,12 @@ Contract:
 - Inside the replicated method the entry's log index is ``raftLastApplied + 1`` (pysyncobj
   increments it after the method returns); it is passed to apply as ``log_index``, the
   fencing token of leases.
-- The replicated state is ``SchedulerState`` and nothing else. Snapshots are written by a
-  custom serializer (``useFork=False``) as ``{"format", "raft", "state": state.snapshot()}``
-  and read back with ``restore``: threads, locks and sockets on this object are never
-  pickled (with a custom serializer pysyncobj pickles none of ``self.__dict__``).
+- The replicated state is ``SchedulerState`` and nothing else. Snapshots are
+  ``{"format", "raft", "state": state.snapshot()}``, written by a forked child while the node
+  goes on applying (:mod:`raftsched.cluster.snapshots`) and read back with ``restore``;
+  pysyncobj pickles none of ``self.__dict__`` (custom serializer). The transport and the
+  journal hooks are :mod:`raftsched.cluster.transport`; planned handover is
+  :mod:`raftsched.cluster.handover`.
 - ``read(fn)`` runs ``fn(state)`` under the lock that apply holds: other threads see the state
   between two entries, never half-way through one. Keep ``fn`` short (the tick thread waits).
 - Apply listeners (``add_apply_listener``) run on the tick thread, under the state lock, after
@@ -45,7 +47,6 @@ Contract:
 from __future__ import annotations
 
 import contextlib
-import gzip
 import logging
 import pickle
 import threading
@@ -53,19 +54,21 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import pysyncobj.syncobj as _pysyncobj_syncobj
 from pysyncobj import FAIL_REASON, SyncObj, replicated
-from pysyncobj.monotonic import monotonic as _monotonic  # the clock of pysyncobj's timers
-from pysyncobj.transport import TCPTransport
 
-from raftsched.cluster.journal import DurableJournal
+from raftsched.cluster.handover import Handover
 from raftsched.cluster.metrics import NodeInstruments
 from raftsched.cluster.settings import RaftSettings, build_conf
 from raftsched.cluster.snapshots import (
-    SNAPSHOT_FORMAT,
     ForkedSnapshotWriter,
+    align_journal,
     entry_index,
     read_snapshot_file,
+)
+from raftsched.cluster.transport import (
+    _REGULAR,
+    ContactTransport,
+    register_journal,
 )
 from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
@@ -76,95 +79,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ROLES = {0: "follower", 1: "candidate", 2: "leader"}
-HANDOVER_RETRY = 0.02  # s between transfer requests while no follower holds every entry
-HANDOVER_POLL = 0.01  # s between looks at the role while a handover runs
 
 ApplyListener = Callable[[int, Command, Result], None]
 RoleListener = Callable[[str], None]
 
 
-def safe_commit_index(message: dict[str, Any], current_commit: int) -> int:
-    """The commit index a follower may take from an append_entries ``message`` (Raft §5.3:
-    min(leaderCommit, index of the last new entry)).
-
-    pysyncobj 0.3.17 takes min(leaderCommit, the follower's own last log index). A deposed
-    leader that rejoins with an uncommitted tail then commits and APPLIES that tail when a
-    heartbeat carries a higher commit index, and diverges until a snapshot replaces its state
-    (the partition suite caught it: a digest disagreement after "truncating already-applied
-    log entries"; the same bug as atomix/copycat#265 and rabbitmq/ra#508). The entries up to
-    prevLogIdx + len(entries) are the ones this leader has just vouched for: no further.
-    """
-    leader_commit = int(message.get("commit_index", 0))
-    if "prevLogIdx" not in message:  # a snapshot chunk: the snapshot sets its own commit point
-        return min(leader_commit, current_commit)
-    vouched = int(message["prevLogIdx"])
-    transmission = message.get("transmission")
-    if transmission is None:
-        vouched += len(message.get("entries") or ())
-    elif transmission == "finish":  # the last chunk of one large entry
-        vouched += 1
-    return min(leader_commit, vouched)  # never lowers a commit: pysyncobj only raises it
-
-
-# pysyncobj builds its journal with the module-level createJournal(journalFile): journals of
-# SchedulerNodes (registered by path, with their durability) become DurableJournals; any other
-# SyncObj in the process keeps pysyncobj's own.
-_original_create_journal = _pysyncobj_syncobj.createJournal
-_journal_options: dict[str, bool] = {}
-_journal_lock = threading.Lock()
-
-
-def _create_journal(journal_file: str | None = None) -> Any:
-    with _journal_lock:
-        durable = _journal_options.get(str(journal_file)) if journal_file else None
-    if durable is None:
-        return _original_create_journal(journal_file)
-    return DurableJournal(str(journal_file), durable=durable)
-
-
-_pysyncobj_syncobj.createJournal = _create_journal
-_REGULAR = b"\x00"  # pysyncobj's _COMMAND_TYPE.REGULAR, as the first byte of a command
-
-
-class _ContactTransport(TCPTransport):
-    """pysyncobj's TCP transport: notes when the leader last reached us, holds a follower's
-    commit index to what the leader has vouched for (:func:`safe_commit_index`), and holds
-    append-entries acknowledgements until the journal is on disk (:meth:`release_held`)."""
-
-    def send(self, node: Any, message: Any) -> bool:
-        held = getattr(self, "_held", None)
-        if held is None:
-            held = self._held = []
-        if (
-            isinstance(message, dict)
-            and message.get("type") == "next_node_idx"
-            and (held or getattr(self._syncObj, "_journal_dirty", lambda: False)())
-        ):
-            held.append((node, message))
-            return True
-        return bool(super().send(node, message))
-
-    def release_held(self) -> None:
-        """Send the acknowledgements held back (call once the journal is on disk)."""
-        held = getattr(self, "_held", None)
-        if not held:
-            return
-        self._held = []
-        for node, message in held:
-            super().send(node, message)
-
-    def _onMessageReceived(self, node: Any, message: Any) -> None:
-        if isinstance(message, dict) and message.get("type") == "append_entries":
-            note = getattr(self._syncObj, "_note_leader_contact", None)
-            if note is not None:
-                note()
-            if "commit_index" in message:
-                current = int(getattr(self._syncObj, "raftCommitIndex", 0) or 0)
-                message["commit_index"] = safe_commit_index(message, current)
-        super()._onMessageReceived(node, message)
-
-
-class SchedulerNode(SyncObj):
+class SchedulerNode(Handover, SyncObj):
     def __init__(
         self,
         settings: RaftSettings,
@@ -192,8 +112,7 @@ class SchedulerNode(SyncObj):
         self._fatal_error: str | None = None
         self._closed = False
         self.command_gate: Callable[[Command], str | None] | None = None
-        with _journal_lock:
-            _journal_options[str(settings.journal_file)] = settings.durable_journal
+        register_journal(str(settings.journal_file), settings.durable_journal)
         conf = build_conf(
             settings,
             serializer=self._write_snapshot,
@@ -207,7 +126,7 @@ class SchedulerNode(SyncObj):
             settings.self_address,
             list(settings.partners),
             conf,
-            transportClass=_ContactTransport,
+            transportClass=ContactTransport,
         )
         self._hold_first_election()
 
@@ -440,136 +359,9 @@ class SchedulerNode(SyncObj):
             raise
         with self._lock:
             self._state = state
-        self._align_journal(payload["raft"])
+        align_journal(getattr(self, "_SyncObj__raftLog", None), payload["raft"])
         log.info("snapshot loaded at log index %s", entry_index(payload["raft"]))
         return tuple(payload["raft"])
-
-    def _align_journal(self, raft: Any) -> None:
-        """At start pysyncobj keeps the journal only if it begins with the snapshot's last two
-        entries; otherwise it clears it, the entries after the snapshot included: entries this
-        node acknowledged, which a majority may count on. A node stopped after its snapshot
-        file was renamed into place but before the journal was compacted (the forked writer
-        makes that window a tick or two) would lose them. So compact the journal up to the
-        snapshot first, as the compaction that was due would have."""
-        journal = getattr(self, "_SyncObj__raftLog", None)
-        try:
-            last, before = raft[0], raft[1]
-            if journal is None or len(journal) < 2:
-                return
-            pos = int(before[1]) - int(journal[0][1])
-            if pos <= 0 or pos + 1 >= len(journal):
-                return
-            if journal[pos] != before or journal[pos + 1] != last:
-                return  # not this history: pysyncobj's own rule (clear) applies
-        except (IndexError, TypeError, ValueError):
-            return
-        journal.deleteEntriesTo(pos)
-        log.info(
-            "journal compacted to the snapshot at log index %s on load (%d entries after it kept)",
-            entry_index(raft),
-            len(journal) - 2,
-        )
-
-    # -- planned handover (SIGTERM on the leader, docs/architecture.md §9) --------------------
-
-    def hand_over(self, timeout: float) -> str | None:
-        """Hand leadership to the most up-to-date connected follower (pysyncobj's
-        ``transferLeadership``: Raft's TimeoutNow) and wait, at most ``timeout`` seconds, until
-        another node leads. Returns that node's address, or None when this node does not lead,
-        no follower is connected, or nobody took over in time (the others then elect a leader
-        as after a crash). Call it once this node proposes nothing more: an entry appended
-        after the transfer request makes the target fall behind and the request be refused.
-
-        The request goes to this node's own Raft port as a utility message, the way
-        ``cluster transfer-leader`` sends it, so it runs on the tick thread (the transport and
-        the match indexes it reads belong to that thread)."""
-        if timeout <= 0 or not self.is_leader or self._fatal_error is not None:
-            return None
-        me = self.settings.self_address
-        term = self.term
-        started = time.monotonic()
-        deadline = started + timeout
-        asked_at: float | None = None
-        while True:
-            now = time.monotonic()
-            leader = self.leader_address
-            if not self.is_leader and leader is not None and leader != me:
-                log.info(
-                    "handed leadership over to %s in %.3fs (term %d -> %d)",
-                    leader,
-                    now - started,
-                    term,
-                    self.term,
-                )
-                return leader
-            if now >= deadline:
-                break
-            if self.is_leader:
-                if not self._followers_connected():
-                    log.warning("no follower connected: stopping without handing over")
-                    return None
-                if asked_at is None or now - asked_at >= self._handover_resend():
-                    if self._ask_transfer():
-                        asked_at = now
-                    else:  # refused: no follower holds every entry yet; it will next heartbeat
-                        asked_at = None
-                        time.sleep(HANDOVER_RETRY)
-                        continue
-            # else an election is running (ours, normally): wait for its winner
-            time.sleep(HANDOVER_POLL)
-        log.warning(
-            "no other node took over within %.1fs (leader now: %s); stopping anyway",
-            timeout,
-            self.leader_address,
-        )
-        return None
-
-    def _hold_first_election(self) -> None:
-        """A restarted node (its journal has a term) stands for election only once the leader
-        had the time to reach it: ``connection_retry_time + raft_max_timeout``.
-
-        pysyncobj has no pre-vote, and between two nodes only the one with the greater address
-        opens the connection; the other waits for its retry (``connection_retry_time``). A node
-        restarted in a rolling restart is often connected to a follower before the leader
-        reaches it, so its first election timeout (0.15-0.45 s) ran out, it stood at term + 1
-        and deposed a healthy leader: one election per restarted node in the rolling-restart
-        bench. Waiting costs nothing while a leader exists (its first heartbeat resets the
-        timer) and delays a full-cluster restart's first election by at most that much. A
-        fresh cluster (term 0) elects at once."""
-        if self.term <= 0:
-            return
-        hold = self.settings.connection_retry_time + self.settings.raft_max_timeout
-        attribute = "_SyncObj__raftElectionDeadline"
-        if not hasattr(self, attribute):  # another pysyncobj: keep its own behaviour
-            log.warning("pysyncobj has no %s: a restarted node may force an election", attribute)
-            return
-        # The tick thread compares this float with the clock; it reaches its first election
-        # check no earlier than raft_min_timeout after __init__, so there is no race here.
-        setattr(self, attribute, max(getattr(self, attribute), _monotonic() + hold))
-
-    def _handover_resend(self) -> float:
-        # The target stands at once on TimeoutNow and wins within a round trip; a leader still
-        # leading after two minimum election timeouts asks again (the target may have died).
-        return 2 * self.settings.raft_min_timeout
-
-    def _followers_connected(self) -> bool:
-        try:
-            return any(self.isNodeConnected(node) for node in list(self.otherNodes))
-        except RuntimeError:  # the tick thread changed the set meanwhile
-            return True
-
-    def _ask_transfer(self) -> bool:
-        from pysyncobj.utility import TcpUtility, UtilityException
-
-        utility = TcpUtility(password=self.settings.secret or None, timeout=1.0)
-        try:
-            answer = utility.executeCommand(self.settings.self_address, ["transfer", ""])
-        except UtilityException as err:
-            log.debug("transfer request not answered: %s", err)
-            return False
-        return str(answer).startswith("SUCCESS")
-
-    # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the tick thread, close sockets and the journal. Idempotent."""
@@ -581,47 +373,6 @@ class SchedulerNode(SyncObj):
         thread = self._SyncObj__thread  # type: ignore[attr-defined]
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-
-
-def write_starting_point(
-    node_dir: Any,
-    nodes: Any,
-    state: dict[str, Any],
-    index: int,
-    *,
-    term: int = 1,
-    durable: bool = True,
-) -> None:
-    """Write a node's data files so it starts from ``state`` (a SchedulerState snapshot dict)
-    at Raft log ``index`` (``raftsched cluster rebuild --from-db``): the snapshot
-    (``raft.dump``, the format ``_read_snapshot`` reads; its raft part is pysyncobj's tuple
-    ``(last applied entry, the entry before it, cluster members)``), a journal holding those two
-    entries (so pysyncobj keeps it) and the meta file (term, no vote, commit index ``index``:
-    nothing before it is ever replayed). ``node_dir`` must hold no other Raft files."""
-    from pathlib import Path
-
-    from pysyncobj.node import TCPNode
-
-    from raftsched.cluster.journal import write_file_durably
-    from raftsched.cluster.settings import DUMP_FILE, JOURNAL_FILE
-
-    directory = Path(node_dir)
-    directory.mkdir(parents=True, exist_ok=True)
-    noop = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP
-    last, before = (noop, index, term), (noop, index - 1, term)
-    members = {TCPNode(address) for address in nodes}
-    payload = {"format": SNAPSHOT_FORMAT, "raft": (last, before, members), "state": state}
-    raw = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
-    write_file_durably(str(directory / DUMP_FILE), gzip.compress(raw, 3), durable=durable)
-    journal = DurableJournal(str(directory / JOURNAL_FILE), durable=durable)
-    try:
-        journal.add(*before)
-        journal.add(*last)
-        journal.flush()
-        journal.setRaftCommitIndex(index)
-        journal.setCurrentTerm(term, None)
-    finally:
-        journal._destroy()
 
 
 def _restore(factory: Callable[[], SchedulerState], data: dict[str, Any]) -> SchedulerState:

@@ -162,3 +162,70 @@ def _read_error_file(dump: str) -> str:
             return note.read().strip()
     except OSError:
         return ""
+
+
+def write_starting_point(
+    node_dir: Any,
+    nodes: Any,
+    state: dict[str, Any],
+    index: int,
+    *,
+    term: int = 1,
+    durable: bool = True,
+) -> None:
+    """Write a node's data files so it starts from ``state`` (a SchedulerState snapshot dict)
+    at Raft log ``index`` (``raftsched cluster rebuild --from-db``): the snapshot
+    (``raft.dump``, the format :func:`read_snapshot_file` reads; its raft part is pysyncobj's tuple
+    ``(last applied entry, the entry before it, cluster members)``), a journal holding those two
+    entries (so pysyncobj keeps it) and the meta file (term, no vote, commit index ``index``:
+    nothing before it is ever replayed). ``node_dir`` must hold no other Raft files."""
+    from pathlib import Path
+
+    from pysyncobj.node import TCPNode
+
+    from raftsched.cluster.journal import DurableJournal, write_file_durably
+    from raftsched.cluster.settings import DUMP_FILE, JOURNAL_FILE
+
+    directory = Path(node_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    noop = b"\x01"  # pysyncobj's _COMMAND_TYPE.NO_OP
+    last, before = (noop, index, term), (noop, index - 1, term)
+    members = {TCPNode(address) for address in nodes}
+    payload = {"format": SNAPSHOT_FORMAT, "raft": (last, before, members), "state": state}
+    raw = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    write_file_durably(str(directory / DUMP_FILE), gzip.compress(raw, 3), durable=durable)
+    journal = DurableJournal(str(directory / JOURNAL_FILE), durable=durable)
+    try:
+        journal.add(*before)
+        journal.add(*last)
+        journal.flush()
+        journal.setRaftCommitIndex(index)
+        journal.setCurrentTerm(term, None)
+    finally:
+        journal._destroy()
+
+
+def align_journal(journal: Any, raft: Any) -> None:
+    """At start pysyncobj keeps the journal only if it begins with the snapshot's last two
+    entries; otherwise it clears it, the entries after the snapshot included: entries this
+    node acknowledged, which a majority may count on. A node stopped after its snapshot
+    file was renamed into place but before the journal was compacted (the forked writer
+    makes that window a tick or two) would lose them. So compact the journal up to the
+    snapshot first, as the compaction that was due would have."""
+    try:
+        last, before = raft[0], raft[1]
+        if journal is None or len(journal) < 2:
+            return
+        pos = int(before[1]) - int(journal[0][1])
+        if pos <= 0 or pos + 1 >= len(journal):
+            return
+        if journal[pos] != before or journal[pos + 1] != last:
+            return  # not this history: pysyncobj's own rule (clear) applies
+    except (IndexError, TypeError, ValueError):
+        return
+    journal.deleteEntriesTo(pos)
+    log.info(
+        "journal compacted to the snapshot at log index %s on load (%d entries after it kept)",
+        entry_index(raft),
+        len(journal) - 2,
+    )
