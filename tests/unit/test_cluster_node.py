@@ -145,10 +145,10 @@ def test_no_quorum_raises_in_time(tmp_path: Path) -> None:
 
 
 class SlowSnapshotState(FakeState):
-    """A state whose serialization takes a while, as a big one does (0.3 s per snapshot)."""
+    """A state whose serialization takes a while, as a big one does (1 s per snapshot)."""
 
     def snapshot(self) -> dict[str, Any]:
-        time.sleep(0.3)  # runs in the forked writer: the node goes on applying meanwhile
+        time.sleep(1.0)  # runs in the forked writer: the node goes on applying meanwhile
         return super().snapshot()
 
 
