@@ -69,37 +69,28 @@ def ti_row(ti: TaskInstance, state: TaskState | None = None, message: str | None
     state = state or ti.state
     key = ti.key
     if state in ATTEMPT_STATES:
-        row = TaskRow(
-            key.dag_id,
-            key.run_id,
-            key.task_id,
-            attempt_number(ti, state),
-            str(state),
-            worker_id=ti.worker_id,
-            lease_token=ti.lease_token,
-            queued_at=ti.queued_at,
-            start_date=ti.start_date,
-            end_date=ti.end_date,
-            exit_code=ti.exit_code,
-            message=ti.message if message is None else message,
-        )
-    else:
+        held = {
+            "worker_id": ti.worker_id,
+            "lease_token": ti.lease_token,
+            "queued_at": ti.queued_at,
+            "start_date": ti.start_date,
+            "end_date": ti.end_date,
+            "exit_code": ti.exit_code,
+            "message": ti.message if message is None else message,
+        }
+    else:  # no attempt: only the times that say where it waits or how it ended
         ended = state in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED)
-        row = TaskRow(
-            key.dag_id,
-            key.run_id,
-            key.task_id,
-            attempt_number(ti, state),
-            str(state),
-            worker_id=None,
-            lease_token=None,
-            queued_at=ti.queued_at if state is TaskState.QUEUED else None,
-            start_date=None,
-            end_date=ti.end_date if ended else None,
-            exit_code=None,
-            message="" if message is None else message,
-        )
-    return row.to_wire()
+        held = {
+            "worker_id": None,
+            "lease_token": None,
+            "queued_at": ti.queued_at if state is TaskState.QUEUED else None,
+            "start_date": None,
+            "end_date": ti.end_date if ended else None,
+            "exit_code": None,
+            "message": "" if message is None else message,
+        }
+    try_number = attempt_number(ti, state)
+    return TaskRow(key.dag_id, key.run_id, key.task_id, try_number, str(state), **held).to_wire()
 
 
 def run_row(run: DagRun) -> dict:

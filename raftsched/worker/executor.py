@@ -34,6 +34,7 @@ from typing import Any
 import raftsched
 from raftsched import taskenv
 from raftsched.worker.channel import Channel, Handle  # Handle: re-exported for the runner
+from raftsched.worker.supervisor_wire import file_stamp
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +48,6 @@ class _ForkServer:
     stamp: list[int]
     channel: Channel
     used: float = field(default_factory=time.monotonic)
-
-
-def _stamp(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 def package_root() -> str:
@@ -157,7 +150,7 @@ class Executor:
     # -- fork servers ----------------------------------------------------------------------
     def _forkserver(self, path: str) -> Channel | None:
         """The ready fork server of the DAG file at ``path`` as it is now, or None: cold."""
-        stamp = _stamp(path)
+        stamp = file_stamp(path)
         if stamp is None:
             return None
         supervisor = self._supervisor()
@@ -190,7 +183,7 @@ class Executor:
                     self._retire(path)
             return None
         changed = fs.channel.stamp != stamp  # changed while it imported: not the code to run
-        if changed or any(_stamp(file) != dep for file, dep in fs.channel.deps):
+        if changed or any(file_stamp(file) != dep for file, dep in fs.channel.deps):
             # or a module beside it (a helper it imports) changed since: a new fork server
             with self.lock:
                 if self.forkservers.get(path) is fs:

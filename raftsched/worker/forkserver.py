@@ -1,7 +1,7 @@
 """A Python fork server of the task supervisor (``supervisor.py``): a fork of it that imports one
 DAG file once (:func:`_forkserver_main`), the stamps by which the worker retires it when that
-file or a helper beside it changes (:func:`_stamp`, :func:`_dependencies`), and the warm task
-process forked from its memory (:func:`_fork_python`, :func:`_run_warm`).
+file or a helper beside it changes (``supervisor_wire.file_stamp``, :func:`_dependencies`), and
+the warm task process forked from its memory (:func:`_fork_python`, :func:`_run_warm`).
 """
 
 from __future__ import annotations
@@ -17,17 +17,9 @@ import traceback
 from typing import Any
 
 from raftsched.worker import _guard
-from raftsched.worker.supervisor_wire import _close_all_but, send
+from raftsched.worker.supervisor_wire import _close_all_but, file_stamp, send
 
 FORKSERVER_IMPORT_SECONDS = 60  # SIGALRM (default action) ends a fork server stuck importing
-
-
-def _stamp(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 def _forkserver_main(supervisor: int, path: str, fd: int) -> None:
@@ -46,7 +38,7 @@ def _forkserver_main(supervisor: int, path: str, fd: int) -> None:
     from raftsched.worker.supervisor_server import Server
 
     server = Server(sock, supervisor, forkserver=True)
-    stamp = _stamp(path)
+    stamp = file_stamp(path)
     try:
         from raftsched.worker._run_python import import_dag_file
 
@@ -75,7 +67,7 @@ def _dependencies(path: str, limit: int = 500) -> list[list[Any]]:
             continue
         file = os.path.abspath(file)
         if file.startswith(folder) and file != os.path.abspath(path):
-            deps.append([file, _stamp(file)])
+            deps.append([file, file_stamp(file)])
             if len(deps) >= limit:
                 break
     return deps

@@ -25,6 +25,16 @@ MAX_FDS = 4
 MAXFD = 1 << 20
 
 
+def file_stamp(path: str) -> list[int] | None:
+    """A DAG file's or a neighbour module's version, as a fork server records it and the
+    worker compares it: one definition for both sides (None: the file is gone)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
 def send(
     sock: socket.socket, message: dict[str, Any], fds: list[int] | tuple[int, ...] = ()
 ) -> None:
