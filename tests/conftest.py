@@ -18,6 +18,13 @@ no password unless RAFTSCHED_TEST_PG_URL does.
 from __future__ import annotations
 
 import os
+
+# In-process scheduler nodes (tests/unit) fork their snapshot writer, as a node process does,
+# and gRPC's fork handlers make such children abort. gRPC reads this when it first loads,
+# which may be while any test module is collected: so here, in the conftest pytest loads
+# first. `raftsched scheduler` sets the same before gRPC loads (cli/cluster_cmd.py).
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+
 import uuid
 from collections.abc import Iterator
 from pathlib import Path

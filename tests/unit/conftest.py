@@ -8,11 +8,6 @@ from __future__ import annotations
 
 import os
 
-# In-process scheduler nodes fork their snapshot writer, as a node process does: gRPC's fork
-# handlers (gRPC is loaded by other tests in this process) would make those children abort.
-# `raftsched scheduler` sets the same before gRPC loads (cli/cluster_cmd.py).
-os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
-
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
