@@ -7,16 +7,40 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-__all__ = ["DAG", "BashTask", "PythonTask", "__version__"]
+# The one place of the version: pyproject.toml reads it ([tool.setuptools.dynamic]); the
+# protocol number of this release is raftsched.core.versions.RELEASE.
+__version__ = "0.2.0"
+__all__ = [
+    "DAG",
+    "BashTask",
+    "Param",
+    "PythonTask",
+    "TaskSkipped",
+    "__version__",
+    "chain",
+    "dag",
+    "task",
+]
+_AUTHORING = frozenset(
+    {"DAG", "BashTask", "PythonTask", "Param", "TaskSkipped", "chain", "dag", "task"}
+)
 
 if TYPE_CHECKING:
-    from raftsched.dags.authoring import DAG, BashTask, PythonTask
+    from raftsched.dags.authoring import (
+        DAG,
+        BashTask,
+        Param,
+        PythonTask,
+        TaskSkipped,
+        chain,
+        dag,
+        task,
+    )
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that `import raftsched.core` (inside Raft apply) never pulls in the authoring API.
-    if name in ("DAG", "BashTask", "PythonTask"):
+    if name in _AUTHORING:
         from raftsched.dags import authoring
 
         return getattr(authoring, name)

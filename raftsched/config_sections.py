@@ -72,7 +72,7 @@ class ClusterConfig(_Section):
     data_dir: Path = setting("data", s.path())  # noqa: RUF009
     raft_min_timeout: float = setting("0.15", s.number(gt=0))
     raft_max_timeout: float = setting("0.45", s.number(gt=0))
-    append_entries_period: float = setting("0.04", s.number(gt=0))
+    append_entries_period: float = setting("0.03", s.number(gt=0))
     connection_timeout: float = setting("1", s.number(gt=0))
     connection_retry_time: float = setting("1", s.number(gt=0))
     # pysyncobj's own default is 30 s: a cut-off leader would believe it leads for that long.
@@ -147,6 +147,8 @@ class WorkerConfig(_Section):
     servers: tuple[str, ...] = setting("", s.addresses())
     token: str = setting("", s.text(), secret=True)
     grace_period: float = setting("30", s.number(ge=0))
+    # The task queues this worker leases from (a task's `queue=`; `--queues` overrides)
+    queues: tuple[str, ...] = setting("default", s.words)
     task_env_allowlist: tuple[str, ...] = setting(
         "PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH", s.env_names
     )

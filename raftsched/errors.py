@@ -92,6 +92,29 @@ class SnapshotVersionError(RaftschedError):
         self.supported = supported
 
 
+class UpgradeUnfinished(RaftschedError):
+    """A command of a newer release than the cluster version (core/versions.py): a node of
+    the older release could not apply it. Finish upgrading every node first."""
+
+    status = "FAILED_PRECONDITION"
+
+
+class ReleaseTooOld(RaftschedError):
+    """This node's release is older than the cluster version its log or snapshot carries: the
+    upgrade was finalized, and this release cannot apply what followed."""
+
+    status = "FAILED_PRECONDITION"
+
+    def __init__(self, cluster_version: int, release: int) -> None:
+        super().__init__(
+            f"the cluster version is {cluster_version} but this node runs release {release}:"
+            " the upgrade was finalized and cannot be rolled back; run a release >= the"
+            " cluster version on this node (or replace it: README, Replacing a dead node)"
+        )
+        self.cluster_version = cluster_version
+        self.release = release
+
+
 class NoQuorumError(RaftschedError):
     """A replicated call could not be committed, or no node answered: no majority is reachable
     right now. ``reachable``/``total`` count the nodes when the raiser knows them."""

@@ -34,6 +34,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         import_errors,
         metrics,
         runs,
+        secret_pages,
         settings,
         tasks,
         templating,
@@ -58,7 +59,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     templating.init_app(app)
     handlers.init_app(app)
     metrics.init_app(app)
-    for module in (auth, dags, runs, tasks, cluster, import_errors, users, health):
+    for module in (auth, dags, runs, tasks, cluster, import_errors, users, secret_pages, health):
         app.register_blueprint(module.bp)
     csrf.exempt(health.bp)
     from raftsched.web import api  # the REST API, /api/v1 (bearer tokens, no CSRF)

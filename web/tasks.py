@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, jsonify, render_template, request
 from raftsched.web.auth import login_required
 from raftsched.web.gateway import FINISHED_TASK_STATES, NotFound, gateway
+from raftsched.web.rendered import rendered_fields
 
 bp = Blueprint("tasks", __name__)
 
@@ -42,7 +43,16 @@ def detail(dag_id: str, run_id: str, task_id: str) -> Any:
         ti=ti,
         try_number=try_number,
         tries=range(1, max(ti["try_number"], 1) + 1),
+        rendered=_rendered(dag_id, found["run"], task_id, try_number),
     )
+
+
+def _rendered(dag_id: str, run: dict[str, Any], task_id: str, try_number: int) -> Any:
+    try:
+        dag = gateway().get_dag(dag_id)
+    except NotFound:  # the DAG is gone: nothing to render from
+        return None
+    return rendered_fields(dag, run, task_id, try_number)
 
 
 @bp.get("/dags/<dag_id>/runs/<run_id>/tasks/<task_id>/log.json")

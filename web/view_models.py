@@ -8,6 +8,7 @@ templates and the REST schemas read; the enums become their lower-case names. Th
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2
@@ -68,6 +69,8 @@ def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
         "active": dag.active,
         "updated_at": ts(dag, "updated_at"),
         "last_logical_date": ts(dag, "last_logical_date"),
+        "params_json": dag.params_json,
+        "params": json.loads(dag.params_json) if dag.params_json else {},  # trigger form
         "next_run": next_run,
         "recent_runs": [
             {
@@ -87,6 +90,8 @@ def task_dict(task: dag_pb2.TaskDefinition) -> dict[str, Any]:
         "task_id": task.task_id,
         "kind": task.kind,
         "command": task.command,
+        "env": sorted(task.env.items()),
+        "kwargs_json": task.kwargs_json,
         "callable_name": task.callable_name,
         "retries": task.retries,
         "trigger_rule": task.trigger_rule,
@@ -128,6 +133,9 @@ def ti_dict(ti: dag_pb2.TaskInstance) -> dict[str, Any]:
         "exit_code": ti.exit_code if ti.HasField("exit_code") else None,
         "message": ti.message,
         "lease_expires_at": ts(ti, "lease_expires_at"),
+        "result_json": ti.result_json,  # its return value (XCom), JSON text; "": none
+        "queue": ti.queue or "default",
+        "waiting": ti.waiting,  # why a QUEUED task waits ("no live worker serves queue ..."); ""
     }
 
 

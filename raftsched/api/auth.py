@@ -93,6 +93,8 @@ METHOD_ROLES: Mapping[str, Role] = {
     _W + "Complete": Role.WORKER,
     _W + "AppendLogs": Role.WORKER,
     _W + "Release": Role.WORKER,
+    _W + "LeaseCallbacks": Role.WORKER,
+    _W + "CompleteCallback": Role.WORKER,
     _U + "CreateUser": Role.ADMIN,
     _U + "VerifyUser": Role.ADMIN,
     _U + "ListUsers": Role.ADMIN,

@@ -59,6 +59,7 @@ class NodeApi:
             default_lease_ttl=default_lease_ttl,
             status=runtime.status,
             grpc_bind=api.grpc_bind,
+            workers_seen=getattr(runtime, "workers_seen", None),
         )
         self.bind = api_bind_for(runtime.settings.self_address, api.grpc_bind)
         self.signal = QueueSignal(node)

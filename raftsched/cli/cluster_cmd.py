@@ -60,6 +60,8 @@ STATUS_COLUMNS = (
     "watermark",
     "quarantined",
     "backpressure",
+    "release",
+    "cluster_version",
 )
 GRPC_STATUS_COLUMNS = (
     "node",
@@ -73,6 +75,8 @@ GRPC_STATUS_COLUMNS = (
     "outbox",
     "quarantined",
     "backpressure",
+    "release",
+    "cluster_version",
 )
 
 
@@ -238,6 +242,7 @@ def _grpc_row(node: dict[str, Any]) -> dict[str, Any]:
         "outbox": node["outbox_backlog"],
         "quarantined": node.get("quarantined"),  # set by the leader only
         "backpressure": node["backpressure"],
+        **release_cells(node.get("version"), node.get("release"), node.get("cluster_version")),
     }
 
 
@@ -318,7 +323,14 @@ def _row(node: dict[str, Any]) -> dict[str, Any]:
         "watermark": node.get("db_watermark"),
         "quarantined": node.get("quarantined") if node.get("role") == "leader" else None,
         "backpressure": node.get("backpressure"),
+        **release_cells(node.get("version"), node.get("release"), node.get("cluster_version")),
     }
+
+
+def release_cells(version: Any, release: Any, cluster_version: Any) -> dict[str, Any]:
+    """A node of 0.1.0 (release 1) reports neither (README, Upgrading)."""
+    release_cell = f"{version or '0.1.0'}/r{release or 1}"
+    return {"release": release_cell, "cluster_version": cluster_version or 1}
 
 
 # -- cluster transfer-leader | add-node | remove-node ----------------------------------------

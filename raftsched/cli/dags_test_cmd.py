@@ -5,7 +5,8 @@ DAG's tasks one at a time in dependency order, each as a worker runs an attempt 
 environment, ``RAFTSCHED_*`` variables, timeout and process cleanup), printing each task's
 output as it comes. Trigger rules decide as in the cluster (``core.ready.evaluate_trigger``);
 a failed task is tried again at once up to its ``retries`` (no ``retry_delay`` wait: this is
-a test). Nothing is written anywhere: no Raft log, no database.
+a test). A task's ``queue`` is ignored: every task runs here. Nothing is written anywhere:
+no Raft log, no database.
 
 Variables and connections a task declares come from this shell's environment only
 (``RAFTSCHED_SECRET_VAR_<NAME>``, ``RAFTSCHED_SECRET_CONN_<ID>``: the worker's environment
@@ -20,9 +21,11 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from raftsched.cli import dags_test_callbacks
 from raftsched.cli.output import emit
 from raftsched.errors import RaftschedError
 
@@ -50,6 +53,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     from raftsched.core import limits
     from raftsched.core.model import ScheduleKind, TaskKey
     from raftsched.core.timetable import timetable_for
+    from raftsched.dags import params as dag_params
 
     try:
         conf = limits.parse_conf(args.conf, "--conf")
@@ -65,6 +69,10 @@ def cmd_test(args: argparse.Namespace) -> int:
             f"DAG {args.dag_id!r} not found in the DAGs folder;"
             " `raftsched dags parse` lists the DAGs it defines and the files that fail"
         )
+    try:  # as a trigger's conf: each param's type, enum, range; required ones given
+        dag_params.check_conf(spec.params_json, conf, "--conf")
+    except ValueError as err:
+        raise RaftschedError(str(err)) from None
     if spec.schedule.kind in (ScheduleKind.CRON, ScheduleKind.INTERVAL):
         slot = timetable_for(spec).slot_at(logical)
         start, end = slot.data_interval_start, slot.data_interval_end
@@ -72,10 +80,16 @@ def cmd_test(args: argparse.Namespace) -> int:
         start = end = logical
     run_id = f"test__{logical.isoformat()}"
     print(f"dags test {spec.dag_id}: run {run_id}, {len(spec.tasks)} task(s), conf {conf}")
-    states = _run_tasks(spec, TaskKey, run_id, logical, start, end, conf)
-    rows = [{"task_id": task_id, "state": state} for task_id, state in states.items()]
-    emit(rows, output="table", columns=("task_id", "state"))
+    xcoms: dict[str, str] = {}
+    states = _run_tasks(spec, TaskKey, run_id, logical, start, end, conf, xcoms)
+    rows = [
+        {"task_id": task_id, "state": state, "xcom": _short(xcoms.get(task_id, ""))}
+        for task_id, state in states.items()
+    ]
+    emit(rows, output="table", columns=("task_id", "state", "xcom"))
     ok = all(state in ("success", "skipped") for state in states.values())
+    run = dags_test_callbacks.run_context(spec, run_id, logical, start, end, conf)
+    dags_test_callbacks.run_ended(spec, run, ok, states)  # the DAG's on_*_callback
     print(f"run {run_id}: {'success' if ok else 'failed'}")
     return 0 if ok else 1
 
@@ -88,7 +102,10 @@ def _run_tasks(
     start: datetime,
     end: datetime,
     conf: dict[str, Any],
+    xcoms: dict[str, str],
 ) -> dict[str, str]:
+    """Each task's state; ``xcoms`` gets each return value (JSON text), as the cluster keeps
+    it, and a branch skips the direct downstream tasks it does not follow."""
     from raftsched.core.model import TaskState
     from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger
     from raftsched.worker.runner import Attempt
@@ -96,7 +113,14 @@ def _run_tasks(
     from raftsched.worker.transport import Assignment
 
     states: dict[str, str] = {}
+    run = dags_test_callbacks.run_context(spec, run_id, logical, start, end, conf)
+    downstream = {
+        t.task_id: sorted(d.task_id for d in spec.tasks if t.task_id in d.upstream)
+        for t in spec.tasks
+    }
     for task in _in_order(spec.tasks):
+        if task.task_id in states:  # skipped by a branch
+            continue
         upstream = UpstreamCounts.of(TaskState(states[u]) for u in task.upstream)
         verdict = evaluate_trigger(task.trigger_rule, upstream)
         if verdict in (Verdict.UPSTREAM_FAILED, Verdict.SKIPPED):
@@ -119,6 +143,9 @@ def _run_tasks(
                 data_interval_start=start.astimezone(UTC).isoformat(),
                 data_interval_end=end.astimezone(UTC).isoformat(),
                 conf=conf,
+                params_json=spec.params_json,  # the Attempt renders its templates with them
+                upstream_results={u: xcoms[u] for u in task.upstream if u in xcoms},
+                skip_on_exit_code=getattr(task, "skip_on_exit_code", None),
             )
             try:  # declared variables/connections: from this shell's environment only
                 assignment = with_secrets(None, "dags-test", assignment)
@@ -132,13 +159,32 @@ def _run_tasks(
             began = time.monotonic()
             outcome = Attempt(assignment, _printer(task.task_id)).run()
             took = time.monotonic() - began
+            strangers = sorted(set(outcome.follow or ()) - set(downstream[task.task_id]))
+            if outcome.success and strangers:  # as the cluster: the attempt fails
+                outcome = replace(
+                    outcome,
+                    success=False,
+                    message=f"branch to {strangers}: not directly downstream",
+                )
+            dags_test_callbacks.task_callbacks(spec, task, run, try_number, outcome)
             if outcome.success:
-                states[task.task_id] = "success"
-                print(f"--- {task.task_id}: success in {took:.2f}s", flush=True)
+                states[task.task_id] = "skipped" if outcome.skipped else "success"
+                print(f"--- {task.task_id}: {states[task.task_id]} in {took:.2f}s", flush=True)
+                if outcome.result_json:
+                    xcoms[task.task_id] = outcome.result_json
+                    print(f"--- {task.task_id}: xcom {outcome.result_json}", flush=True)
+                for other in downstream[task.task_id]:
+                    if outcome.follow is not None and other not in outcome.follow:
+                        states[other] = "skipped"
+                        print(f"--- {other}: skipped (branch {task.task_id})", flush=True)
                 break
             states[task.task_id] = "failed"
             print(f"--- {task.task_id}: failed in {took:.2f}s: {outcome.message}", flush=True)
     return states
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _in_order(tasks: Any) -> list[Any]:

@@ -36,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     db_sub = db.add_subparsers(dest="db_command", metavar="SUBCOMMAND")
 
     migrate = db_sub.add_parser("migrate", help="upgrade the database schema to this release")
+    migrate.add_argument(
+        "--to",
+        metavar="REVISION",
+        help="downgrade to this older revision instead (a rollback to an older release before"
+        " the upgrade is finalized: README, Upgrading)",
+    )
     check = db_sub.add_parser("check", help="exit 0 if the schema is current, 1 if not")
     quarantine = db_sub.add_parser(
         "quarantine", help="outbox entries the database refused: list, retry"
@@ -83,11 +89,12 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def _migrate(args: argparse.Namespace) -> int:
     from raftsched.store.engine import safe_url
-    from raftsched.store.migrate import init_db
+    from raftsched.store.migrate import downgrade_db, init_db
 
     engine = _engine(args)
     try:
-        status = init_db(engine)
+        to = getattr(args, "to", None)
+        status = downgrade_db(engine, to) if to else init_db(engine)
     finally:
         engine.dispose()
     url = safe_url(engine.url)

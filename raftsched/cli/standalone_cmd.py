@@ -128,6 +128,8 @@ def node_addresses(count: int, base_port: int) -> list[str]:
 
 def initial_config(home: Path, addresses: list[str]) -> str:
     """The raftsched.cfg a first run writes. The secret is fresh and random."""
+    from cryptography.fernet import Fernet
+
     return f"""\
 # Written by `raftsched standalone` on its first run. Edit freely: it is never overwritten.
 # Every key can also be set by the environment variable RAFTSCHED__SECTION__KEY.
@@ -154,6 +156,11 @@ min_file_process_interval = 30
 [webserver]
 # Signs the web UI's session cookies; every webserver of this cluster shares it.
 secret_key = {secrets.token_urlsafe(32)}
+
+[secrets]
+# Encrypts variables and connections at rest (Fernet). Keep it secret; to change it, put a new
+# key first and run `raftsched secrets rotate` (README "Variables and connections").
+fernet_key = {Fernet.generate_key().decode()}
 """
 
 
@@ -297,6 +304,10 @@ def run(args: argparse.Namespace) -> int:
     supervisor = Supervisor(specs)
     supervisor.install_signal_handlers()
     supervisor.start()
+    if config.core.load_examples and config.secrets.fernet_key:
+        from raftsched.standalone.examples import seed_example_connection
+
+        seed_example_connection(apis, f"http://127.0.0.1:{web_port}")
     banner = Banner(layout, config, addresses, admins, specs, supervisor.pids(), notes, web)
     print(banner.render(safe_url(config.database.url)), flush=True)
     code = supervisor.run()

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import Any
 
+from raftsched.cli import tasks_render_cmd
 from raftsched.cli.common import positive_int, usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, iso, to_dict
 from raftsched.cli.dags_cmd import text_arg
@@ -77,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     mark.add_argument("--state", required=True, choices=("success", "failed"))
     add_connection_flags(mark)
     mark.set_defaults(handler=cmd_mark)
+    tasks_render_cmd.register(tasks_sub)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -91,7 +93,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         emit({"run": run, "task_instances": instances}, output="json")
         return 0
     print(f"{run['dag_id']} {run['run_id']}: {run['state']}")
-    emit([_row(ti) for ti in instances], output="table", columns=COLUMNS)
+    # A QUEUE column only when a task of the run has a queue of its own
+    routed = any(ti.get("queue") not in ("", "default") for ti in instances)
+    columns = (*COLUMNS[:4], "queue", *COLUMNS[4:]) if routed else COLUMNS
+    emit([_row(ti) for ti in instances], output="table", columns=columns)
+    for ti in instances:
+        if ti.get("waiting"):  # e.g. no live worker serves its queue
+            print(f"note: {ti['key']['task_id']} is waiting: {ti['waiting']}")
     return 0
 
 

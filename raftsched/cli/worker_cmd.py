@@ -2,7 +2,9 @@
 
 Where the cluster is, first match wins: ``--server``, ``$RAFTSCHED_SERVER``, ``[worker]
 servers``; the token likewise from ``--token``, ``$RAFTSCHED_TOKEN``, ``[worker] token``.
-``--concurrency`` overrides ``[worker] concurrency``. TLS is on when ``[api] tls_ca`` is set.
+``--concurrency`` overrides ``[worker] concurrency``, ``--queues`` ``[worker] queues`` (the
+task queues it leases from: only tasks whose ``queue=`` is one of them; "default" when not
+set). TLS is on when ``[api] tls_ca`` is set.
 
 Logs one line per attempt start and finish on stderr. SIGTERM or Ctrl-C: stop leasing, let
 running attempts finish for up to ``[worker] grace_period`` seconds, then kill them and hand
@@ -48,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="N",
         help="attempts run at once (default: [worker] concurrency)",
     )
+    parser.add_argument(
+        "--queues",
+        type=queue_list,
+        metavar="QUEUE[,QUEUE...]",
+        help="lease only tasks of these queues (a task's queue=; default: [worker] queues,"
+        ' else "default")',
+    )
     parser.add_argument("--worker-id", help="this worker's id (default: hostname:pid:random)")
     parser.add_argument(
         "--noop",
@@ -60,6 +69,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="with --noop: append one JSON line per lease (key, token, arrived_at) to FILE",
     )
     parser.set_defaults(handler=run)
+
+
+def queue_list(text: str) -> tuple[str, ...]:
+    """``a,b`` -> ("a", "b"): each a queue name as a task's ``queue=`` takes it (a task id's
+    characters and size), at most MAX_QUEUES_PER_WORKER, each once, in the order given."""
+    from raftsched.core.limits import MAX_QUEUES_PER_WORKER
+    from raftsched.dags.value_checks import ID_PATTERN
+
+    names = tuple(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError("names no queue")
+    if len(names) > MAX_QUEUES_PER_WORKER:
+        raise argparse.ArgumentTypeError(f"at most {MAX_QUEUES_PER_WORKER} queues")
+    for name in names:
+        if not ID_PATTERN.fullmatch(name):
+            raise argparse.ArgumentTypeError(
+                f"invalid queue {name[:60]!r}: use 1 to 250 letters, digits, '_', '.' and '-'"
+            )
+    return names
 
 
 def resolve(
@@ -105,6 +133,12 @@ def run(args: argparse.Namespace) -> int:
         noop=args.noop,
     )
     tls_ca = str(config.api.tls_ca) if config.api.tls_ca is not None else None
+    try:
+        queues = args.queues or queue_list(",".join(cfg.queues) or "default")
+    except argparse.ArgumentTypeError as err:
+        from raftsched.errors import ConfigError
+
+        raise ConfigError(f"[worker] queues: {err}") from None
     # A node that swallows packets costs a heartbeat at most one interval before the next node
     # is tried, so a partitioned node alone never makes the worker fence healthy attempts.
     attempt = max(2.0, cfg.heartbeat_interval)
@@ -117,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
         worker_id=args.worker_id or "",
         lease_ttl=cfg.lease_ttl,
         access={"servers": servers, "token": token, "tls_ca": tls_ca},  # the death report
+        queues=queues,
     )
     record = _recorder(args.record) if args.record else None
     worker = Worker(transport, settings, worker_id=args.worker_id, record=record)
@@ -130,7 +165,12 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    log.info("worker %s leasing from %s", worker.worker_id, ",".join(servers))
+    log.info(
+        "worker %s leasing from %s, queues %s",
+        worker.worker_id,
+        ",".join(servers),
+        ",".join(queues),
+    )
     failed: list[BaseException] = []
 
     def loop() -> None:

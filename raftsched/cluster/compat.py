@@ -46,6 +46,10 @@ _ATTRIBUTES = (
     ("pysyncobj.pickle", "dumps"),
     ("pysyncobj.pickle", "loads"),
     ("pysyncobj.node", "TCPNode"),
+    # group_commit.py and journal_sync.py (fsync off the tick thread, keep-alives, wake-ups)
+    ("pysyncobj.monotonic", "monotonic"),
+    ("pysyncobj.pipe_notifier", "PipeNotifier"),
+    ("pysyncobj.tcp_connection", "CONNECTION_STATE"),
     *(
         ("pysyncobj.journal", f"Journal.{name}")
         for name in (
@@ -71,9 +75,19 @@ _ASSIGNED = (
     (
         "pysyncobj.syncobj",
         "SyncObj.__init__",
-        ("_SyncObj__raftLog", "_SyncObj__raftState", "_SyncObj__thread", "_SyncObj__transport"),
+        (
+            "_SyncObj__raftLog",
+            "_SyncObj__raftState",
+            "_SyncObj__thread",
+            "_SyncObj__transport",
+            "_SyncObj__raftCommitIndex",
+            "_SyncObj__raftMatchIndex",
+            "_SyncObj__otherNodes",
+            "_SyncObj__raftElectionDeadline",
+            "_poller",
+        ),
     ),
-    ("pysyncobj.transport", "TCPTransport.__init__", ("_syncObj",)),
+    ("pysyncobj.transport", "TCPTransport.__init__", ("_syncObj", "_connections")),
 )
 
 # Message fields the transport patch reads and rewrites: (module, function, string constants).

@@ -28,10 +28,8 @@ pysyncobj's ``Journal`` interface and changes how it reaches the disk:
 - A journal written by pysyncobj's ``FileJournal`` (its header starts with ``PYSYNCOBJ``) is
   read with pysyncobj's own reader and converted once, atomically.
 
-When to flush is the node's business (``raftsched.cluster.node``): at the start of every tick
-of pysyncobj's loop, and before an append-entries acknowledgement leaves the node (the
-transport holds ``next_node_idx`` messages until the flush). So a follower acknowledges only
-what is on disk, and a leader counts itself towards a commit only for what is on disk.
+When to fsync: off the tick thread, by a group-commit thread of the journal's own
+(:mod:`raftsched.cluster.journal_sync`); the node acts only on ``durable_index``.
 
 ``durable=False`` (``[cluster] durable_journal = false``) keeps the file format and skips every
 fsync: as safe as pysyncobj's own journal (kill -9 yes, power loss no), and faster.
@@ -49,10 +47,13 @@ import os
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from pysyncobj.journal import FileJournal, Journal
 from pysyncobj.pickle import dumps, loads
+
+from raftsched.cluster.journal_sync import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def read_records(data: bytes) -> tuple[list[tuple[bytes, int, int]], list[int], 
     return entries, offsets, pos
 
 
-class DurableJournal(Journal):
+class DurableJournal(GroupCommit, Journal):
     def __init__(self, path: str, *, durable: bool = True) -> None:
         self.path = path
         self.meta_path = path + ".meta"
@@ -132,13 +133,20 @@ class DurableJournal(Journal):
         self.fsyncs = 0  # journal fsyncs so far (status, tests)
         self.fsync_seconds = 0.0  # time spent in them
         self._synced_hook = os.environ.get(SYNCED_ENV, "").strip() not in ("", "0")
+        self.fsync_delay = 0.0  # test hook (RAFTSCHED_TEST_FSYNC_DELAY): a slow disk
+        # (proposed, previous) -> the commit index to take; set by the node (group_commit.py)
+        self.commit_guard: Callable[[int, int], int] | None = None
         self._entries: list[tuple[bytes, int, int]] = []
         self._offsets: list[int] = []
         self._dirty = False
         self._meta: dict[str, Any] = self._load_meta()
         self._meta_dirty = False
         self._fd = -1
+        self._init_group_commit()
         self._open()
+        self._durable_index = self._last_index()
+        # the commit index pysyncobj last took (it starts from getRaftCommitIndex, clamped)
+        self._commit_taken = min(int(self._meta.get("raftCommitIndex", 1)), self._last_index() or 1)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -208,7 +216,7 @@ class DurableJournal(Journal):
             view = view[os.write(self._fd, view) :]
         self._entries.append((command, idx, term))
         self._offsets.append(offset)
-        self._dirty = True
+        self._mark_dirty()
 
     def clear(self) -> None:
         # pysyncobj clears the journal right after it installed a snapshot (a received one is
@@ -220,19 +228,22 @@ class DurableJournal(Journal):
             finally:
                 os.close(fd)
             fsync_dir(self.dump_path)
-        self._entries = []
-        self._offsets = []
-        os.ftruncate(self._fd, len(MAGIC))
-        self._dirty = True
+        with self._sync_lock:
+            self._entries = []
+            self._offsets = []
+            os.ftruncate(self._fd, len(MAGIC))
+            self._truncated(0)
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         if entryFrom >= len(self._entries):
             return
         cut = self._offsets[entryFrom] if entryFrom >= 0 else len(MAGIC)
-        del self._entries[entryFrom:]
-        del self._offsets[entryFrom:]
-        os.ftruncate(self._fd, cut)
-        self._dirty = True
+        with self._sync_lock:
+            keep_to = self._entries[entryFrom - 1][1] if entryFrom > 0 else 0
+            del self._entries[entryFrom:]
+            del self._offsets[entryFrom:]
+            os.ftruncate(self._fd, cut)
+            self._truncated(keep_to)
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         kept = self._entries[entryTo:]
@@ -245,12 +256,17 @@ class DurableJournal(Journal):
             chunks.append(record)
             pos += len(record)
         write_file_durably(self.path, b"".join(chunks), durable=self.durable)
-        os.close(self._fd)
-        self._fd = os.open(self.path, os.O_RDWR)
-        os.lseek(self._fd, 0, os.SEEK_END)
-        self._entries = kept
-        self._offsets = offsets
-        self._dirty = False
+        with self._sync_lock:
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_RDWR)
+            os.lseek(self._fd, 0, os.SEEK_END)
+            self._entries = kept
+            self._offsets = offsets
+            self._dirty = False
+            # the new file is on disk as a whole: whatever an fsync running meanwhile on the
+            # old file finds, it cannot add to that
+            self._generation += 1
+            self._durable_index = self._last_index()
         self._note_synced(pos)
 
     def __getitem__(self, item: Any) -> Any:
@@ -260,16 +276,21 @@ class DurableJournal(Journal):
         return len(self._entries)
 
     def _destroy(self) -> None:
+        self.stop_syncer()
         if self._fd < 0:
             return
         with contextlib.suppress(OSError):
             self.flush()
             if self._meta_dirty:
                 self._store_meta()
-        os.close(self._fd)
-        self._fd = -1
+        with self._sync_lock:
+            os.close(self._fd)
+            self._fd = -1
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
+        if self.commit_guard is not None:  # a leader counts itself only for what is on disk
+            raftCommitIndex = self.commit_guard(raftCommitIndex, self._commit_taken)
+        self._commit_taken = raftCommitIndex
         if self._meta.get("raftCommitIndex") != raftCommitIndex:
             self._meta["raftCommitIndex"] = raftCommitIndex
             self._meta_dirty = True
@@ -305,41 +326,38 @@ class DurableJournal(Journal):
         return self._meta.get("votedForNodeId", None)
 
     def onOneSecondTimer(self) -> None:
-        if self._meta_dirty:
-            self.flush()  # the commit index saved never runs ahead of the journal on disk
-            self._store_meta()
+        if not self._meta_dirty:
+            return
+        if self._syncer is not None:
+            with self._sync_lock:
+                self._meta_wanted = True  # the syncer saves it, clamped to what is on disk
+                self._sync_wanted.notify()
+            return
+        self.flush()  # the commit index saved never runs ahead of the journal on disk
+        self._store_meta()
 
     # -- durability ----------------------------------------------------------------------
 
-    @property
-    def dirty(self) -> bool:
-        """Whether entries were written (or removed) since the last fsync."""
-        return self._dirty
-
-    def flush(self) -> bool:
-        """Make everything written so far durable (one fsync); True if it synced."""
-        if not self._dirty:
-            return False
-        self._dirty = False
-        if not self.durable:
-            return False
-        self._sync_fd()
-        return True
-
-    def _sync_fd(self) -> None:
+    def _sync_fd(self, fd: int | None = None, length: int | None = None) -> None:
+        fd = self._fd if fd is None else fd
         began = time.monotonic()
-        _fsync(self._fd)
+        if self.fsync_delay > 0:
+            time.sleep(self.fsync_delay)
+        _fsync(fd)
         took = time.monotonic() - began
         self.fsyncs += 1
         self.fsync_seconds += took
         if took > SLOW_FSYNC:
             log.warning(
-                "%s: fsync took %.0f ms (the disk is slow or busy): the Raft tick waited, and"
-                " heartbeats with it",
+                "%s: fsync took %.0f ms (the disk is slow or busy; %s)",
                 self.path,
                 took * 1000,
+                "acknowledgements waited for it"
+                if self._syncer is not None
+                else "the Raft tick waited, and heartbeats with it",
             )
-        self._note_synced(os.lseek(self._fd, 0, os.SEEK_END))
+        if length is None:  # inline (at open); the group commit notes it once counted
+            self._note_synced(os.lseek(fd, 0, os.SEEK_END))
 
     def _note_synced(self, length: int) -> None:
         if self._synced_hook and self.durable:
@@ -347,8 +365,16 @@ class DurableJournal(Journal):
                 f.write(f"{length}\n")
 
     def _store_meta(self) -> None:
-        write_file_durably(self.meta_path, dumps(self._meta), durable=self.durable)
-        self._meta_dirty = False
+        with self._meta_lock:  # the syncer and the tick thread (a vote) never interleave
+            self._meta_dirty = False
+            meta = dict(self._meta)
+            if self._syncer is not None and "raftCommitIndex" in meta:
+                # the saved commit index never runs ahead of the journal on disk
+                durable = self.durable_index
+                if meta["raftCommitIndex"] > durable:
+                    meta["raftCommitIndex"] = durable
+                    self._meta_dirty = True  # saved again at the next one-second timer
+            write_file_durably(self.meta_path, dumps(meta), durable=self.durable)
 
 
 def entries_of(path: str) -> list[tuple[bytes, int, int]]:

@@ -24,6 +24,7 @@ from raftsched.clock import now as clock_now
 from raftsched.cluster.leader_commands import (
     DAGS_PER_ENTRY,
     RUNS_PER_COMMAND,
+    InFlightDecisions,
     _dag_changes,
     _queue_command,
     _run_chunks,
@@ -34,6 +35,7 @@ from raftsched.cluster.leading import LeadingThread
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.parsing import ParseThread
 from raftsched.cluster.proposer import Proposer
+from raftsched.cluster.versions import Finalizer
 from raftsched.core import results as r
 from raftsched.core.commands import Batch, Command
 from raftsched.core.due import DueIndex
@@ -106,6 +108,8 @@ class LeaderLoop(LeaderTick):
         self._active = False
         self._due = DueIndex()
         self._parser: ParseThread | None = None
+        self._pipeline = None
+        self._in_flight = InFlightDecisions()
         self._term = -1
         self.became_leader_at: float | None = None
         self.first_commit_at: float | None = None
@@ -114,6 +118,8 @@ class LeaderLoop(LeaderTick):
         # Set by the runtime: while it returns a reason (the metadata DB and the log disagree,
         # or were not compared yet this term) a tick creates, queues and expires nothing.
         self.hold: Callable[[], str | None] | None = None
+        # Raises the cluster version once every member runs this release (rolling upgrades)
+        self._finalizer = Finalizer(node, proposer)
         self.held: str | None = None
         node.add_apply_listener(self._on_apply)
         node.add_role_listener(lambda _role: self._wake.set())
@@ -181,11 +187,19 @@ class LeaderLoop(LeaderTick):
             self._wake.clear()
             self._tick()
             self.ticks += 1
+            self._finalize_upgrade()
             if not self._leading():
                 break
             self._wake.wait(self._sleep_seconds())
 
+    def _finalize_upgrade(self) -> None:
+        try:
+            self._finalizer.maybe_finalize()
+        except RaftschedError as err:  # no quorum, a timeout: asked again next time
+            log.info("leader loop: cluster version not raised yet: %s", err)
+
     def _step_down(self) -> None:
+        self._end_pipeline()
         with self._dirty_lock:
             self._active = False
             self._dirty.clear()

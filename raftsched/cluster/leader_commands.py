@@ -14,6 +14,8 @@ from raftsched.core.commands import (
     Batch,
     Command,
     CreateRuns,
+    ExpireLeases,
+    MissDeadlines,
     QueueTasks,
     RegisterDags,
     RemoveDags,
@@ -140,3 +142,70 @@ def _queue_command(proposer: Proposer, queue: Any, now: datetime) -> Command | N
     """ready_to_queue's decisions as a QueueTasks command (None when there are none)."""
     items = tuple(queue or ())
     return proposer.make(QueueTasks, items=items, now=now) if items else None
+
+
+class InFlightDecisions:
+    """What the leader proposed and has not yet seen settle (issue #11: proposals are
+    pipelined, so a tick runs while earlier ones are still in flight).
+
+    A tick decides nothing about what is in flight: no run of a DAG with a CreateRuns in
+    flight (its DueIndex entry moves only once that commits, and two entries with runs of one
+    DAG must never be in flight together: see ``Pipeline``), no QueueTasks item and no expired
+    lease already proposed. An entry's marks go when it settles, committed or given up (apply
+    re-checks every precondition, so a decision proposed again after an unknown outcome is a
+    no-op if the first one committed after all). Leader thread only.
+    """
+
+    def __init__(self) -> None:
+        self.dags: set[str] = set()
+        self.queued: set[Any] = set()  # TaskKeys of QueueTasks items
+        self.expiring: set[Any] = set()  # TaskKeys of ExpireLeases leases
+        self.alerting: set[Any] = set()  # (dag_id, run_id) of MissDeadlines runs
+
+    def __len__(self) -> int:
+        return len(self.dags) + len(self.queued) + len(self.expiring) + len(self.alerting)
+
+    def add(self, command: Command) -> None:
+        self._mark(command, add=True)
+
+    def release(self, command: Command) -> None:
+        self._mark(command, add=False)
+
+    def clear(self) -> None:
+        self.dags.clear()
+        self.queued.clear()
+        self.expiring.clear()
+        self.alerting.clear()
+
+    def fresh_queue(self, items: Any) -> list[Any]:
+        """QueueTasks items not already in flight."""
+        return [item for item in items or () if item.key not in self.queued]
+
+    def fresh_expiry(self, leases: Any) -> list[Any]:
+        """Expired leases not already in flight."""
+        return [lease for lease in leases or () if lease.key not in self.expiring]
+
+    def fresh_alerts(self, runs: Any) -> list[Any]:
+        """Runs past their deadline not already in a MissDeadlines in flight."""
+        return [run for run in runs or () if run not in self.alerting]
+
+    def _mark(self, command: Command, *, add: bool) -> None:
+        if isinstance(command, Batch):
+            for sub in command.commands:
+                self._mark(sub, add=add)
+            return
+        if isinstance(command, CreateRuns):
+            keys: list[Any] = [run.dag_id for run in command.runs]
+            target = self.dags
+        elif isinstance(command, QueueTasks):
+            keys, target = [item.key for item in command.items], self.queued
+        elif isinstance(command, ExpireLeases):
+            keys, target = [lease.key for lease in command.leases], self.expiring
+        elif isinstance(command, MissDeadlines):
+            keys, target = list(command.runs), self.alerting
+        else:
+            return
+        if add:
+            target.update(keys)
+        else:
+            target.difference_update(keys)

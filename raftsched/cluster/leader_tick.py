@@ -10,8 +10,12 @@ Each tick:
 3. QueueTasks for tasks whose upstreams are done or whose retry time came.
 4. ExpireLeases for leases past their expiry.
 
-Steps 2-4 commit together as one Batch. The DueIndex follows the committed state: an apply
-listener marks the DAGs each committed command touched, and the loop re-reads those records.
+The first CreateRuns chunk and steps 3-4 go out as one Batch, the other chunks as entries of
+their own. Nothing waits for a commit: the entries join this term's ``Pipeline`` (up to
+``PIPELINE_DEPTH`` in flight, settled in order at the next ticks), and what is in flight is
+left out of the next decisions (``InFlightDecisions``). The DueIndex follows the committed
+state: an apply listener marks the DAGs each committed command touched, and the loop re-reads
+those records.
 The loop sleeps until the next due time, at most ``min(scheduler_heartbeat_sec, 1 s)``, and
 wakes early on a commit that may make work or a new parse result.
 """
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from raftsched.cluster.leader_commands import (
     DAGS_PER_ENTRY,
     RUNS_PER_COMMAND,
+    InFlightDecisions,
     _dag_changes,
     _dag_count,
     _queue_command,
@@ -36,7 +41,9 @@ from raftsched.cluster.leader_commands import (
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.parsing import ParseThread
 from raftsched.cluster.proposer import Pipeline, Proposer
+from raftsched.cluster.versions import hold_back_new_dags
 from raftsched.core import results as r
+from raftsched.core.callbacks import missed_deadlines
 from raftsched.core.commands import (
     AppendLogs,
     Batch,
@@ -45,6 +52,7 @@ from raftsched.core.commands import (
     ExpireLeases,
     HeartbeatLeases,
     LeaseTasks,
+    MissDeadlines,
     QueueTasks,
 )
 from raftsched.core.due import DueIndex
@@ -79,6 +87,8 @@ class LeaderTick:
     _active: bool
     _due: DueIndex
     _parser: ParseThread | None
+    _pipeline: Pipeline | None  # this term's proposals in flight (leader thread only)
+    _in_flight: InFlightDecisions
     backpressure: bool
     hold: Callable[[], str | None] | None
     held: str | None
@@ -91,6 +101,11 @@ class LeaderTick:
     # -- one tick ----------------------------------------------------------------------------
 
     def _tick(self) -> None:
+        pipeline = self._pipeline
+        if pipeline is not None:
+            pipeline.poll()  # settle what committed since the last tick (marks the DueIndex)
+            if pipeline.failed and pipeline.in_flight == 0:
+                pipeline.reset()  # the committed state says what is left to decide
         self.held = self.hold() if self.hold is not None else None
         if self.held is not None:
             return
@@ -108,70 +123,94 @@ class LeaderTick:
         run_chunks = _run_chunks(runs, RUNS_PER_COMMAND)
         if run_chunks:
             commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
-        queue = self._node.read(lambda state: state.ready_to_queue(now))
+        in_flight = self._in_flight
+        queue = in_flight.fresh_queue(self._node.read(lambda state: state.ready_to_queue(now)))
         queue_cmd = _queue_command(self._proposer, queue, now)
         if queue_cmd is not None:
             commands.append(queue_cmd)
-        expired = self._node.read(lambda state: list(state.expired_leases(now)))
+        expired = in_flight.fresh_expiry(
+            self._node.read(lambda state: list(state.expired_leases(now)))
+        )
         if expired:
             commands.append(self._proposer.make(ExpireLeases, leases=tuple(expired), now=now))
+        missed = in_flight.fresh_alerts(self._node.read(lambda s: missed_deadlines(s, now)))
+        if missed:  # runs past their DAG's deadline: alerted once each (core/callbacks.py)
+            commands.append(self._proposer.make(MissDeadlines, runs=tuple(missed), now=now))
         if not commands or not self._leading():
             return
-        command = (
+        first = (
             commands[0]
             if len(commands) == 1
             else self._proposer.make(Batch, commands=tuple(commands), now=now)
         )
-        # Pipelined (issue #11): every entry of the tick is proposed without waiting for the
-        # one before to commit, up to PIPELINE_DEPTH in flight; results come back in order and
-        # mark the DueIndex. Two entries with runs of one DAG are never in flight together
-        # (apply skips a slot at or before the DAG's last one: a later chunk committed first
-        # would make an earlier one skip its slots), so such a chunk waits for the one before.
-        pipeline = Pipeline(
+        # Pipelined (issue #11): each entry is proposed without waiting for the one before to
+        # commit, up to PIPELINE_DEPTH in flight across ticks; results come back in order and
+        # mark the DueIndex. What is in flight is left out of the next ticks' decisions
+        # (InFlightDecisions): a DAG with runs in flight gets no capacity in _collect_runs, so
+        # two entries with runs of one DAG are never in flight together (apply skips a slot at
+        # or before the DAG's last one: a later chunk committed first would make an earlier
+        # one skip its slots).
+        self._propose_pipelined(first)
+        for chunk in run_chunks[1:]:
+            if not self._leading() or (self._pipeline is not None and self._pipeline.failed):
+                break
+            if not in_flight.dags.isdisjoint(d.dag_id for d in chunk):
+                continue  # a DAG split over chunks (more runs than one entry): the next tick
+            self._propose_pipelined(self._proposer.make(CreateRuns, runs=chunk, now=now))
+        if self._pipeline is not None:
+            self._pipeline.poll()  # what committed meanwhile (its DAGs free for the next tick)
+
+    def _propose_pipelined(self, command: Command) -> None:
+        """Submit ``command`` to this term's pipeline; its decisions are in flight until it
+        settles (``_settled``)."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            pipeline = self._pipeline = self._new_pipeline()
+        self._in_flight.add(command)
+        pipeline.submit(command, lambda res, ok: self._settled(command, res, ok))
+
+    def _new_pipeline(self) -> Pipeline:
+        return Pipeline(
             self._proposer,
             max_in_flight=PIPELINE_DEPTH,
             deadline=self._proposer.commit_timeout,
             should_continue=self._leading,
+            on_callback=self._wake.set,
         )
 
-        def first_done(result: r.Result | None, committed: bool) -> None:
-            if not committed or result is None:
-                return
-            pairs = (
-                list(zip(commands, result.value or (), strict=False))
-                if isinstance(command, Batch)
-                else [(command, result)]
-            )
-            for sub, sub_result in pairs:
-                if isinstance(sub, CreateRuns):
-                    self._mark_created(sub, sub_result)
+    def _settled(self, command: Command, result: r.Result | None, committed: bool) -> None:
+        self._in_flight.release(command)
+        if not committed or result is None:
+            return  # decided again from the committed state by a later tick
+        pairs = (
+            list(zip(command.commands, result.value or (), strict=False))
+            if isinstance(command, Batch)
+            else [(command, result)]
+        )
+        for sub, sub_result in pairs:
+            if isinstance(sub, CreateRuns):
+                self._mark_created(sub, sub_result)
 
-        pipeline.submit(command, first_done)
-        in_flight: set[str] = {d.dag_id for d in run_chunks[0]} if run_chunks else set()
-        for chunk in run_chunks[1:]:
-            if pipeline.failed or not self._leading():
-                break
-            dags = {d.dag_id for d in chunk}
-            if not in_flight.isdisjoint(dags):
-                pipeline.drain()
-                in_flight = set()
-            in_flight |= dags
-            create = self._proposer.make(CreateRuns, runs=chunk, now=now)
-            pipeline.submit(create, lambda res, ok, create=create: self._created(create, res, ok))
-        pipeline.drain()
-
-    def _created(self, command: CreateRuns, result: r.Result | None, committed: bool) -> None:
-        if committed and result is not None:
-            self._mark_created(command, result)
+    def _end_pipeline(self) -> None:
+        """The end of a term: forget what is in flight (the next leader, this node again or
+        another, decides from the committed state)."""
+        if self._pipeline is not None:
+            dropped = self._pipeline.abandon()
+            if dropped:
+                log.info("leader loop: %d proposals in flight at the end of the term", len(dropped))
+        self._pipeline = None
+        self._in_flight.clear()
 
     def _collect_runs(self, state: SchedulerState, now: datetime) -> list[Any]:
         self.backpressure = state.outbox_size >= self._settings.max_outbox
         if self.backpressure:
             return []
 
+        in_flight = self._in_flight.dags
+
         def capacity(dag_id: str) -> int:
             record = state.dags.get(dag_id)
-            if record is None:
+            if record is None or dag_id in in_flight:
                 return 0
             # At most one entry's worth of runs per DAG and tick: a tick then spreads over
             # many DAGs, whose entries can be in flight together (see _tick); a DAG with a
@@ -202,6 +241,7 @@ class LeaderTick:
 
     def _sync_dags(self, specs: list[DagSpec], errors: list[ImportErrorRecord]) -> None:
         paused = self._settings.dags_are_paused_at_creation
+        specs, errors = hold_back_new_dags(self._node, specs, errors)  # a mixed-release cluster
         commands = self._node.read(
             lambda state: _dag_changes(self._proposer, state, specs, errors, paused)
         )

@@ -5,9 +5,10 @@ loop keeps going until back-pressure). Active only while this node leads, for th
 started in. Each round: take ``outbox_after(watermark, batch)`` from the state, write it with
 ``sink.write`` (one transaction that also advances the DB watermark: exactly once, even when
 an old leader writes the same entries), then propose ``AckMaterialized(watermark)`` so every
-replica drops them. ``StoreUnavailable`` backs off 0.5 s -> 5 s; rounds resume when the DB
-returns. It wakes on every commit that may have added entries, and at least every
-``scheduler_heartbeat_sec``.
+replica drops them; the ack commits while the next batch is written, and while the DB is
+behind each batch doubles, up to ``BATCH_GROWTH`` times ``batch``. ``StoreUnavailable``
+backs off 0.5 s -> 5 s; rounds resume when the DB returns. It wakes on every commit that may
+have added entries, and at least every ``scheduler_heartbeat_sec``.
 
 Entries the DB refuses do not stop it: the sink quarantines them and moves its watermark past
 them (``store.materializer``); each round reads how many are quarantined (``quarantined``),
@@ -62,6 +63,12 @@ BACKOFF_MAX = 5.0
 _COALESCE = 0.005  # let a burst of commits land before writing
 RECHECK = 5.0  # seconds between checks while the DB and the log disagree
 QUARANTINE_READ_INTERVAL = 1.0  # while batches follow each other; always after the last one
+# While the DB is behind, each batch is twice the one before, up to this many times the
+# configured ``materialize_batch`` (issue #11): per entry, a 2,000-entry transaction costs the
+# leader ~23% less CPU and PostgreSQL ~18% less than a 500-entry one (fewer round trips,
+# commits and statement set-ups). Back to the configured size once caught up, so a quiet
+# cluster writes small, prompt batches.
+BATCH_GROWTH = 8
 REBUILD_HINT = (
     "stop every node and run `raftsched cluster rebuild --from-db` (the DB's history becomes"
     " the cluster's state), then start the nodes again"
@@ -109,6 +116,7 @@ class MaterializerDriver:
         self._proposer = proposer
         self._sink = sink
         self._batch = batch
+        self._batch_now = batch  # grows while behind (BATCH_GROWTH)
         self._idle_wait = idle_wait
         self._retention = run_retention_sec
         self._runner = LeadingThread(
@@ -187,8 +195,9 @@ class MaterializerDriver:
             return self.mismatch
         return None
 
-    def _check(self, watermark: int, term: int) -> None:
-        """Raise LogDbMismatch unless the DB watermark agrees with the committed state."""
+    def _check(self, term: int) -> int:
+        """Read the DB watermark and return it; raise LogDbMismatch unless it agrees with the
+        committed state."""
         if self._checked_term != term:
             barrier = self._proposer.make(Batch, commands=())
             self._proposer.propose(
@@ -196,6 +205,11 @@ class MaterializerDriver:
                 deadline=self._proposer.commit_timeout,
                 should_continue=lambda: self._leading(term),
             )
+        # The watermark is read after the barrier: an ack the deposed leader proposed after its
+        # DB write may commit only with the barrier, and a watermark read before it would then
+        # look "behind the acks" (a false alarm seen under election storms).
+        watermark = self._sink.watermark()
+        self.db_watermark = watermark
         last_seq, acked = self._node.read(lambda s: (s.outbox_last_seq, s.outbox_acked_seq))
         reason = mismatch_reason(watermark, last_seq, acked)
         if reason is not None:
@@ -209,6 +223,7 @@ class MaterializerDriver:
         self._checked_term = term
         if self.on_checked is not None:
             self.on_checked()
+        return watermark
 
     def _lead(self, term: int) -> None:
         self._acks, self._ack_sent, self._ack_error = None, 0, None
@@ -228,9 +243,7 @@ class MaterializerDriver:
         while self._leading(term):
             try:
                 if watermark is None:
-                    watermark = self._sink.watermark()
-                    self.db_watermark = watermark
-                    self._check(watermark, term)
+                    watermark = self._check(term)
                 more = self._round(watermark, term)
                 watermark = self.db_watermark
                 if not self.store_ok:
@@ -243,6 +256,7 @@ class MaterializerDriver:
                     log.warning("metadata DB unavailable (%s); retrying with back-off", err)
                 self.store_ok = False
                 watermark = None
+                self._batch_now = self._batch
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
@@ -254,6 +268,7 @@ class MaterializerDriver:
                 log.error("materializer: %s", err)
                 self.last_error = f"materializer: {err}"
                 watermark = None
+                self._batch_now = self._batch
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
@@ -265,9 +280,10 @@ class MaterializerDriver:
 
     def _round(self, watermark: int, term: int) -> bool:
         """One batch; True when more entries are waiting."""
+        size = self._batch_now
         entries, last_seq, acked = self._node.read(
             lambda s: (
-                list(s.outbox_after(watermark, self._batch)),
+                list(s.outbox_after(watermark, size)),
                 s.outbox_last_seq,
                 s.outbox_acked_seq,
             )
@@ -284,6 +300,7 @@ class MaterializerDriver:
             self.written += len(entries)
         self.db_watermark = watermark
         more = bool(entries) and watermark < last_seq
+        self._batch_now = min(2 * size, self._batch * BATCH_GROWTH) if more else self._batch
         now = time.monotonic()
         if not more or now - self._quarantine_read_at >= QUARANTINE_READ_INTERVAL:
             self.quarantined = self._sink.quarantined_count()

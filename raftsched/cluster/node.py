@@ -24,18 +24,22 @@ Contract:
 - A snapshot that cannot be read (e.g. written by a newer release) sets ``fatal_error``; the
   runtime then stops the process, and apply refuses to run on the unknown state.
 - The Raft journal is ``raftsched.cluster.journal.DurableJournal`` (pysyncobj's
-  ``createJournal`` is redirected for this node's journal path). Group commit: at the start
-  of every tick the journal is fsynced once for everything written since the last tick, and
-  the transport holds append-entries acknowledgements (``next_node_idx``) until then. So a
-  follower acknowledges only entries on disk, and the leader, whose commit computation runs
-  after that fsync, counts itself only for entries on disk. Term and vote are fsynced before
-  the vote leaves (the journal stores them synchronously). ``durable_journal=False`` skips
-  the fsyncs (and holds nothing back).
+  ``createJournal`` is redirected for this node's journal path). Group commit on the
+  journal's own fsync thread (:mod:`raftsched.cluster.group_commit`): the tick thread never
+  waits for the disk; the transport holds append-entries acknowledgements (``next_node_idx``)
+  until the journal's ``durable_index`` covers them, and a leader counts itself towards a
+  commit only up to it. So a follower acknowledges only entries on disk, and the leader counts
+  itself only for entries on disk. Term and vote are fsynced before the vote leaves (the
+  journal stores them synchronously). ``durable_journal=False`` skips the fsyncs (and holds
+  nothing back).
 - ``command_gate`` (set by the runtime): while it returns a reason for a command, this node
   refuses that command with ``REQUEST_DENIED`` when it is proposed here or forwarded to this
   node as leader (the materializer's DB/log mismatch check stops leases and new runs).
   ``command_gate(None)`` is None while the gate refuses nothing (forwarded commands are then
   not decoded).
+- Rolling upgrades (:mod:`raftsched.cluster.versions`): ``submit`` raises
+  ``UpgradeUnfinished`` for a command a node of the cluster version's older release could
+  not apply alike; applying a ``SetClusterVersion`` past this release is a fatal error.
 - A command that makes a handler raise (a bug: apply is total for every input) stops the state
   machine at that entry on every replica (``apply_error``): later entries change nothing, the
   node keeps serving reads and status, logs the command once, and writes no snapshot, so the
@@ -56,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from pysyncobj import FAIL_REASON, SyncObj, replicated
 
+from raftsched.cluster.group_commit import DurableTicks
 from raftsched.cluster.handover import Handover
 from raftsched.cluster.metrics import NodeInstruments
 from raftsched.cluster.settings import RaftSettings, build_conf
@@ -70,8 +75,10 @@ from raftsched.cluster.transport import (
     ContactTransport,
     register_journal,
 )
+from raftsched.cluster.versions import ReleaseMixin
 from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
+from raftsched.errors import UpgradeUnfinished
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -84,7 +91,7 @@ ApplyListener = Callable[[int, Command, Result], None]
 RoleListener = Callable[[str], None]
 
 
-class SchedulerNode(Handover, SyncObj):
+class SchedulerNode(Handover, DurableTicks, ReleaseMixin, SyncObj):
     def __init__(
         self,
         settings: RaftSettings,
@@ -112,6 +119,7 @@ class SchedulerNode(Handover, SyncObj):
         self._fatal_error: str | None = None
         self._closed = False
         self.command_gate: Callable[[Command], str | None] | None = None
+        self._init_releases()  # members' releases, heard by the transport (cluster/versions.py)
         register_journal(str(settings.journal_file), settings.durable_journal)
         conf = build_conf(
             settings,
@@ -136,6 +144,8 @@ class SchedulerNode(Handover, SyncObj):
     def _apply_command(self, command: Command) -> Result:
         log_index = self.raftLastApplied + 1
         with self._lock:
+            if self._fatal_error is None:  # a finalized upgrade past this release: stop here
+                self._fatal_error = self.too_old_for(command)
             if self._fatal_error is not None:
                 raise RuntimeError(f"node stopped applying: {self._fatal_error}")
             started = time.perf_counter()
@@ -166,6 +176,9 @@ class SchedulerNode(Handover, SyncObj):
         if self._gate_refuses(command):
             callback(None, FAIL_REASON.REQUEST_DENIED)
             return
+        refusal = self.release_refusal(command)  # a mixed-release cluster (cluster/versions.py)
+        if refusal is not None:
+            raise UpgradeUnfinished(refusal)
         self._apply_command(command, callback=callback)
 
     def _gate_refuses(self, command: Any) -> bool:
@@ -304,32 +317,6 @@ class SchedulerNode(Handover, SyncObj):
     def _note_leader_contact(self) -> None:
         self._last_leader_contact = time.time()
         self.instruments.note_leader(int(self.raftCurrentTerm))
-
-    # -- the journal (group commit) ----------------------------------------------------------
-
-    @property
-    def journal(self) -> Any:
-        return self._SyncObj__raftLog  # type: ignore[attr-defined]
-
-    def _journal_dirty(self) -> bool:
-        journal = getattr(self, "_SyncObj__raftLog", None)
-        return bool(getattr(journal, "dirty", False)) and bool(getattr(journal, "durable", False))
-
-    def _onTick(self, timeToWait: float = 0.0) -> None:
-        self.sync_journal()
-        super()._onTick(timeToWait)
-
-    def sync_journal(self) -> None:
-        """fsync what the journal wrote since the last call, then send the acknowledgements
-        held back meanwhile (tick thread)."""
-        journal = getattr(self, "_SyncObj__raftLog", None)
-        flush = getattr(journal, "flush", None)
-        if flush is not None and getattr(journal, "dirty", False):
-            flush()
-        transport = getattr(self, "_SyncObj__transport", None)
-        release = getattr(transport, "release_held", None)
-        if release is not None:
-            release()
 
     # -- snapshots (called by pysyncobj on the tick thread) ----------------------------------
 

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -30,7 +31,7 @@ from raftsched import clock
 from raftsched.cluster import metrics
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
-from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError
+from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, UpgradeUnfinished
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,14 @@ class Proposer:
 
     def submit(self, command: Command, callback: Callable[[Any, int], None]) -> None:
         """One attempt, asynchronously: ``callback(result, fail_reason)`` on the tick thread
-        (for :class:`Pipeline`; it may never be called, so its caller keeps a timeout)."""
-        self._node.submit(command, callback)
+        (for :class:`Pipeline`; it may never be called, so its caller keeps a timeout). A
+        command the mixed-release gate refuses is REQUEST_DENIED here, as the node's own
+        command gate answers (:meth:`propose` raises its UpgradeUnfinished instead)."""
+        try:
+            self._node.submit(command, callback)
+        except UpgradeUnfinished as err:
+            log.info("%s not proposed: %s", type(command).__name__, err)
+            callback(None, FAIL_REASON.REQUEST_DENIED)
 
     def propose(
         self,
@@ -155,21 +162,28 @@ class Proposer:
 
 
 class Pipeline:
-    """Several proposals in flight at once, in submission order (issue #11).
+    """Several proposals in flight at once, settled in submission order (issue #11).
 
     ``submit(command, on_done)`` hands the command to pysyncobj at once (it keeps submission
     order on the leader; each command has its own request id) and returns; it blocks only
-    while ``max_in_flight`` commands are unconfirmed. ``on_done`` is called on the
-    CALLER's thread (inside ``submit`` or ``drain``), in submission order, as
-    ``on_done(result, True)`` with apply's Result, or ``on_done(None, False)`` when the command
-    did not commit in time (the caller's loop stops then).
+    while ``max_in_flight`` commands are unconfirmed (it then settles the oldest).
+    ``on_done`` is called on the CALLER's thread (inside ``submit``, ``poll`` or ``drain``), in
+    submission order, as ``on_done(result, True)`` with apply's Result, or
+    ``on_done(None, False)`` when the command did not commit in time.
 
-    A command whose first attempt fails or times out goes through :meth:`Proposer.propose`
-    (same request id, retries until the deadline). After a command gives up, the
-    pipeline submits nothing more: ``submit`` reports None at once for the rest.
+    ``poll()`` settles, without waiting, every command at the head whose outcome is known;
+    ``on_callback`` (if given) is called on pysyncobj's tick thread whenever an outcome
+    arrives, so an owner that does not block in ``submit`` knows when to ``poll``.
+
+    A command whose attempt fails or times out is retried ONCE, with the same request id,
+    before anything submitted after it is settled (apply answers a repeat with the first
+    result). If that retry fails too, the pipeline is ``failed``: the commands after it still
+    settle with their own outcome (they may have committed; none is retried), ``submit``
+    reports ``on_done(None, False)`` at once, and the owner may :meth:`reset` it once nothing
+    is in flight. ``REQUEST_DENIED`` fails it at once.
 
     Only commands independent of each other's outcome may be in flight together (the leader
-    never puts two chunks with runs of one DAG in flight at once: a later slot committed
+    never puts two entries with runs of one DAG in flight at once: a later slot committed
     before an earlier one would make apply skip the earlier one).
     """
 
@@ -180,69 +194,130 @@ class Pipeline:
         max_in_flight: int,
         deadline: float | None = None,
         should_continue: Callable[[], bool] | None = None,
+        on_callback: Callable[[], None] | None = None,
     ) -> None:
         self._proposer = proposer
         self._max = max(1, max_in_flight)
         self._deadline = proposer.commit_timeout if deadline is None else deadline
         self._should_continue = should_continue
+        self._on_callback = on_callback
         self._cond = threading.Condition()
-        # [command, on_done, submitted_at, outcome, result, done]
-        self._in_flight: list[list[Any]] = []
+        self._in_flight: deque[_Slot] = deque()
         self.failed = False
         self.submitted = 0
+        self.retried = 0
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
 
     def submit(self, command: Command, on_done: Callable[[Result | None, bool], None]) -> None:
         while len(self._in_flight) >= self._max:
-            self._settle_oldest()
+            self._settle_oldest(wait=True)
         if self.failed:
             on_done(None, False)
             return
-        slot: list[Any] = [command, on_done, time.monotonic(), None, None, False]
-
-        def callback(result: Any, error: int) -> None:
-            with self._cond:
-                slot[3], slot[4], slot[5] = error, result, True
-                self._cond.notify_all()
-
-        submit = getattr(self._proposer, "submit", None)
-        if submit is None:  # a proposer without asynchronous submission: one at a time
+        if getattr(self._proposer, "submit", None) is None:
+            # a proposer without asynchronous submission: one at a time
             self.submitted += 1
             self._propose_now(command, on_done)
             return
+        slot = _Slot(command, on_done)
         self._in_flight.append(slot)
         self.submitted += 1
-        submit(command, callback)
+        self._send(slot)
+
+    def poll(self) -> None:
+        """Settle, in order, the commands at the head whose outcome is known (no waiting for
+        one in flight; a failed one is retried here, which does wait)."""
+        while self._in_flight and (self._in_flight[0].done or self._in_flight[0].expired()):
+            self._settle_oldest(wait=False)
 
     def drain(self) -> None:
         """Wait for every command in flight (their ``on_done`` run here)."""
         while self._in_flight:
-            self._settle_oldest()
+            self._settle_oldest(wait=True)
 
-    def _settle_oldest(self) -> None:
+    def abandon(self) -> list[Command]:
+        """Forget the commands in flight without calling their ``on_done`` (the end of a term:
+        what committed is in the state, which the next leader reads); return them."""
+        dropped = [slot.command for slot in self._in_flight]
+        self._in_flight.clear()
+        return dropped
+
+    def reset(self) -> None:
+        """Accept commands again after a failure (only once nothing is in flight)."""
+        if not self._in_flight:
+            self.failed = False
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _send(self, slot: _Slot) -> None:
+        slot.outcome, slot.result, slot.done = None, None, False
+        slot.submitted_at = time.monotonic()
+        slot.timeout = self._proposer.commit_timeout
+        attempt = slot.attempts = slot.attempts + 1
+
+        def callback(result: Any, error: int) -> None:
+            with self._cond:
+                if slot.attempts != attempt and error != FAIL_REASON.SUCCESS:
+                    return  # a late failure of an attempt already given up (a success counts)
+                slot.outcome, slot.result, slot.done = error, result, True
+                self._cond.notify_all()
+            if self._on_callback is not None:
+                self._on_callback()
+
+        self._proposer.submit(slot.command, callback)
+
+    def _wait(self, slot: _Slot) -> None:
+        """Until ``slot`` has an outcome, its attempt times out, or ``should_continue`` says
+        stop (a leader that lost its term does not sit out the commit timeout)."""
+        while True:
+            with self._cond:  # never held while calling should_continue (it may take locks)
+                remaining = slot.submitted_at + slot.timeout - time.monotonic()
+                if slot.done or remaining <= 0:
+                    return
+                self._cond.wait(min(remaining, _LOOK_AGAIN))
+                if slot.done:
+                    return
+            if self._should_continue is not None and not self._should_continue():
+                return
+
+    def _settle_oldest(self, *, wait: bool) -> None:
         slot = self._in_flight[0]
-        command, on_done, submitted_at = slot[0], slot[1], slot[2]
-        timeout = self._proposer.commit_timeout
-        with self._cond:
-            while not slot[5]:
-                remaining = submitted_at + timeout - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(remaining)
-            outcome, result, done = slot[3], slot[4], slot[5]
-        self._in_flight.pop(0)
-        if done and outcome == FAIL_REASON.SUCCESS:
+        if wait or not slot.done:
+            self._wait(slot)
+        if not wait and not slot.done and not slot.expired():
+            return  # poll only: not known yet (a wait that ended early: no longer leading)
+        if not self._succeeded(slot) and not self.failed and slot.outcome != REQUEST_DENIED:
+            # Unknown outcome: the same request id once more, before anything after it is
+            # settled (apply answers a repeat with the first result).
+            if slot.outcome is not None and slot.outcome != _TIMEOUT:
+                time.sleep(_RETRY_PAUSE)  # an immediate refusal (queue full): do not spin
+            if self._should_continue is None or self._should_continue():
+                self.retried += 1
+                self._send(slot)
+                self._wait(slot)
+        self._in_flight.popleft()
+        if self._succeeded(slot):
             metrics.of(getattr(self._proposer, "_node", None)).commit_latency.observe(
-                max(0.0, time.monotonic() - submitted_at)
+                max(0.0, time.monotonic() - slot.submitted_at)
             )
-            on_done(result, True)
+            slot.on_done(slot.result, True)
             return
-        if self.failed or (done and outcome == FAIL_REASON.REQUEST_DENIED):
-            self.failed = True
-            on_done(None, False)
-            return
-        # Unknown outcome: propose again with the same request id (apply answers a repeat
-        # with the first result).
-        self._propose_now(command, on_done)
+        if not self.failed:
+            log.info(
+                "pipelined %s %s not committed (last: %s); submitting nothing more",
+                type(slot.command).__name__,
+                slot.command.request_id,
+                "timeout" if not slot.done else _RETRYABLE.get(slot.outcome, str(slot.outcome)),
+            )
+        self.failed = True
+        slot.on_done(None, False)
+
+    @staticmethod
+    def _succeeded(slot: _Slot) -> bool:
+        return slot.done and slot.outcome == FAIL_REASON.SUCCESS
 
     def _propose_now(self, command: Command, on_done: Callable[[Any, bool], None]) -> None:
         """Propose and wait (with retries); a command that cannot be committed stops the
@@ -257,3 +332,36 @@ class Pipeline:
             on_done(None, False)
             return
         on_done(result, True)
+
+
+REQUEST_DENIED = FAIL_REASON.REQUEST_DENIED
+_RETRY_PAUSE = 0.05  # seconds before retrying a command pysyncobj refused at once
+_LOOK_AGAIN = 0.1  # seconds between two looks at should_continue while waiting for a commit
+
+
+class _Slot:
+    """One command in a :class:`Pipeline`: its current attempt and what came of it."""
+
+    __slots__ = (
+        "attempts",
+        "command",
+        "done",
+        "on_done",
+        "outcome",
+        "result",
+        "submitted_at",
+        "timeout",
+    )
+
+    def __init__(self, command: Command, on_done: Callable[[Result | None, bool], None]) -> None:
+        self.command = command
+        self.on_done = on_done
+        self.attempts = 0
+        self.submitted_at = 0.0
+        self.timeout = 0.0
+        self.outcome: int | None = None
+        self.result: Any = None
+        self.done = False
+
+    def expired(self) -> bool:
+        return not self.done and time.monotonic() >= self.submitted_at + self.timeout

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from raftsched import logging_setup
+from raftsched import __version__, logging_setup
 from raftsched.cluster import test_hooks
 from raftsched.cluster.admin import AdminServer
 from raftsched.cluster.heartbeat import HeartbeatWriter
@@ -33,7 +33,9 @@ from raftsched.cluster.metrics import NodeInstruments, NodeMetrics
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer
 from raftsched.cluster.settings import RaftSettings, settings_from_config
+from raftsched.cluster.workers_seen import EXTRA_KEY, WorkersSeen
 from raftsched.core.model import OutboxEntry
+from raftsched.core.versions import RELEASE
 from raftsched.errors import StoreUnavailable
 from raftsched.store.abc import OutboxSink
 from raftsched.store.heartbeats import NodeHeartbeat
@@ -75,6 +77,8 @@ class NodeRuntime:
         self.materializer: MaterializerDriver | None = None
         self.heartbeats: HeartbeatWriter | None = None
         self.admin: AdminServer | None = None
+        # the workers that called this node's API lately, published in its heartbeat row
+        self.workers_seen = WorkersSeen()
         self._stopped = False
         self._lock = threading.Lock()
 
@@ -253,6 +257,12 @@ class NodeRuntime:
             "last_leader_contact": contact,
             "fatal_error": node.fatal_error,
             "apply_error": getattr(node, "apply_error", None),
+            # rolling upgrades (cluster/versions.py): this node's release, the committed
+            # cluster version, and (as leader) the release each member reported
+            "version": __version__,
+            "release": RELEASE,
+            "cluster_version": node.cluster_version,
+            "member_releases": node.member_releases() if node.is_leader else None,
             "time": time.time(),
         }
 
@@ -276,6 +286,7 @@ class NodeRuntime:
                 "backpressure": status["backpressure"],
                 "db_watermark": status["db_watermark"],
                 "leader": status["leader"],
+                EXTRA_KEY: self.workers_seen.published(),
             },
         )
 

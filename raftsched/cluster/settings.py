@@ -5,9 +5,13 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architect
 - ``bindAddress`` is always this node's own ``host:port`` (pysyncobj binds 0.0.0.0 otherwise).
 - ``password`` is the cluster secret: Raft traffic is encrypted and authenticated. An empty
   secret is accepted only when every node is on loopback.
-- ``raftMinTimeout`` 0.15 / ``raftMaxTimeout`` 0.45 / ``appendEntriesPeriod`` 0.04 /
-  ``connectionTimeout`` 1.0: a killed leader is replaced in ~0.5 s, and a quiet cluster holds
-  no spurious elections (heartbeats every 40 ms against a 150 ms minimum timeout).
+- ``raftMinTimeout`` 0.15 / ``raftMaxTimeout`` 0.45 / ``appendEntriesPeriod`` 0.03 /
+  ``connectionTimeout`` 1.0: a killed leader is replaced after the earlier of the two
+  survivors' timeouts (~0.25 s on average, 0.45 s at most) plus one vote round; a follower
+  stands only after 150 ms (five heartbeats) without word from the leader. This holds because
+  nothing blocks the tick thread (the journal fsyncs on its own thread), every link carries a
+  keep-alive (no stale link loses the vote request) and a follower wakes at its deadline and
+  reads its sockets before standing (``cluster/group_commit.py``; docs/architecture.md §9).
 - ``leaderFallbackTimeout`` 1.5 s: a leader cut off from the majority steps down (and its
   leader loop stops) within ~2 s instead of pysyncobj's 30 s.
 - ``appendEntriesUseBatch`` off: a command is sent as soon as it is queued (~1 ms commit on
@@ -19,7 +23,8 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architect
   (a command proposed during an election waits for the leader instead of failing at once).
 
 - ``durable_journal`` on (``[cluster] durable_journal``): the journal and term/vote are
-  fsynced before the node acknowledges an entry or a vote (``raftsched.cluster.journal``).
+  fsynced before the node acknowledges an entry or a vote, and a leader counts itself towards
+  a commit only for what is on its disk (``raftsched.cluster.journal``, ``journal_sync``).
 - Log compaction after ``[cluster] compaction_min_entries`` (5,000) entries or
   ``compaction_min_seconds`` (300 s), pysyncobj's defaults, now in config; each node's first
   compaction is later by its ``compaction_offset`` (rank / members) so nodes never compact in
@@ -58,7 +63,7 @@ class RaftSettings:
     data_dir: Path  # the cluster's data dir; this node's files go in node_dir
     raft_min_timeout: float = 0.15
     raft_max_timeout: float = 0.45
-    append_entries_period: float = 0.04
+    append_entries_period: float = 0.03
     connection_timeout: float = 1.0
     connection_retry_time: float = 1.0
     leader_fallback_timeout: float = 1.5

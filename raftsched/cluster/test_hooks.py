@@ -9,6 +9,11 @@ at once (the leader's commits do not wait for it), answers votes and heartbeats 
 as on a slow or distant machine. A leader is never delayed (it has no one to wait for).
 Tests of the consistency guarantees use it (tests/integration/test_consistency.py); the node
 logs a warning when it is set.
+
+``RAFTSCHED_TEST_FSYNC_DELAY=SECONDS``: this node's disk is slow. Every fsync of its Raft
+journal takes SECONDS longer (a sleep before it), as on a busy disk where fsyncs reach 100+
+ms. The node must stay a healthy follower (or leader) through it: no election may follow
+(tests/unit/test_cluster_slow_fsync.py); its acknowledgements simply come later.
 """
 
 from __future__ import annotations
@@ -27,22 +32,42 @@ log = logging.getLogger(__name__)
 
 APPLY_DELAY_ENV = "RAFTSCHED_TEST_APPLY_DELAY"
 MAX_APPLY_DELAY = 5.0  # seconds
+FSYNC_DELAY_ENV = "RAFTSCHED_TEST_FSYNC_DELAY"
+MAX_FSYNC_DELAY = 5.0  # seconds
 
 
 def install(node: SchedulerNode, env: dict[str, str] | None = None) -> None:
     """Install the hooks the environment asks for (none when it asks for none)."""
     env = dict(os.environ) if env is None else env
-    text = env.get(APPLY_DELAY_ENV, "").strip()
-    if not text:
-        return
-    try:
-        delay = float(text)
-    except ValueError:
-        log.error("%s = %r is not a number of seconds: ignored", APPLY_DELAY_ENV, text)
-        return
-    delay = min(max(delay, 0.0), MAX_APPLY_DELAY)
+    delay = _seconds(env, APPLY_DELAY_ENV, MAX_APPLY_DELAY)
     if delay > 0:
         ApplyDelay(delay).install(node)
+    delay = _seconds(env, FSYNC_DELAY_ENV, MAX_FSYNC_DELAY)
+    if delay > 0:
+        slow_fsync(node, delay)
+
+
+def slow_fsync(node: SchedulerNode, delay: float) -> None:
+    """Every journal fsync of ``node`` takes ``delay`` seconds longer."""
+    journal = node.journal
+    if not hasattr(journal, "fsync_delay"):
+        log.error("%s: this node's journal has no fsync to slow down: ignored", FSYNC_DELAY_ENV)
+        return
+    log.warning(
+        "%s = %.3f: this node's disk is slow on purpose (a test hook)", FSYNC_DELAY_ENV, delay
+    )
+    journal.fsync_delay = delay
+
+
+def _seconds(env: dict[str, str], name: str, most: float) -> float:
+    text = env.get(name, "").strip()
+    if not text:
+        return 0.0
+    try:
+        return min(max(float(text), 0.0), most)
+    except ValueError:
+        log.error("%s = %r is not a number of seconds: ignored", name, text)
+        return 0.0
 
 
 class ApplyDelay:

@@ -4,7 +4,9 @@ Owns the record of every DAG ever registered (removed ones stay, inactive), the 
 hash with their reference counts and topologies, and the current import errors.
 Guarantees: a spec is held exactly while something refers to it (the current version of a
 DAG, or the version a live run executes: :meth:`ref_spec` / :meth:`unref_spec`), so equal
-specs are shared; every held spec has its ``Topology``. DAG records are never dropped.
+specs are shared; a held spec's ``Topology`` is built the first time a run needs it (most of
+100,000 DAGs have no live run: neither restore nor memory pays for theirs). DAG records are
+never dropped.
 The digest share of records is kept by ``core.changes.set_dag`` (the only writer of
 :meth:`put`); import errors are folded into the digest by the state. Raises ``KeyError``
 only on a bug (a spec unreferenced more times than referenced).
@@ -51,14 +53,17 @@ class DagCatalog:
         return MappingProxyType(self._specs)
 
     def topology(self, spec_hash: str) -> Topology:
-        return self._topologies[spec_hash]
+        """The held spec's shape (derived, built on first use and kept while the spec is)."""
+        topo = self._topologies.get(spec_hash)
+        if topo is None:
+            topo = self._topologies[spec_hash] = Topology(self._specs[spec_hash])
+        return topo
 
     def ref_spec(self, spec: DagSpec) -> DagSpec:
         """One more reference to ``spec``; the shared copy of it."""
         shared = self._specs.get(spec.spec_hash)
         if shared is None:
             shared = self._specs[spec.spec_hash] = spec
-            self._topologies[spec.spec_hash] = Topology(spec)
         self._spec_refs[spec.spec_hash] = self._spec_refs.get(spec.spec_hash, 0) + 1
         return shared
 
@@ -66,7 +71,8 @@ class DagCatalog:
         """One reference fewer; the spec goes when none is left."""
         self._spec_refs[spec_hash] -= 1
         if not self._spec_refs[spec_hash]:
-            del self._spec_refs[spec_hash], self._specs[spec_hash], self._topologies[spec_hash]
+            del self._spec_refs[spec_hash], self._specs[spec_hash]
+            self._topologies.pop(spec_hash, None)
 
     # -- restore ----------------------------------------------------------------------------
 
@@ -75,7 +81,6 @@ class DagCatalog:
         records, each referring to its spec. Runs then refer to theirs (``ref_spec``)."""
         for spec in specs:
             self._specs[spec.spec_hash] = spec
-            self._topologies[spec.spec_hash] = Topology(spec)
             self._spec_refs[spec.spec_hash] = 0
         for record in records:
             self._dags[record.spec.dag_id] = record

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from raftsched.core.model import DagSpec, ImportErrorRecord, RunType, TaskKey, TaskState
+from raftsched.core.model import (
+    DagSpec,
+    ImportErrorRecord,
+    RunType,
+    TaskKey,
+    TaskState,
+    added_field,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,12 +107,16 @@ class QueueTasks(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaseTasks(Command):
     """A worker asks for up to ``max_tasks`` queued tasks. apply picks them from the ready
-    queue (priority_weight desc, then queued_at, then key: deterministic), honouring each DAG's
-    max_active_tasks, and grants each a Lease whose token is this command's log index."""
+    queue (priority_weight desc, then queued_at, then key: deterministic) among the tasks of
+    its ``queues``, honouring each DAG's max_active_tasks, and grants each a Lease whose token
+    is this command's log index."""
 
     worker_id: str
     max_tasks: int = 1
     lease_ttl_seconds: float = 30.0
+    # Only tasks of these queues; empty: the default queue alone (what entries written before
+    # queues existed mean).
+    queues: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +149,12 @@ class CompleteAttempt(Command):
     message: str = ""
     chunks: tuple[LogChunk, ...] = ()
     worker_id: str = ""  # the lease's holder; "" only in entries written before it was checked
+    # The attempt's return value as JSON text ("" = none; core/xcom.py bounds it)
+    result_json: str = added_field("")
+    # A branch's choice: the direct downstream task ids to follow (None: not a branch)
+    follow: tuple[str, ...] | None = added_field(None)
+    # The attempt ended SKIPPED (a bash skip_on_exit_code, a task that raised TaskSkipped)
+    skipped: bool = added_field(False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,3 +261,53 @@ class Batch(Command):
     results. Lets the leader commit a whole tick's decisions at once."""
 
     commands: tuple[Command, ...] = ()
+
+
+# -- releases -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetClusterVersion(Command):
+    """Raise the cluster version (core/versions.py) to ``version``: from then on commands of
+    that release may be proposed, and a node of an older release can no longer apply the
+    log (an upgrade's finalization; there is no way back). The leader proposes it only once
+    every member reported a release >= ``version``. A lower or equal version changes
+    nothing."""
+
+    version: int
+
+
+# -- callbacks (core/callbacks.py, core/handlers_callbacks.py) ----------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseCallbacks(Command):
+    """A worker asks for up to ``max_jobs`` callback jobs (pending, or whose lease expired),
+    oldest first; each is granted with this command's log index as its fencing token until
+    ``now + lease_ttl_seconds`` (a callback is short and bounded: no heartbeats)."""
+
+    worker_id: str
+    max_jobs: int = 1
+    lease_ttl_seconds: float = 120.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompleteCallback(Command):
+    """A callback job's outcome, with its output (appended to the log its job names). Refused
+    unless ``token`` is the job's current lease and ``worker_id`` its holder. Final either
+    way: a callback that failed is logged, not run again."""
+
+    worker_id: str
+    job_id: str
+    token: int
+    success: bool
+    message: str = ""
+    chunks: tuple[LogChunk, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissDeadlines(Command):
+    """Runs (dag_id, run_id) the leader saw past their DAG's deadline and not done: apply
+    re-checks each against ``now`` and alerts each run once (its "deadline" callbacks)."""
+
+    runs: tuple[tuple[str, str], ...] = ()

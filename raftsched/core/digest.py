@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from datetime import datetime
 from typing import Any
 
-_MOD = 1 << 128
+from raftsched.core.model import OMIT_AT_DEFAULT
+
+MOD = 1 << 128  # the sums of fingerprints are taken modulo this
+_MOD = MOD
 
 
 _SCALARS = (str, int, float, bool, type(None))
 _FIELDS: dict[type, tuple[str, ...] | None] = {}  # per type: dataclass field names, or None
+_ADDED: dict[type, tuple[tuple[str, Any], ...]] = {}  # per type: (added field, its default)
 
 
 def canonical(value: Any) -> str:
@@ -39,20 +44,39 @@ def canonical(value: Any) -> str:
 _RECURSION_BUDGET = 12  # frames; the model's own nesting (TaskInstance > Lease > TaskKey) is 3
 
 
+# Exactly these types (no subclass: an enum member is a str) are spelled by their repr: the
+# first test, as most values are one of them (a restore fingerprints millions)
+_REPR_TYPES = frozenset({str, int, float, bool, type(None), datetime})
+
+
 def _canonical(value: Any, budget: int) -> str:
-    if isinstance(value, _SCALARS):
+    if type(value) in _REPR_TYPES or isinstance(value, _SCALARS):
         return repr(value)
     if not budget:
         return _canonical_walk(value)
     budget -= 1
+    plain = _REPR_TYPES  # inlined below: a call per scalar was most of the time
     if isinstance(value, dict):
-        items = sorted((_canonical(k, budget), _canonical(v, budget)) for k, v in value.items())
-        return "{" + ",".join(f"{k}:{v}" for k, v in items) + "}"
+        items = sorted(
+            [
+                (
+                    repr(k) if type(k) in plain else _canonical(k, budget),
+                    repr(v) if type(v) in plain else _canonical(v, budget),
+                )
+                for k, v in value.items()
+            ]
+        )
+        return "{" + ",".join([f"{k}:{v}" for k, v in items]) + "}"
     if isinstance(value, (list, tuple)):
-        return "(" + ",".join(_canonical(v, budget) for v in value) + ")"
-    names = _field_names(type(value))
+        return (
+            "("
+            + ",".join([repr(v) if type(v) in plain else _canonical(v, budget) for v in value])
+            + ")"
+        )
+    names = _present_fields(value)
     if names is not None:
-        inner = ",".join(_canonical(getattr(value, n), budget) for n in names)
+        values = [getattr(value, n) for n in names]
+        inner = ",".join([repr(v) if type(v) in plain else _canonical(v, budget) for v in values])
         return f"{type(value).__name__}({inner})"
     return repr(value)
 
@@ -84,7 +108,7 @@ def _children(value: Any) -> list[Any] | None:
         return [part for pair in value.items() for part in pair]
     if isinstance(value, (list, tuple)):
         return list(value)
-    names = _field_names(type(value))
+    names = _present_fields(value)
     return None if names is None else [getattr(value, n) for n in names]
 
 
@@ -104,7 +128,29 @@ def _field_names(kind: type) -> tuple[str, ...] | None:
     if names == ():
         is_dc = dataclasses.is_dataclass(kind)
         names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind)) if is_dc else None
+        _ADDED[kind] = (
+            tuple(
+                (f.name, f.default)
+                for f in dataclasses.fields(kind)
+                if f.metadata.get(OMIT_AT_DEFAULT) and f.default is not dataclasses.MISSING
+            )
+            if is_dc
+            else ()
+        )
     return names
+
+
+def _present_fields(value: Any) -> tuple[str, ...] | None:
+    """The fields of a dataclass ``value`` its text spells: every one, except fields added
+    later (``model.added_field``) while they hold their default, so that values from before
+    such a field existed keep their digests."""
+    kind = type(value)
+    names = _field_names(kind)
+    added = _ADDED.get(kind)
+    if names is None or not added:
+        return names
+    at_default = {name for name, default in added if getattr(value, name) == default}
+    return tuple(n for n in names if n not in at_default) if at_default else names
 
 
 def contribution(fingerprint: str) -> int:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
+from raftsched.core import xcom
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
@@ -99,8 +100,9 @@ def apply_lease_tasks(
     grants = []
     fenced: list[tuple[LiveRun, TaskInstance]] = []
     can_take = partial(_can_take, state)
+    queues = getattr(cmd, "queues", ())  # absent in entries of older releases
     while len(grants) < cmd.max_tasks:
-        key = state.task_queue.pop_ready(can_take)
+        key = state.task_queue.pop_ready(can_take, queues)
         if key is None:
             break
         rec, ti = find(state, key) or (None, None)
@@ -130,6 +132,7 @@ def apply_lease_tasks(
                 data_interval_end=run.data_interval_end,
                 conf=dict(run.conf),
                 max_tries=ti.max_tries,
+                params_json=rec.spec.params_json,
             )
         )
     for rec, ti in fenced:  # back in line, in their old places (same weight and queued_at)
@@ -184,7 +187,17 @@ def apply_complete_attempt(
         _append_logs(state, ti, cmd.chunks, now)
     touch_ti(state, ti)
     ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, message
-    if cmd.success:
+    result_json, follow = getattr(cmd, "result_json", ""), getattr(cmd, "follow", None)
+    refusal = xcom.outcome_refusal(rec, ti, result_json, follow) if cmd.success else ""
+    if refusal:  # a return value past the run's bound, a branch to a stranger: it fails
+        ti.message = clean_text(refusal[:MAX_MESSAGE_CHARS])
+        fail_attempt(state, rec, ti, now)
+    elif cmd.success and getattr(cmd, "skipped", False):
+        finish_task(state, rec, ti, TaskState.SKIPPED, now)
+    elif cmd.success:
+        xcom.keep(rec, ti, result_json)
+        if follow is not None:
+            xcom.skip_unfollowed(state, rec, ti, follow, now)
         finish_task(state, rec, ti, TaskState.SUCCESS, now)
     else:
         fail_attempt(state, rec, ti, now)
@@ -306,6 +319,7 @@ def apply_clear_tasks(
                 sn.ti_row(ti, TaskState.FAILED, message="cleared while running"),
             )
         set_state(state, rec, ti, TaskState.NONE)
+        xcom.drop(state, ti)
         ti.max_tries = ti.try_number + max(0, rec.topo.tasks[task_id].retries) + 1
         ti.next_retry_at = ti.queued_at = ti.start_date = ti.end_date = None
         ti.exit_code, ti.message, ti.log_chunks = None, "", 0

@@ -55,6 +55,16 @@ MAX_ACTIVE = 10_000_000  # max_active_runs, max_active_tasks ("unlimited" is a b
 MAX_CONF_BYTES = 65_536  # a run's conf as compact JSON
 MAX_CONF_DEPTH = 32  # nesting of objects and arrays, the conf object itself is depth 1
 MAX_RUNS_PER_COMMAND = 5_000
+# A DAG's params (DagSpec.params_json): {name: {"default": value, "type": ..., ...}}. A
+# default is a conf-like value, so params nest two levels deeper than a conf.
+MAX_PARAMS = 256
+MAX_PARAM_NAME_CHARS = MAX_ID_CHARS
+MAX_PARAMS_BYTES = 65_536
+MAX_PARAMS_DEPTH = 34  # MAX_CONF_DEPTH + 2
+PARAM_KEYS = frozenset(
+    {"default", "type", "enum", "minimum", "maximum", "minLength", "maxLength", "description"}
+)
+PARAM_TYPES = frozenset({"string", "integer", "number", "boolean", "array", "object", "null"})
 MIN_DATE = datetime(1900, 1, 1, tzinfo=UTC)  # logical dates, start/end dates, "now"
 # A run's data interval may begin before MIN_DATE (a DAG starting on 1900-01-01 has its first
 # interval start a period earlier; periods are at most MAX_DURATION_SECONDS or a cron year)
@@ -64,6 +74,7 @@ MAX_DATE = datetime(2999, 12, 31, 23, 59, 59, tzinfo=UTC)
 # -- tasks, leases, logs ------------------------------------------------------------------------
 MAX_ITEMS_PER_COMMAND = 10_000  # queue/heartbeat/expire/release/clear/mark decisions
 MAX_LEASES_PER_CALL = 1_000
+MAX_QUEUES_PER_WORKER = 64  # queues one worker serves (`raftsched worker --queues`)
 MIN_LEASE_TTL_SECONDS = 1.0
 MAX_LEASE_TTL_SECONDS = 86_400.0
 MAX_LOG_CHUNK_CHARS = 65_536  # one chunk of a task's output; the worker splits longer lines
@@ -291,10 +302,56 @@ def parse_conf(text: str, field: str = "conf") -> dict[str, Any]:
             field, f"is nested deeper than {MAX_CONF_DEPTH} levels", limit=MAX_CONF_DEPTH
         )
     try:
-        value = json.loads(text)
+        value = loads_json(text)
     except (ValueError, RecursionError) as err:
         raise LimitExceeded(field, f"is not valid JSON ({err})") from None
     check_conf(value, field)
+    return value
+
+
+# Longer integer literals are refused while parsing, by their length: Python's own int-digit
+# limit (4300 by default) depends on each node's PYTHONINTMAXSTRDIGITS, and a result that
+# differed between nodes would part their replicated states.
+MAX_JSON_INT_DIGITS = 4_300
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal) > MAX_JSON_INT_DIGITS:
+        raise ValueError(f"an integer of {len(literal)} digits")
+    return int(literal)
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` with the same outcome on every node (see MAX_JSON_INT_DIGITS)."""
+    return json.loads(text, parse_int=_parse_int)
+
+
+def check_params_json(field: str, text: object) -> dict[str, Any]:
+    """A DAG's params as JSON text ("" = none): an object of at most MAX_PARAMS params, each
+    an object with only PARAM_KEYS, bounded in size and depth. Returns the parsed params."""
+    check_text(field, text, MAX_PARAMS_BYTES)
+    assert isinstance(text, str)
+    if not text:
+        return {}
+    if _bracket_depth(text) > MAX_PARAMS_DEPTH:
+        raise LimitExceeded(field, f"is nested deeper than {MAX_PARAMS_DEPTH} levels")
+    try:
+        value = loads_json(text)
+    except (ValueError, RecursionError) as err:
+        raise LimitExceeded(field, f"is not valid JSON ({str(err)[:200]})") from None
+    check_json_object(field, value, MAX_PARAMS_BYTES, MAX_PARAMS_DEPTH)
+    check_count(field, len(value), MAX_PARAMS)
+    for name, param in value.items():
+        check_text(f"{field} name", name, MAX_PARAM_NAME_CHARS, empty=False)
+        if not isinstance(param, dict):
+            raise LimitExceeded(f"{field}[{name[:60]}]", "must be a JSON object")
+        unknown = sorted(set(param) - PARAM_KEYS)
+        if unknown:
+            raise LimitExceeded(f"{field}[{name[:60]}]", f"has unknown keys {unknown[:5]}")
+        kinds = param.get("type", [])
+        for kind in kinds if isinstance(kinds, list) else [kinds]:
+            if not isinstance(kind, str) or kind not in PARAM_TYPES:  # a list is unhashable
+                raise LimitExceeded(f"{field}[{name[:60]}].type", f"{str(kind)[:40]!r} is unknown")
     return value
 
 

@@ -3,7 +3,9 @@
 Owns the entries (``OutboxEntry``, in seq order), the last seq written, the last seq
 acknowledged and the count of log characters held (for the hard cap of ``core.limits``).
 Guarantees: seqs are consecutive from ``acked_seq + 1`` to ``last_seq``; every held entry's
-fingerprint (``digest.fp_outbox``) is in the shared digest sum exactly while it is held.
+fingerprint (``digest.fp_outbox``) is in the shared digest sum exactly while it is held, and
+in :attr:`Outbox.digest_share` (the entries' part of that sum, which snapshots carry: see
+:meth:`load`).
 The materializer reads entries with :meth:`after` and acknowledges them with
 ``AckMaterialized`` (:meth:`ack`). Raises nothing: :meth:`ack` answers a refusal reason.
 Which entries a command writes is ``core.changes``.
@@ -27,12 +29,13 @@ def log_chars(entry: OutboxEntry) -> int:
 
 
 class Outbox:
-    __slots__ = ("_entries", "_log_chars", "_sum", "acked_seq", "last_seq")
+    __slots__ = ("_entries", "_log_chars", "_sum", "acked_seq", "digest_share", "last_seq")
 
     def __init__(self, digest_sum: dg.DigestSum) -> None:
         self._entries: deque[OutboxEntry] = deque()
         self._log_chars = 0  # derived, for the hard cap
         self._sum = digest_sum
+        self.digest_share = 0  # the held entries' fingerprints summed (as in digest.DigestSum)
         self.acked_seq = 0
         self.last_seq = 0
 
@@ -52,7 +55,7 @@ class Outbox:
         entry = OutboxEntry(self.last_seq, kind, data)
         self._entries.append(entry)
         self._log_chars += log_chars(entry)
-        self._sum.add(dg.fp_outbox(entry))
+        self._add_share(dg.contribution(dg.fp_outbox(entry)))
         return entry.seq
 
     def is_full(self) -> bool:
@@ -76,12 +79,33 @@ class Outbox:
         while self._entries and self._entries[0].seq <= seq:
             entry = self._entries.popleft()
             self._log_chars -= log_chars(entry)
-            self._sum.remove(dg.fp_outbox(entry))
+            self._add_share(-dg.contribution(dg.fp_outbox(entry)))
         self.acked_seq = seq
         return ""
 
-    def load(self, acked_seq: int, last_seq: int, entries: Iterable[OutboxEntry]) -> None:
-        """Restore (a snapshot's); the caller recomputes the digest."""
+    def _add_share(self, contribution: int) -> None:
+        self.digest_share = (self.digest_share + contribution) % dg.MOD
+        self._sum.value = (self._sum.value + contribution) % dg.MOD
+
+    def load(
+        self,
+        acked_seq: int,
+        last_seq: int,
+        entries: Iterable[OutboxEntry],
+        digest_share: int | None = None,
+    ) -> None:
+        """Restore (a snapshot's); the caller adds :attr:`digest_share` to the digest.
+
+        ``digest_share`` is the share the snapshotted outbox had (None: a snapshot without
+        it; then it is computed here). Entries come back verbatim from the snapshot (plain
+        JSON data, never rebuilt), so their share is carried rather than recomputed: that is
+        most of a restore's digest work at 100,000 DAGs (every DAG row holds its spec). It
+        is still checked, entry by entry: every entry leaves by :meth:`ack`, which subtracts
+        the share recomputed from the entry held, so an entry restored differently from the
+        one snapshotted shows as a digest that differs from the other replicas'."""
         self.acked_seq, self.last_seq = acked_seq, last_seq
         self._entries = deque(entries)
         self._log_chars = sum(log_chars(e) for e in self._entries)
+        if digest_share is None:
+            digest_share = sum(dg.contribution(dg.fp_outbox(e)) for e in self._entries)
+        self.digest_share = digest_share % dg.MOD

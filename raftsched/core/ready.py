@@ -18,7 +18,16 @@ one_success    at least one upstream succeeded             all finished, none su
 one_failed     at least one failed/upstream_failed         all finished, none failed -> SKIPPED
 none_failed    every upstream succeeded or was skipped     any failed/upstream_failed ->
                                                            UPSTREAM_FAILED
+none_failed_   every upstream finished, none failed, at    any failed/upstream_failed ->
+min_one_       least one succeeded                         UPSTREAM_FAILED; all finished, none
+success                                                    succeeded -> SKIPPED
+all_skipped    every upstream was skipped                  any success/failed/upstream_failed
+                                                           -> SKIPPED
+none_skipped   every upstream finished, none skipped       any skipped -> SKIPPED
 =============  ==========================================  =====================================
+
+A ``@task.branch`` skips the direct downstream tasks it does not follow
+(``core/xcom.py``); the rules above carry such skips further down, as in Airflow.
 """
 
 from __future__ import annotations
@@ -104,6 +113,20 @@ def evaluate_trigger(rule: TriggerRule, up: UpstreamCounts) -> Verdict:
         if failures:
             return Verdict.UPSTREAM_FAILED
         return Verdict.READY if up.success + up.skipped == up.total else Verdict.WAIT
+    if rule is TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS:
+        if failures:
+            return Verdict.UPSTREAM_FAILED
+        if not all_done:
+            return Verdict.WAIT
+        return Verdict.READY if up.success else Verdict.SKIPPED
+    if rule is TriggerRule.ALL_SKIPPED:
+        if up.success or failures:
+            return Verdict.SKIPPED
+        return Verdict.READY if up.skipped == up.total else Verdict.WAIT
+    if rule is TriggerRule.NONE_SKIPPED:
+        if up.skipped:
+            return Verdict.SKIPPED
+        return Verdict.READY if all_done else Verdict.WAIT
     raise ValueError(f"unknown trigger rule {rule!r}")
 
 
@@ -198,28 +221,37 @@ class ReadyQueue:
     def discard(self, key: TaskKey) -> None:
         self._stamps.pop(key, None)
 
-    def pop(self, can_take: Callable[[str], bool]) -> TaskKey | None:
-        """Remove and return the best key whose DAG ``can_take`` another task, or None."""
+    def peek(self, can_take: Callable[[str], bool]) -> tuple[int, datetime, TaskKey] | None:
+        """The sort key (-priority_weight, queued_at, key) of the best entry whose DAG
+        ``can_take`` another task, left in place (it is the head heap's top); None if none.
+        Several queues' ready queues are merged by comparing their peeks."""
         while self._heads:
-            sort_key, dag_id = heapq.heappop(self._heads)
+            sort_key, dag_id = self._heads[0]
             top = self._top(dag_id)
-            if top is None:
-                continue
-            if top[:3] != sort_key:  # a stale head: make sure the DAG's real head is there
-                if dag_id not in self._blocked:
-                    heapq.heappush(self._heads, (top[:3], dag_id))
-                continue
-            if not can_take(dag_id):
+            if top is not None and top[:3] == sort_key:
+                if can_take(dag_id):
+                    return sort_key
+                heapq.heappop(self._heads)
                 self._blocked.add(dag_id)
                 continue
-            heapq.heappop(self._per_dag[dag_id])
-            self._entries -= 1
-            del self._stamps[top[2]]
-            following = self._top(dag_id)
-            if following is not None:
-                heapq.heappush(self._heads, (following[:3], dag_id))
-            return top[2]
+            heapq.heappop(self._heads)
+            if top is not None and dag_id not in self._blocked:
+                # a stale head: make sure the DAG's real head is there
+                heapq.heappush(self._heads, (top[:3], dag_id))
         return None
+
+    def pop(self, can_take: Callable[[str], bool]) -> TaskKey | None:
+        """Remove and return the best key whose DAG ``can_take`` another task, or None."""
+        if self.peek(can_take) is None:
+            return None
+        _, dag_id = heapq.heappop(self._heads)  # the entry peek found, on top
+        top = heapq.heappop(self._per_dag[dag_id])
+        self._entries -= 1
+        del self._stamps[top[2]]
+        following = self._top(dag_id)
+        if following is not None:
+            heapq.heappush(self._heads, (following[:3], dag_id))
+        return top[2]
 
     def unblock(self, dag_id: str) -> None:
         """The DAG may take tasks again (a slot freed, unpaused, limit raised)."""

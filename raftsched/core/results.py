@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from raftsched.core.model import Lease, TaskSpec, utc_iso
+from raftsched.core.model import Lease, TaskSpec, added_field, utc_iso
 
 # -- reasons (stable strings; never reword one, add a new one) ------------------------------
 
@@ -78,6 +78,8 @@ class LeaseGrant:
     data_interval_end: datetime
     conf: dict[str, Any] = field(default_factory=dict)
     max_tries: int = 1
+    # The run's DAG params (DagSpec.params_json): the worker renders templates with them
+    params_json: str = added_field("")
 
     @property
     def try_number(self) -> int:

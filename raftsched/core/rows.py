@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, ClassVar
 
-from raftsched.core.model import parse_utc, utc_iso
+from raftsched.core.model import added_field, omitted_at_default, parse_utc, utc_iso
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,10 @@ class _Row:
 
     def to_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        omitted = omitted_at_default(self)  # fields added later, at their default: as before
         for f in fields(self):
+            if f.name in omitted:
+                continue
             value = getattr(self, f.name)
             out[f.name] = utc_iso(value) if f.name in self.TIMES else value
         return out
@@ -120,6 +123,7 @@ class TaskRow(_Row):
     end_date: datetime | None
     exit_code: int | None
     message: str
+    result_json: str | None = added_field(None)  # a SUCCESS attempt's XCom (core/xcom.py)
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> TaskRow:
@@ -136,6 +140,7 @@ class TaskRow(_Row):
             end_date=parse_utc(d.get("end_date")),
             exit_code=d.get("exit_code"),
             message=d.get("message") or "",
+            result_json=d.get("result_json"),
         )
 
 

@@ -13,7 +13,8 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``run_table.RunTable`` (live runs, the slot index, evicted slots, finished runs),
 ``task_queue.TaskQueue`` (ready queue, running set and leases, retries, fences),
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
-being applied changed), ``secret_table.SecretTable`` and ``request_memory.RequestMemory``.
+being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
+(callback jobs: ``callbacks``, ``handlers_callbacks``) and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -55,12 +56,16 @@ from typing import Any
 
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
+from raftsched.core import handlers_callbacks as hc
 from raftsched.core import handlers_dags as hd
 from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
+from raftsched.core import model as _model
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
+from raftsched.core import versions as vs
+from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeSet, flush
 from raftsched.core.handlers_tasks import LOG_STREAMS
@@ -82,7 +87,10 @@ from raftsched.core.state_views import StateViews
 from raftsched.core.task_queue import TaskQueue
 from raftsched.core.transitions import set_state, settle, settle_run
 from raftsched.core.validate import check_command
-from raftsched.errors import SnapshotVersionError
+from raftsched.errors import ReleaseTooOld, SnapshotVersionError
+
+# Entries pickled by an older release lack the fields added since: they take their defaults.
+vs.install_tolerant_unpickling((c, _model))
 
 __all__ = ["DEDUP_CAPACITY", "LOG_STREAMS", "RunKey", "SchedulerState"]
 
@@ -100,12 +108,17 @@ class SchedulerState(StateViews):
         self.outbox = Outbox(self._sum)
         self.changes = ChangeSet(self._sum)
         self.secrets = SecretTable(self._sum)
+        self.callbacks = CallbackTable(self._sum)
         self._dedup = RequestMemory(self._sum)
         # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
         # on every replica alike, until a release with the fix replays the log.
         self.halted: str | None = None
         # The latest command time applied (commands' ``now`` raised to it): the state's clock
         self._clock = _EPOCH
+        # The newest release whose commands every node can apply (core/versions.py); raised
+        # only by SetClusterVersion. At the baseline it is in no digest and no snapshot, so a
+        # state is the same as the previous release's.
+        self.cluster_version = vs.BASELINE_RELEASE
 
     # == apply ===============================================================================
 
@@ -195,9 +208,12 @@ class SchedulerState(StateViews):
             self.outbox.last_seq,
             self._clock.isoformat(),
         )
+        if self.cluster_version > vs.BASELINE_RELEASE:
+            scalars += (self.cluster_version,)
         return dg.finish(total, scalars, errors)
 
-    def _entity_sum(self) -> int:
+    def _entity_sum(self, outbox_share: int | None = None) -> int:
+        """The entities' sum; ``outbox_share``: the outbox's, when known (see Outbox.load)."""
         acc = dg.DigestSum()
         for dag_id, record in self.catalog.records.items():
             acc.add(dg.fp_dag(dag_id, record))
@@ -205,7 +221,9 @@ class SchedulerState(StateViews):
             acc.add(dg.fp_run(rec.run, rec.spec.spec_hash, rec.row_seq))
             for ti in rec.tis.values():
                 acc.add(dg.fp_ti(ti))
-        for entry in self.outbox:
+        if outbox_share is not None:
+            acc.value = (acc.value + outbox_share) % dg.MOD
+        for entry in self.outbox if outbox_share is None else ():
             acc.add(dg.fp_outbox(entry))
         for request_id, result in self._dedup.items():
             acc.add(dg.fp_request(request_id, result))
@@ -215,6 +233,8 @@ class SchedulerState(StateViews):
             acc.add(dg.fp_fence(key, until))
         for ref, secret in self.secrets.items():
             acc.add(fp_secret(ref, secret))
+        for fingerprint in self.callbacks.fingerprints():
+            acc.add(fingerprint)
         return acc.value
 
     def snapshot(self) -> dict[str, Any]:
@@ -223,13 +243,19 @@ class SchedulerState(StateViews):
         if self.secrets:  # only then: a state without any snapshots as before
             data["schema_version"] = sn.SECRETS_SCHEMA_VERSION
             data["secrets"] = self.secrets.to_list()
+        if self.callbacks:  # only then: a state without any snapshots as before
+            data["callbacks"] = self.callbacks.to_dict()
+        if self.cluster_version > vs.BASELINE_RELEASE:  # a release-1 node refuses this one
+            data["schema_version"] = vs.SNAPSHOT_SCHEMA_VERSION
+            data["cluster_version"] = self.cluster_version
         return data
 
     def _snapshot(self) -> dict[str, Any]:
+        specs = sn.spec_dicts(self.catalog.specs)
         return {
             "schema_version": sn.SCHEMA_VERSION,
             "applied_index": self.applied_index,
-            "specs": {h: spec.to_dict() for h, spec in self.catalog.specs.items()},
+            "specs": specs,
             "dags": [sn.dag_record_to_dict(record) for record in self.catalog.records.values()],
             "runs": [
                 sn.run_to_dict(
@@ -244,7 +270,8 @@ class SchedulerState(StateViews):
             "outbox": {
                 "acked_seq": self.outbox.acked_seq,
                 "last_seq": self.outbox.last_seq,
-                "entries": [[e.seq, e.kind.value, e.data] for e in self.outbox],
+                "entries": sn.outbox_entries(self.outbox, specs),
+                "digest_share": f"{self.outbox.digest_share:032x}",  # see Outbox.load
             },
             "dedup": [[rid, sn.encode_value(res)] for rid, res in self._dedup.items()],
             "halted": self.halted,
@@ -260,15 +287,24 @@ class SchedulerState(StateViews):
         }
 
     @classmethod
+    @sn.without_gc
     def restore(cls, data: Mapping[str, Any]) -> SchedulerState:
         version = data.get("schema_version")
         if not isinstance(version, int):
             raise ValueError("not a raftsched state snapshot: no integer schema_version")
-        if version > sn.SCHEMA_VERSION and not sn.readable_with_secrets(version, data):
-            raise SnapshotVersionError(version, sn.SCHEMA_VERSION)
+        if (
+            version > sn.SCHEMA_VERSION
+            and not sn.readable_with_secrets(version, data)
+            and version != vs.SNAPSHOT_SCHEMA_VERSION
+        ):
+            raise SnapshotVersionError(version, vs.SNAPSHOT_SCHEMA_VERSION)
+        cluster_version = int(data.get("cluster_version", vs.BASELINE_RELEASE))
+        if cluster_version > vs.RELEASE:
+            raise ReleaseTooOld(cluster_version, vs.RELEASE)
         state = cls()
         state.applied_index = int(data["applied_index"])
-        specs = {h: DagSpec.from_dict(d) for h, d in data["specs"].items()}
+        tasks_seen: dict[Any, Any] = {}  # equal tasks of many DAGs: built and held once
+        specs = {h: DagSpec.from_dict(d, tasks_seen) for h, d in data["specs"].items()}
         records = [sn.dag_record_from_dict(item, specs) for item in data["dags"]]
         state.catalog.load(specs.values(), records)  # same order as the snapshotted state
         for item in data["runs"]:
@@ -280,6 +316,7 @@ class SchedulerState(StateViews):
             int(outbox["acked_seq"]),
             int(outbox["last_seq"]),
             (OutboxEntry(int(seq), OutboxKind(kind), e) for seq, kind, e in outbox["entries"]),
+            sn.outbox_share(outbox),
         )
         state._dedup.load((rid, sn.decode_value(res)) for rid, res in data["dedup"])
         state.halted = data.get("halted")
@@ -293,7 +330,9 @@ class SchedulerState(StateViews):
             for dag_id, run_id, task_id, until in data.get("fences", ())
         )
         state.secrets.load(data.get("secrets"))
-        state._sum.value = state._entity_sum()
+        state.callbacks.load(data.get("callbacks"))
+        state.cluster_version = cluster_version
+        state._sum.value = state._entity_sum(state.outbox.digest_share)
         return state
 
     def _restore_run(self, item: dict[str, Any]) -> None:
@@ -341,4 +380,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.SetSecret: hs.apply_set_secret,
     c.DeleteSecret: hs.apply_delete_secret,
     c.Batch: _apply_batch,
+    **hc.HANDLERS,
+    c.SetClusterVersion: vs.apply_set_cluster_version,
 }

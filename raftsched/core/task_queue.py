@@ -1,6 +1,7 @@
 """The task queue: where task instances wait and run, and the indexes that find them fast.
 
-Owns the ready queue (QUEUED tasks by priority), the running set with its per-DAG counts
+Owns the ready queues (QUEUED tasks by priority, one per task queue name: a worker leases
+from the queues it serves), the running set with its per-DAG counts
 and the lease-expiry index, the retry index (UP_FOR_RETRY tasks by next_retry_at), and the
 fences (tasks cleared or marked while they ran -> when their revoked lease ends; they are not
 leased again before). The task instances themselves live in their runs (``run_table``).
@@ -14,11 +15,11 @@ task missing from the running set).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 
 from raftsched.core import digest as dg
-from raftsched.core.model import Lease, TaskInstance, TaskKey, TaskState
+from raftsched.core.model import DEFAULT_QUEUE, Lease, TaskInstance, TaskKey, TaskState
 from raftsched.core.ready import ReadyQueue, TimeIndex
 
 
@@ -28,6 +29,7 @@ class TaskQueue:
         "_fences",
         "_find",
         "_n_retry",
+        "_queue_of",
         "_ready",
         "_retries",
         "_running",
@@ -41,7 +43,9 @@ class TaskQueue:
         """``find`` looks a task instance up in the live runs (the retry index's check)."""
         self._sum = digest_sum
         self._find = find
-        self._ready = ReadyQueue()
+        # queue name -> its ready queue (none kept empty); each QUEUED task's queue name
+        self._ready: dict[str, ReadyQueue] = {}
+        self._queue_of: dict[TaskKey, str] = {}
         self._running: dict[TaskKey, TaskInstance] = {}
         self._running_by_dag: dict[str, int] = {}
         self._n_retry = 0
@@ -62,20 +66,29 @@ class TaskQueue:
     def leave(self, ti: TaskInstance, old: TaskState) -> None:
         """``ti`` leaves state ``old``: out of the index that holds it."""
         if old is TaskState.QUEUED:
-            self._ready.discard(ti.key)
+            name = self._queue_of.pop(ti.key, DEFAULT_QUEUE)
+            ready = self._ready.get(name)
+            if ready is not None:
+                ready.discard(ti.key)
+                if not len(ready):
+                    del self._ready[name]
         elif old is TaskState.RUNNING:
             dag_id = ti.key.dag_id
             del self._running[ti.key]
             self._running_by_dag[dag_id] -= 1
-            self._ready.unblock(dag_id)
+            self.unblock(dag_id)
         elif old is TaskState.UP_FOR_RETRY:
             self._n_retry -= 1
 
-    def enter(self, ti: TaskInstance, new: TaskState, priority_weight: int) -> None:
-        """``ti`` (already in state ``new``, with what it needs set) into its index."""
+    def enter(
+        self, ti: TaskInstance, new: TaskState, priority_weight: int, queue: str = DEFAULT_QUEUE
+    ) -> None:
+        """``ti`` (already in state ``new``, with what it needs set) into its index; a QUEUED
+        one into the ready queue of its task's ``queue``."""
         if new is TaskState.QUEUED:
             assert ti.queued_at is not None
-            self._ready.push(ti.key, priority_weight, ti.queued_at)
+            self._queue_of[ti.key] = queue
+            self._ready_queue(queue).push(ti.key, priority_weight, ti.queued_at)
         elif new is TaskState.RUNNING:
             dag_id = ti.key.dag_id
             self._running[ti.key] = ti
@@ -87,21 +100,44 @@ class TaskQueue:
 
     # -- the ready queue --------------------------------------------------------------------
 
+    def _ready_queue(self, name: str) -> ReadyQueue:
+        ready = self._ready.get(name)
+        if ready is None:
+            ready = self._ready[name] = ReadyQueue()
+        return ready
+
     @property
     def queued_count(self) -> int:
-        return len(self._ready)
+        return sum(len(ready) for ready in self._ready.values())
 
-    def pop_ready(self, can_take: Callable[[str], bool]) -> TaskKey | None:
-        """The next QUEUED task of a DAG that ``can_take`` one; None if none."""
-        return self._ready.pop(can_take)
+    def queued_by_queue(self) -> dict[str, int]:
+        """How many tasks wait in each queue (the queues with any)."""
+        return {name: len(ready) for name, ready in sorted(self._ready.items()) if len(ready)}
+
+    def pop_ready(
+        self, can_take: Callable[[str], bool], queues: Collection[str] = ()
+    ) -> TaskKey | None:
+        """The next QUEUED task of ``queues`` (none: the default queue) of a DAG that
+        ``can_take`` one; None if none. The best of the queues' heads in the one order
+        (priority_weight desc, queued_at, key), whatever order the queues are listed in."""
+        best: tuple[tuple[int, datetime, TaskKey], str] | None = None
+        for name in sorted(set(queues or (DEFAULT_QUEUE,))):
+            ready = self._ready.get(name)
+            head = ready.peek(can_take) if ready is not None else None
+            if head is not None and (best is None or head < best[0]):
+                best = (head, name)
+        if best is None:
+            return None
+        return self._ready[best[1]].pop(can_take)
 
     def requeue(self, key: TaskKey, priority_weight: int, queued_at: datetime) -> None:
-        """Put a popped task back in its old place (same weight and queued_at)."""
-        self._ready.push(key, priority_weight, queued_at)
+        """Put a popped task back in its old place (same queue, weight and queued_at)."""
+        self._ready_queue(self._queue_of[key]).push(key, priority_weight, queued_at)
 
     def unblock(self, dag_id: str) -> None:
-        """The DAG may take more tasks now (unpaused, max_active_tasks grown)."""
-        self._ready.unblock(dag_id)
+        """The DAG may take more tasks now (unpaused, max_active_tasks grown, a slot freed)."""
+        for ready in self._ready.values():
+            ready.unblock(dag_id)
 
     # -- running tasks and leases -----------------------------------------------------------
 

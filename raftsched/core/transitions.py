@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from raftsched.core import callbacks as cb
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.model import (
@@ -51,7 +52,8 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
     if was_done != is_done:
         rec.unfinished += -1 if is_done else 1
     ti.state = new
-    state.task_queue.enter(ti, new, rec.topo.tasks[ti.key.task_id].priority_weight)
+    task = rec.topo.tasks[ti.key.task_id]
+    state.task_queue.enter(ti, new, task.priority_weight, task.queue)
 
 
 def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
@@ -88,7 +90,9 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
 def finish_task(
     state: SchedulerState, rec: LiveRun, ti: TaskInstance, target: TaskState, now: datetime
 ) -> None:
+    """An attempt of ``ti`` ended in ``target`` (its callbacks fire: core/callbacks.py)."""
     set_state(state, rec, ti, target)
+    cb.on_task_end(state, rec, ti, now)
     settle(state, rec, rec.topo.downstream[ti.key.task_id], now)
     settle_run(state, rec, now)
 
@@ -110,6 +114,7 @@ def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
     run.start_date = run.start_date or now
     run.end_date = now
     state.run_table.watch_finished(now, rec.key)
+    cb.on_run_end(state, rec, cb.run_event_of(new), now)
 
 
 def reopen_run(state: SchedulerState, rec: LiveRun) -> None:
@@ -128,5 +133,6 @@ def fail_attempt(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: dat
         task = rec.topo.tasks[ti.key.task_id]
         ti.next_retry_at = next_retry_at(task, ti.try_number, now)
         set_state(state, rec, ti, TaskState.UP_FOR_RETRY)
+        cb.on_task_end(state, rec, ti, now)
     else:
         finish_task(state, rec, ti, TaskState.FAILED, now)

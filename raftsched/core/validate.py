@@ -19,6 +19,9 @@ from typing import Any
 
 from raftsched.core import commands as c
 from raftsched.core import limits as lim
+from raftsched.core import versions as vs
+from raftsched.core import xcom
+from raftsched.core.handlers_callbacks import CHECKS as CALLBACK_CHECKS
 from raftsched.core.limits import (
     check_conf,
     check_datetime,
@@ -187,6 +190,9 @@ def _lease(cmd: c.LeaseTasks) -> None:
     check_id("worker_id", cmd.worker_id)
     check_int("max_tasks", cmd.max_tasks, 0, lim.MAX_LEASES_PER_CALL)
     _ttl("lease_ttl_seconds", cmd.lease_ttl_seconds)
+    queues = getattr(cmd, "queues", ())  # absent in entries of older releases
+    for i, queue in enumerate(_tuple("queues", queues, lim.MAX_QUEUES_PER_WORKER)):
+        check_id(f"queues[{i}]", queue)
 
 
 def _heartbeat(cmd: c.HeartbeatLeases) -> None:
@@ -210,6 +216,9 @@ def _complete(cmd: c.CompleteAttempt) -> None:
         check_int("exit_code", cmd.exit_code, lim.MIN_EXIT_CODE, lim.MAX_EXIT_CODE)
     _output_text("message", cmd.message)
     _chunks("chunks", cmd.chunks)
+    xcom.check_result_json("result_json", getattr(cmd, "result_json", ""))
+    xcom.check_follow("follow", getattr(cmd, "follow", None))
+    _bool("skipped", getattr(cmd, "skipped", False))
 
 
 def _release(cmd: c.ReleaseLeases) -> None:
@@ -288,6 +297,13 @@ def _batch(cmd: c.Batch) -> None:
             raise LimitExceeded(f"commands[{i}]", "must be a command other than Batch")
 
 
+def _cluster_version(cmd: c.SetClusterVersion) -> None:
+    # At most this release: a state holding a newer cluster version could not restore its
+    # own snapshot (ReleaseTooOld). A node stops before applying such an entry anyway
+    # (cluster/versions.py too_old_for), so only a hostile or corrupt entry meets this.
+    check_int("version", cmd.version, 1, vs.RELEASE)
+
+
 _CHECKS: dict[type, Callable[[Any], None]] = {
     c.RegisterDags: _register,
     c.RemoveDags: _remove,
@@ -307,4 +323,6 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.SetSecret: _set_secret,
     c.DeleteSecret: _secret_ref,
     c.Batch: _batch,
+    **CALLBACK_CHECKS,
+    c.SetClusterVersion: _cluster_version,
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from raftsched.core import callbacks as cb
 from raftsched.core import limits as lim
 from raftsched.core.limits import (
     check_count,
@@ -90,6 +91,9 @@ def check_spec(spec: object, field: str = "spec") -> None:
         check_text(f"{field}.tags[{i}]", tag, lim.MAX_TAG_CHARS)
     check_text(f"{field}.description", spec.description, lim.MAX_DESCRIPTION_CHARS)
     check_text(f"{field}.spec_hash", spec.spec_hash, 64)
+    lim.check_params_json(f"{field}.params_json", spec.params_json)
+    cb.check_callbacks(f"{field}.callbacks", spec.callbacks, cb.DAG_EVENTS)
+    cb.check_deadline(f"{field}.deadline_seconds", spec.deadline_seconds)
     tasks = tuple_field(f"{field}.tasks", spec.tasks, lim.MAX_TASKS_PER_DAG)
     for task in tasks:
         _task(f"{field}.tasks", task)
@@ -130,6 +134,8 @@ def _task(field: str, task: object) -> None:
         check_text(f"{field}.env[{i}].value", pair[1], lim.MAX_ENV_VALUE_CHARS)
     if task.callable_name is not None:
         check_text(f"{field}.callable_name", task.callable_name, lim.MAX_CALLABLE_CHARS)
+    if getattr(task, "skip_on_exit_code", None) is not None:  # an exit status of bash
+        check_int(f"{field}.skip_on_exit_code", task.skip_on_exit_code, 1, 255)
     check_text(f"{field}.kwargs_json", task.kwargs_json, lim.MAX_KWARGS_BYTES)
     check_int(f"{field}.retries", task.retries, 0, lim.MAX_RETRIES)
     duration_field(f"{field}.retry_delay_seconds", task.retry_delay_seconds)
@@ -148,6 +154,8 @@ def _task(field: str, task: object) -> None:
         lim.MAX_PRIORITY_WEIGHT,
     )
     enum_field(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
+    cb.check_callbacks(f"{field}.callbacks", task.callbacks, cb.TASK_EVENTS)
+    check_id(f"{field}.queue", task.queue)  # a queue name: the charset and size of an id
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)
     ):

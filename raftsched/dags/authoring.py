@@ -22,15 +22,28 @@ this module re-exports them.
 from __future__ import annotations
 
 from raftsched.dags import validation as v  # noqa: F401  (re-exported: reached as authoring.v)
+from raftsched.dags.callbacks import DeadlineAlert, DeadlineReference
 from raftsched.dags.dag import DAG, collect_dags, set_catchup_default
+from raftsched.dags.decorators import chain, dag, task
+from raftsched.dags.params import Param
+from raftsched.dags.taskflow import XComArg
 from raftsched.dags.tasks import BashTask, PythonTask, Task, declare_secrets
+from raftsched.dags.xcom_args import TaskSkipped
 
 __all__ = [
     "DAG",
     "BashTask",
+    "DeadlineAlert",
+    "DeadlineReference",
+    "Param",
     "PythonTask",
     "Task",
+    "TaskSkipped",
+    "XComArg",
+    "chain",
     "collect_dags",
+    "dag",
     "declare_secrets",
     "set_catchup_default",
+    "task",
 ]

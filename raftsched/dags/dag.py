@@ -9,15 +9,17 @@ join the DAG of the innermost enclosing ``with DAG(...)`` block. Re-exported by
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftsched.core import limits
-from raftsched.core.model import DagSpec
+from raftsched.core.model import DEFAULT_QUEUE, DagSpec
 from raftsched.dags import validation as v
+from raftsched.dags.callbacks import TASK_CALLBACKS, DeadlineAlert, dag_callbacks
+from raftsched.dags.params import params_json_from
 from raftsched.errors import DagDefinitionError
 
 if TYPE_CHECKING:
@@ -59,10 +61,17 @@ class DAG:
         catchup: bool | None = None,  # None: [scheduler] catchup_by_default
         max_active_runs: int = 16,
         max_active_tasks: int = 16,
-        default_retries: int = 0,
-        default_retry_delay: timedelta = timedelta(minutes=5),
+        default_retries: int | None = None,  # None: default_args["retries"], else 0
+        default_retry_delay: timedelta | None = None,  # None: default_args, else 5 minutes
+        default_queue: str | None = None,  # None: default_args["queue"], else "default"
+        default_args: Mapping[str, Any] | None = None,
         tags: Iterable[str] | None = None,
         description: str = "",
+        params: Mapping[str, Any] | None = None,
+        on_failure_callback: Any = None,  # run-level callbacks (raftsched.dags.callbacks)
+        on_success_callback: Any = None,
+        deadline: timedelta | DeadlineAlert | None = None,
+        on_deadline_callback: Any = None,
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
@@ -97,6 +106,13 @@ class DAG:
             maximum=limits.MAX_ACTIVE,
             dag_id=dag_id,
         )
+        defaults = _default_args(default_args, dag_id)
+        if default_retries is None:
+            default_retries = defaults.get("retries", 0)
+        if default_retry_delay is None:
+            default_retry_delay = defaults.get("retry_delay", timedelta(minutes=5))
+        queue = defaults.get("queue", DEFAULT_QUEUE) if default_queue is None else default_queue
+        self.default_queue = v.check_queue(queue, dag_id=dag_id)
         self.default_retries = v.check_count(
             default_retries,
             f"default_retries of DAG {dag_id!r}",
@@ -109,6 +125,20 @@ class DAG:
         )
         self.tags = v.check_tags(tags, dag_id=dag_id)
         self.description = v.check_description(description, dag_id=dag_id)
+        # {name: value or Param} -> canonical JSON (raftsched.dags.params): checked here, so
+        # a bad default or a required param on a scheduled DAG is a `dags errors` entry
+        self.params_json = params_json_from(
+            params, dag_id=dag_id, scheduled=self.schedule.kind.value != "none"
+        )
+        self.callbacks, self.deadline_seconds = dag_callbacks(
+            dag_id=dag_id,
+            on_failure_callback=on_failure_callback,
+            on_success_callback=on_success_callback,
+            deadline=deadline,
+            on_deadline_callback=on_deadline_callback,
+        )
+        # default_args' task callbacks: every task of this DAG that sets none gets them
+        self.default_callbacks = {k: defaults[k] for k in TASK_CALLBACKS if k in defaults}
         self.tasks: dict[str, Task] = {}
         self.fileloc = sys._getframe(1).f_code.co_filename
         if _collector is not None:
@@ -160,9 +190,35 @@ class DAG:
             max_active_tasks=self.max_active_tasks,
             tags=self.tags,
             description=self.description,
+            params_json=self.params_json,
+            callbacks=self.callbacks,
+            deadline_seconds=self.deadline_seconds,
             tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))
+
+
+# Airflow's default_args keys a DAG takes (each the same as its default_<key> argument, which
+# wins when both are given); any other key is refused rather than silently ignored.
+DEFAULT_ARGS = ("queue", "retries", "retry_delay", *TASK_CALLBACKS)
+
+
+def _default_args(default_args: Mapping[str, Any] | None, dag_id: str) -> dict[str, Any]:
+    if default_args is None:
+        return {}
+    if not isinstance(default_args, Mapping):
+        raise DagDefinitionError(
+            f"default_args of DAG {dag_id!r} must be a dict, got {type(default_args).__name__}",
+            dag_id=dag_id,
+        )
+    unknown = sorted(str(key) for key in default_args if key not in DEFAULT_ARGS)
+    if unknown:
+        raise DagDefinitionError(
+            f"default_args of DAG {dag_id!r}: {', '.join(map(repr, unknown))} not supported;"
+            f" it takes {', '.join(DEFAULT_ARGS)} (set other options on each task)",
+            dag_id=dag_id,
+        )
+    return dict(default_args)
 
 
 def _with_hash(spec: DagSpec) -> DagSpec:

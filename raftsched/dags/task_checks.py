@@ -14,7 +14,8 @@ from typing import Any
 from raftsched.core import limits
 from raftsched.core.limits import MAX_CALLABLE_CHARS, MAX_ENV_NAME_CHARS
 from raftsched.core.model import TriggerRule
-from raftsched.dags.value_checks import bounded, short_repr
+from raftsched.core.xcom import TASKFLOW_PREFIX
+from raftsched.dags.value_checks import ID_PATTERN, bounded, short_repr
 from raftsched.errors import DagDefinitionError
 
 TRIGGER_RULES = tuple(rule.value for rule in TriggerRule)
@@ -31,6 +32,19 @@ def check_trigger_rule(value: object, *, dag_id: str, task_id: str) -> TriggerRu
             dag_id=dag_id,
             task_id=task_id,
         ) from None
+
+
+def check_queue(value: object, *, dag_id: str, task_id: str = "") -> str:
+    """A task's ``queue=`` (or a DAG's default): an id's characters and length."""
+    where = f"task {task_id!r}" if task_id else "default_queue"
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise DagDefinitionError(
+            f"invalid queue {short_repr(value)} of {where} in DAG {dag_id!r}: use 1 to 250"
+            " letters, digits, '_', '.' and '-'",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    return value
 
 
 def check_env(env: object, *, dag_id: str, task_id: str) -> tuple[tuple[str, str], ...]:
@@ -106,7 +120,13 @@ def check_callable(fn: object, *, dag_id: str, task_id: str) -> str:
 
 
 def resolve_callable(namespace: Mapping[str, Any], qualname: str) -> Callable[..., Any] | None:
-    """Look ``qualname`` ("fn" or "Class.fn") up in a module's namespace; None if absent."""
+    """Look ``qualname`` ("fn" or "Class.fn") up in a module's namespace; None if absent.
+    A TaskFlow task's name (``@taskflow:DAG:TASK``) is looked up among the tasks the DAG
+    file's import built (``dags.taskflow``): its function may be nested in a ``@dag``."""
+    if qualname.startswith(TASKFLOW_PREFIX):
+        from raftsched.dags.taskflow import registered_callable
+
+        return registered_callable(qualname)
     head, *rest = qualname.split(".")
     target: Any = namespace.get(head)
     for part in rest:

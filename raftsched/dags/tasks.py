@@ -17,6 +17,7 @@ from typing import Any
 from raftsched.core import limits
 from raftsched.core.model import TaskSpec, TriggerRule
 from raftsched.dags import validation as v
+from raftsched.dags.callbacks import task_callbacks
 from raftsched.dags.dag import DAG, _context
 from raftsched.errors import DagDefinitionError
 from raftsched.secrets import DECLARATION_ENV, encode_declaration
@@ -39,6 +40,8 @@ class Task:
         execution_timeout: timedelta | None = None,
         priority_weight: int = 1,
         trigger_rule: str | TriggerRule = "all_success",
+        queue: str | None = None,
+        **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
         if not isinstance(dag, DAG):
@@ -76,7 +79,12 @@ class Task:
             **ids,
         )
         self.trigger_rule = v.check_trigger_rule(trigger_rule, **ids)
+        # Only workers serving this queue lease it (None: the DAG's default_queue)
+        self.queue = dag.default_queue if queue is None else v.check_queue(queue, **ids)
         self.upstream: set[str] = set()
+        self.callbacks = task_callbacks(
+            callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
+        )
         dag.add_task(self)
 
     def __repr__(self) -> str:
@@ -137,11 +145,16 @@ class Task:
             priority_weight=self.priority_weight,
             trigger_rule=self.trigger_rule,
             upstream=tuple(sorted(self.upstream)),
+            queue=self.queue,
+            callbacks=self.callbacks,
             **self._spec_fields(),
         )
 
 
 def _tasks(other: object, source: Task) -> list[Task]:
+    from raftsched.dags.taskflow import unwrap  # a TaskFlow XComArg stands for its task
+
+    other = unwrap(other)
     items = [other] if isinstance(other, Task) else other
     try:
         tasks = list(items)  # type: ignore[call-overload]
@@ -200,6 +213,7 @@ class BashTask(Task):
         env: dict[str, str] | None = None,
         secrets: Iterable[str] | None = None,
         connections: Iterable[str] | None = None,
+        skip_on_exit_code: int | None = None,
         dag: DAG | None = None,
         retries: int | None = None,
         retry_delay: timedelta | None = None,
@@ -208,6 +222,8 @@ class BashTask(Task):
         execution_timeout: timedelta | None = None,
         priority_weight: int = 1,
         trigger_rule: str | TriggerRule = "all_success",
+        queue: str | None = None,
+        **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         super().__init__(
             task_id,
@@ -219,6 +235,8 @@ class BashTask(Task):
             execution_timeout=execution_timeout,
             priority_weight=priority_weight,
             trigger_rule=trigger_rule,
+            queue=queue,
+            **callbacks,
         )
         ids = {"dag_id": self.dag.dag_id, "task_id": self.task_id}
         if not isinstance(command, str) or not command.strip():
@@ -230,9 +248,23 @@ class BashTask(Task):
         self.command = v.check_command(command, **ids)
         self.env = v.check_env(env, **ids)
         self.declared_secrets = declare_secrets(self, secrets, connections)
+        # This exit code ends the attempt SKIPPED (Airflow's BashOperator says 99 by default;
+        # here it is opt-in, so an existing DAG whose command exits 99 still fails).
+        if skip_on_exit_code is not None:
+            skip_on_exit_code = v.check_count(
+                skip_on_exit_code,
+                f"skip_on_exit_code of BashTask {self.task_id!r}",
+                minimum=1,
+                maximum=255,
+                **ids,
+            )
+        self.skip_on_exit_code = skip_on_exit_code
 
     def _spec_fields(self) -> dict[str, Any]:
-        return {"command": self.command, "env": self.env}
+        fields: dict[str, Any] = {"command": self.command, "env": self.env}
+        if self.skip_on_exit_code is not None:
+            fields["skip_on_exit_code"] = self.skip_on_exit_code
+        return fields
 
 
 class PythonTask(Task):
@@ -257,6 +289,8 @@ class PythonTask(Task):
         execution_timeout: timedelta | None = None,
         priority_weight: int = 1,
         trigger_rule: str | TriggerRule = "all_success",
+        queue: str | None = None,
+        **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         super().__init__(
             task_id,
@@ -268,6 +302,8 @@ class PythonTask(Task):
             execution_timeout=execution_timeout,
             priority_weight=priority_weight,
             trigger_rule=trigger_rule,
+            queue=queue,
+            **callbacks,
         )
         ids = {"dag_id": self.dag.dag_id, "task_id": self.task_id}
         self.fn = fn

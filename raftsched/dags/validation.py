@@ -32,6 +32,7 @@ from raftsched.dags.task_checks import (
     check_env_pairs,
     check_kwargs,
     check_kwargs_json,
+    check_queue,
     check_trigger_rule,
     resolve_callable,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "check_id",
     "check_kwargs",
     "check_kwargs_json",
+    "check_queue",
     "check_spec",
     "check_tags",
     "check_trigger_rule",
@@ -257,6 +259,7 @@ def check_spec(spec: DagSpec) -> DagSpec:
     check(limits.check_text, "fileloc", spec.fileloc, limits.MAX_FILELOC_CHARS)
     check_description(spec.description, dag_id=dag_id)
     check_tags(list(spec.tags), dag_id=dag_id)
+    check(limits.check_params_json, "params_json", spec.params_json)
     check(limits.check_text, "timezone", spec.timezone, MAX_ZONE_CHARS)
     schedule = spec.schedule
     check(limits.check_text, "schedule", schedule.display, limits.MAX_SCHEDULE_CHARS)
@@ -310,4 +313,5 @@ def _check_task_spec(task: TaskSpec, dag_id: str) -> None:
         check(limits.check_float, "execution_timeout", task.execution_timeout_seconds, 0.0, most)
     weight = limits.MAX_PRIORITY_WEIGHT
     check(limits.check_int, "priority_weight", task.priority_weight, -weight, weight)
+    check_queue(task.queue, dag_id=dag_id, task_id=task_id)
     check(limits.check_ids, "upstream", task.upstream, limits.MAX_TASKS_PER_DAG)

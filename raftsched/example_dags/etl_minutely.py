@@ -31,6 +31,10 @@ with DAG(
         command='echo "loading into $TARGET"',
         env={"TARGET": "warehouse.orders_daily"},
         priority_weight=10,
+        # Only workers serving this queue lease it: `raftsched worker --queues default` (the
+        # default of both). queue="warehouse" would wait for `raftsched worker --queues
+        # warehouse`, its task page saying "waiting: no live worker serves queue 'warehouse'".
+        queue="default",
     )
 
     [extract_orders, extract_customers] >> transform >> load

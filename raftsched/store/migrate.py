@@ -65,6 +65,21 @@ def init_db(engine: Engine) -> SchemaStatus:
     return SchemaStatus(current=before, head=head_revision())
 
 
+def downgrade_db(engine: Engine, revision: str) -> SchemaStatus:
+    """Take the database back to ``revision`` (a rollback to an older release, before the
+    upgrade was finalized: README, Upgrading); return the status before. Only a revision
+    older than the current one; nothing happens at ``revision`` itself."""
+    config = alembic_config()
+    with write_transaction(engine) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+        before = MigrationContext.configure(conn).get_current_revision()
+        config.attributes["connection"] = conn
+        if before != revision:
+            command.downgrade(config, revision)
+    return SchemaStatus(current=before, head=revision)
+
+
 def require_head(engine: Engine) -> SchemaStatus:
     """Raise MigrationRequired unless the database is at head (processes call this at start)."""
     status = schema_status(engine)

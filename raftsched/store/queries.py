@@ -46,6 +46,7 @@ class TaskAttempt:
     end_date: datetime | None
     exit_code: int | None
     message: str
+    result_json: str | None = None  # a SUCCESS attempt's XCom (JSON text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,7 @@ def list_task_instances(
             end_date=r["end_date"],
             exit_code=r["exit_code"],
             message=r["message"],
+            result_json=r.get("result_json"),
         )
         for r in _fetch(engine, query)
     ]

@@ -328,6 +328,8 @@ def _task_instance(
             worker_id=row.worker_id,
             lease_token=row.lease_token,
         )
+        if state == "success" and getattr(row, "result_json", None):  # its XCom
+            ti["result_json"] = row.result_json
         return ti, None
     # none, queued, up_for_retry, upstream_failed, skipped: the row is the attempt to come
     number = max(0, int(row.try_number) - 1)

@@ -117,6 +117,8 @@ task_instance = sa.Table(
     sa.Column("end_date", UTCDateTime, nullable=True),
     sa.Column("exit_code", sa.Integer, nullable=True),
     sa.Column("message", sa.Text, nullable=False, default=""),
+    # A SUCCESS attempt's return value (XCom) as JSON text; NULL: none (migration 0004)
+    sa.Column("result_json", sa.Text, nullable=True),
 )
 sa.Index("ix_task_instance_state", task_instance.c.state)
 

@@ -123,6 +123,7 @@ def _replay(transport: Any, config: dict[str, Any], poll: dict[str, Any], held: 
         wait_seconds=0,
         lease_ttl_seconds=float(config.get("lease_ttl") or 0),
         request_id=str(poll["request_id"]),
+        queues=[str(q) for q in config.get("queues") or ()],
     )
     try:
         response = transport.client.workers.Lease(request, timeout=CALL_DEADLINE)

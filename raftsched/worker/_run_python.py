@@ -23,9 +23,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from raftsched.dags import xcom_args
 from raftsched.dags.authoring import collect_dags
 from raftsched.dags.loading import load_dag_module
 from raftsched.dags.validation import resolve_callable
+from raftsched.worker import _run_callback
 
 
 class TaskLoadError(Exception):
@@ -64,6 +66,10 @@ def call(module: ModuleType | None, path: str, callable_name: str, kwargs: Any) 
     """Look the function up (importing the DAG file unless ``module`` is given), call it and
     return the exit code the attempt ends with: 0, 1 after a traceback on stderr, or what a
     ``SystemExit`` says (as the interpreter would exit with it)."""
+    if isinstance(kwargs, dict) and _run_callback.CALLBACK_KEY in kwargs:  # a callback job
+        return _run_callback.call_callback(
+            module, path, callable_name, kwargs[_run_callback.CALLBACK_KEY]
+        )
     try:
         namespace = vars(module) if module is not None else vars(import_dag_file(path))
         fn = resolve_callable(namespace, callable_name)
@@ -75,11 +81,32 @@ def call(module: ModuleType | None, path: str, callable_name: str, kwargs: Any) 
         print(f"raftsched: {err}", file=sys.stderr)
         return 1
     try:
-        fn(**kwargs)
+        value = fn(**kwargs)
     except SystemExit as exit_:
         return _exit_code(exit_)
+    except xcom_args.TaskSkipped as skip:
+        print(f"raftsched: skipped{': ' if str(skip) else ''}{skip}", file=sys.stderr)
+        xcom_args.write_result("", None, skipped=True)
+        return 0
     except BaseException:
         traceback.print_exc()
+        return 1
+    return _keep_result(fn, value)
+
+
+def _keep_result(fn: Any, value: Any) -> int:
+    """Write the return value (and a branch's choice) to the result file (xcom_args): exit
+    code 0, or 1 when a TaskFlow task's value is past a bound (its message on stderr)."""
+    taskflow = bool(getattr(fn, "raftsched_taskflow", False))  # a dags.taskflow.TaskCallable
+    try:
+        follow = xcom_args.branch_follow(value) if getattr(fn, "branch", False) else None
+        text = xcom_args.encode_return_value(value, strict=taskflow)
+        xcom_args.write_result(text, follow)
+    except xcom_args.XComError as err:
+        print(f"raftsched: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"raftsched: cannot write the return value: {err}", file=sys.stderr)
         return 1
     return 0
 

@@ -34,7 +34,7 @@ import grpc
 
 from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
-from raftsched.core.model import TaskKey
+from raftsched.core.model import DEFAULT_QUEUE, TaskKey
 from raftsched.worker.logs import clean_output, outcome_message
 from raftsched.worker.transport import Assignment, WorkerRejected
 
@@ -57,9 +57,13 @@ class GrpcWorkerTransport:
         worker_id: str = "",
         lease_ttl: float = 0.0,
         access: Mapping[str, Any] | None = None,
+        queues: Sequence[str] = (),
     ) -> None:
         self.client = client
         self._access = dict(access) if access is not None else None
+        # The queues this worker leases from; () means the default queue (sent as none, so
+        # a cluster still on a release without queues takes the Lease as before).
+        self.queues = () if tuple(queues) == (DEFAULT_QUEUE,) else tuple(queues)
         # Called with (request_id, max_tasks) before each Lease is sent: the worker tells its
         # supervisor, whose death report replays the poll to hand back what it granted.
         self.on_poll: Callable[[str, int], None] | None = None
@@ -78,6 +82,7 @@ class GrpcWorkerTransport:
             max_tasks=max_tasks,
             wait_seconds=wait_seconds,
             lease_ttl_seconds=self.lease_ttl,
+            queues=self.queues,
         )
         if self.on_poll is not None:
             request.request_id = uuid.uuid4().hex
@@ -101,7 +106,10 @@ class GrpcWorkerTransport:
     def last_words(self) -> dict[str, Any] | None:
         """How the worker's supervisor reaches the cluster to report a dead worker's attempts
         (servers, token, tls_ca: ``access``), or None when not given (no death report)."""
-        return dict(self._access) if self._access is not None else None
+        if self._access is None:
+            return None
+        # its queues too: the last poll is replayed as it was sent
+        return {**self._access, **({"queues": list(self.queues)} if self.queues else {})}
 
     def heartbeat(
         self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]
@@ -110,12 +118,22 @@ class GrpcWorkerTransport:
             worker_id=worker_id,
             leases=[_lease_ref(key, token) for key, token in leases],
             lease_ttl_seconds=self.lease_ttl,
+            queues=self.queues,
         )
         response = self._call("Heartbeat", request)
         return {_task_key(status.lease.key): status.ok for status in response.leases}
 
     def complete(
-        self, key: TaskKey, token: int, *, success: bool, exit_code: int | None, message: str
+        self,
+        key: TaskKey,
+        token: int,
+        *,
+        success: bool,
+        exit_code: int | None,
+        message: str,
+        result_json: str = "",
+        follow: Sequence[str] | None = None,
+        skipped: bool = False,
     ) -> bool:
         request = worker_pb2.CompleteRequest(
             worker_id=self.worker_id,
@@ -124,6 +142,10 @@ class GrpcWorkerTransport:
             success=success,
             exit_code=exit_code,
             message=outcome_message(message),  # protobuf cannot carry a lone surrogate
+            result_json=result_json,
+            is_branch=follow is not None,
+            follow=list(follow or ()),
+            skipped=skipped,
         )
         return self._refusable("Complete", request)
 
@@ -161,6 +183,40 @@ class GrpcWorkerTransport:
             timeout = min(timeout, self._call_timeout)
         response = self.client.secrets.ResolveSecrets(request, timeout=timeout)
         return {(v.kind, v.key): v.value for v in response.values}
+
+    def lease_callbacks(self, worker_id: str, max_jobs: int, wait_seconds: float) -> list[Any]:
+        """Callback jobs (``CallbackLease`` messages); [] when none came or once stopping."""
+        if self._interrupted.is_set():
+            return []
+        request = worker_pb2.LeaseCallbacksRequest(
+            worker_id=worker_id, max_jobs=max_jobs, wait_seconds=wait_seconds
+        )
+        timeout = wait_seconds + self.poll_client.deadline
+        try:
+            response = self._call(
+                "LeaseCallbacks", request, timeout=timeout, client=self.poll_client
+            )
+        except Exception:
+            if self._interrupted.is_set():
+                return []
+            raise
+        return list(response.jobs)
+
+    def complete_callback(
+        self, worker_id: str, job_id: str, token: int, *, success: bool, message: str, output: str
+    ) -> bool:
+        """A callback job's outcome; False = refused (its lease is no longer ours)."""
+        request = worker_pb2.CompleteCallbackRequest(
+            worker_id=worker_id,
+            job_id=job_id,
+            token=token,
+            success=success,
+            message=outcome_message(message),
+            chunks=[common_pb2.LogText(stream="stdout", text=clean_output(output))]
+            if output
+            else [],
+        )
+        return self._refusable("CompleteCallback", request)
 
     def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:
         request = worker_pb2.ReleaseRequest(
@@ -222,6 +278,11 @@ def assignment_from(lease: Any) -> Assignment:
         data_interval_start=_iso(lease, "data_interval_start"),
         data_interval_end=_iso(lease, "data_interval_end"),
         conf=_json_object(lease.conf_json, "conf_json"),
+        params_json=lease.params_json,
+        upstream_results=dict(lease.upstream_results),
+        skip_on_exit_code=(
+            lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None
+        ),
     )
 
 

@@ -37,6 +37,7 @@ from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.logging_setup import task_context
+from raftsched.worker.callback_runner import CallbackRunner
 from raftsched.worker.executor import executor
 from raftsched.worker.heartbeats import (
     MAX_BEATS_IN_FLIGHT,
@@ -115,6 +116,8 @@ class Worker(Heartbeats):
         self.window = ttl - self.margin  # an attempt unheartbeated this long is killed
         self._beats = threading.Semaphore(MAX_BEATS_IN_FLIGHT)
         self._armed = False  # the supervisor's death report (see _arm)
+        # Callback jobs run on a thread of their own (worker.callback_runner)
+        self.callbacks = CallbackRunner.for_worker(transport, self.worker_id, self.settings.noop)
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -122,6 +125,8 @@ class Worker(Heartbeats):
         beats = threading.Thread(target=self._heartbeats, name="heartbeat", daemon=True)
         beats.start()
         self._arm()
+        if self.callbacks is not None:
+            self.callbacks.start()
         log.info("worker %s: concurrency %d", self.worker_id, self.settings.concurrency)
         backoff = 0.0
         try:
@@ -151,6 +156,8 @@ class Worker(Heartbeats):
                 self._stopping.wait(backoff)
         finally:
             self._shutdown()
+            if self.callbacks is not None:  # a callback under way gets the grace period too
+                self.callbacks.finish(self._grace_ends)
             self._stopped.set()
             beats.join(SHUTDOWN_CALL_TIMEOUT)  # a daemon: a beat sent before stop() may hang
 
@@ -188,6 +195,8 @@ class Worker(Heartbeats):
         if not self._stopping.is_set():
             self._grace_ends = time.monotonic() + self.settings.grace_period
             self._stopping.set()
+        if self.callbacks is not None:
+            self.callbacks.stop()
         self.transport.interrupt(SHUTDOWN_CALL_TIMEOUT)
         with self._changed:
             self._changed.notify_all()
@@ -321,6 +330,7 @@ class Worker(Heartbeats):
                     success=outcome.success,
                     exit_code=outcome.exit_code,
                     message=outcome_message(outcome.message),  # bounded and clean
+                    **outcome.results(),  # its XCom, branch, skip: only when there are
                 )
             except RaftschedError as err:
                 log.info("outcome of %s not reported yet: %s", describe(a.key), err)

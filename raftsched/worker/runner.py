@@ -55,7 +55,10 @@ from typing import Any, BinaryIO
 import raftsched
 from raftsched import taskenv
 from raftsched.core import limits
+from raftsched.dags import xcom_args
+from raftsched.dags.templating import TemplateError, render_assignment
 from raftsched.secrets import StreamMasker
+from raftsched.worker import results
 from raftsched.worker.attempt_process import _Plain, _Supervised
 from raftsched.worker.executor import executor
 from raftsched.worker.task_secrets import masked_values
@@ -76,6 +79,18 @@ class Outcome:
     exit_code: int | None
     message: str
     killed: bool = False  # killed on purpose by kill(): not to be reported
+    result_json: str = ""  # its return value (XCom) as JSON text (worker.results)
+    follow: tuple[str, ...] | None = None  # a branch's choice
+    skipped: bool = False  # success that ends SKIPPED (skip exit code, TaskSkipped)
+
+    def results(self) -> dict[str, Any]:
+        """What complete() takes beyond the outcome: only what is set (fakes stay simple)."""
+        out: dict[str, Any] = {"result_json": self.result_json} if self.result_json else {}
+        if self.follow is not None:
+            out["follow"] = self.follow
+        if self.skipped:
+            out["skipped"] = True
+        return out
 
 
 def _format_seconds(seconds: float) -> str:
@@ -186,6 +201,16 @@ class Attempt:
         try:
             if self.kill_reason is not None:
                 return Outcome(False, None, self.kill_reason, killed=True)
+            try:  # its templates, before anything else sees its command, env or kwargs
+                self.assignment = render_assignment(self.assignment)
+            except TemplateError as error:  # fails the attempt, never the worker
+                self._emit(STDERR, limits.clean_text(f"{error}\n"))
+                return Outcome(False, None, limits.clean_text(str(error)))
+            try:  # XCom arguments after the templates: a return value is never rendered
+                self.assignment = results.with_upstream_results(self.assignment)
+            except xcom_args.XComError as error:
+                self._emit(STDERR, limits.clean_text(f"{error}\n"))
+                return Outcome(False, None, limits.clean_text(str(error)))
             values = masked_values(self.assignment)  # its secret values never leave unmasked
             self._maskers = {s: StreamMasker(values) for s in (STDOUT, STDERR)} if values else {}
             with self._lock:
@@ -200,7 +225,7 @@ class Attempt:
                     self._signal_group(signal.SIGKILL)
                 elif self.deadline is not None and self.deadline != deadline:
                     proc.extend(self.deadline)  # extended while it started
-            return self._supervise(out, err)
+            return results.settle_outcome(self._supervise(out, err), self.assignment, workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -217,7 +242,7 @@ class Attempt:
         try:
             handle = executor().spawn(
                 kind=a.kind,
-                env=environment_for(a),
+                env={**environment_for(a), **results.result_env(a, workdir)},
                 cwd=workdir,
                 stdout=out_w,
                 stderr=err_w,
@@ -244,7 +269,7 @@ class Attempt:
             stdin=subprocess.PIPE if python else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=environment_for(a),
+            env={**environment_for(a), **results.result_env(a, workdir)},
             cwd=workdir,
             start_new_session=True,
         )

@@ -63,6 +63,12 @@ class Assignment:
     # The declared variables and connections (worker.task_secrets), resolved just before the
     # attempt starts: (env name, value in clear text). Never in a repr.
     secret_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    # The DAG's params (DagSpec.params_json): {{ params }} of its templates (dags.templating)
+    params_json: str = ""
+    # The return values (XCom, JSON text) of its direct upstream tasks, by task id: its
+    # TaskFlow arguments are resolved from them (dags.xcom_args)
+    upstream_results: Mapping[str, str] = field(default_factory=dict)
+    skip_on_exit_code: int | None = None  # bash: this exit code ends the attempt SKIPPED
 
     def task_env(self) -> dict[str, str]:
         """The RAFTSCHED_* variables every attempt sees (added after the task's own env)."""
@@ -99,7 +105,8 @@ class WorkerTransport(Protocol):
     def complete(
         self, key: TaskKey, token: int, *, success: bool, exit_code: int | None, message: str
     ) -> bool:
-        """Report the outcome of an attempt; False = refused (stale token): drop it."""
+        """Report the outcome of an attempt; False = refused (stale token): drop it. An
+        outcome with an XCom also passes ``result_json``, ``follow`` and ``skipped``."""
         ...
 
     def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:

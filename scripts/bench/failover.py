@@ -8,6 +8,12 @@ restarted and the cluster left to settle before the next kill. SQLite, loopback,
 dags folder with two 1-second DAGs so the leader always has work to commit.
 
     .venv/bin/python scripts/bench/failover.py --kills 10
+    .venv/bin/python scripts/bench/failover.py --kills 0 --watch 600   # a quiet window
+
+``--watch SECONDS`` first watches the settled cluster that long (nothing but the two 1-second
+DAGs) and counts elections: Raft terms begun during the window, from every node's /status
+polled every 0.5 s (a quiet cluster must have none). The host's load average is printed with
+each figure: other processes on the machine stretch every timing here.
 
 Prints one line per kill and the median and max. No asserts: figures only.
 """
@@ -34,6 +40,7 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--settle", type=float, default=3.0, help="seconds between kills")
     parser.add_argument("--poll", type=float, default=0.005, help="status poll interval")
+    parser.add_argument("--watch", type=float, default=0.0, help="quiet seconds to watch first")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     args = parser.parse_args()
 
@@ -50,6 +57,8 @@ def main() -> int:
         cluster.wait_leader(timeout=60)
         cluster.wait_caught_up(timeout=60, outbox=False)
         print(f"cluster up: {', '.join(cluster.addresses)} (work dir {workdir})", flush=True)
+        if args.watch > 0:
+            _watch_elections(cluster, args.watch)
         for kill in range(1, args.kills + 1):
             time.sleep(args.settle)
             victim = cluster.wait_leader(timeout=60)
@@ -93,6 +102,37 @@ def main() -> int:
     return 0
 
 
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cpus)"
+
+
+def _watch_elections(cluster, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """Count the Raft terms begun in ``seconds`` of a quiet cluster (every node polled)."""
+    print(f"watching {seconds:.0f} s for elections; {_load()}", flush=True)
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    leaders: list[tuple[float, str]] = []
+    end = time.time() + seconds
+    while time.time() < end:
+        for node in cluster.nodes:
+            status = node.status(timeout=0.5) or {}
+            term = status.get("term", status.get("raft_term"))
+            if term is None:
+                continue
+            first.setdefault(node.index, int(term))
+            last[node.index] = int(term)
+            if status.get("role") == "leader" and (not leaders or leaders[-1][1] != node.address):
+                leaders.append((time.time(), node.address))
+        time.sleep(0.5)
+    elections = max((last[i] - first[i] for i in last), default=0)
+    print(
+        f"quiet window {seconds:.0f} s: {elections} elections (terms per node {first} -> {last});"
+        f" leaders seen {[a for _, a in leaders]}; {_load()}",
+        flush=True,
+    )
+
+
 def _poll_new_leader(survivors, old_address: str, interval: float):  # type: ignore[no-untyped-def]
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -125,7 +165,7 @@ def _summary(rows) -> None:  # type: ignore[no-untyped-def]
         return
     to_leader = [r[3] * 1000 for r in rows]
     to_commit = [r[4] * 1000 for r in rows if r[4] is not None]
-    print(f"\n{len(rows)} kills (ms)        median      max      min")
+    print(f"\n{len(rows)} kills (ms)        median      max      min    ({_load()})")
     print(
         f"  kill -> new leader  {statistics.median(to_leader):7.0f}  {max(to_leader):7.0f}"
         f"  {min(to_leader):7.0f}"

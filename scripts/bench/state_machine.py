@@ -3,19 +3,33 @@
     .venv/bin/python scripts/bench/state_machine.py            # defaults: < 2 minutes
     .venv/bin/python scripts/bench/state_machine.py --scale 4  # bigger states
     .venv/bin/python scripts/bench/state_machine.py --due-dags 10000,100000,1000000
+    .venv/bin/python scripts/bench/state_machine.py --state 100000:10000  # restore, memory
 
 Sections: apply throughput (CreateRuns unbatched and batched), lease/complete cycles,
 snapshot/restore/digest cost at a realistic state size, and the leader's due-work cost with
 ``raftsched.core.due.DueIndex`` over many registered DAGs.
+
+``--state DAGS:RUNS`` measures one node's figures at that size, each in a process of its own
+(a node holds one state): a child builds the state through apply (as a node replaying the
+log) and prints its resident memory, then writes the snapshot file as a node does (gzipped
+pickle); a second child reads that file and restores it (as a node starting from it, or a
+follower receiving it) and prints the time and its resident memory (peak: the decoded
+snapshot and the state at once; after: the state alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
+import gzip
 import json
+import os
 import pickle
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -64,6 +78,17 @@ def make_spec(i: int, tasks: int) -> DagSpec:
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def rss_mib() -> tuple[float, float]:
+    """This process's resident memory now and at its peak (MiB; Linux /proc)."""
+    found = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                found[name] = int(value.split()[0]) / 1024
+    return found.get("VmRSS", 0.0), found.get("VmHWM", peak_rss_mib())
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -136,7 +161,7 @@ def bench_lease_cycle(runs: int, tasks: int, per_lease: int) -> None:
     )
 
 
-def bench_snapshot(dags: int, runs: int, tasks: int) -> None:
+def build_state(dags: int, runs: int, tasks: int) -> SchedulerState:
     log = registered(dags, tasks)
     for start in range(0, runs, 500):
         batch = tuple(decision(f"dag_{k % dags:06}", k // dags) for k in range(start, start + 500))
@@ -145,12 +170,19 @@ def bench_snapshot(dags: int, runs: int, tasks: int) -> None:
     for start in range(0, runs // 4, 1000):  # at most 1000 leases per command (core.limits)
         take = min(1000, runs // 4 - start)
         log.apply(c.LeaseTasks(request_id=log.rid(), now=T0, worker_id="w", max_tasks=take))
-    state = log.state
-    state_size = (
+    return log.state
+
+
+def describe(state: SchedulerState, runs: int, tasks: int) -> str:
+    return (
         f"{len(state.dags):,} DAGs, {state.run_count:,} runs, {runs * tasks:,} task instances,"
         f" {len(state.leases()):,} leases, {state.outbox_size:,} outbox entries"
     )
-    print(f"  state: {state_size}")
+
+
+def bench_snapshot(dags: int, runs: int, tasks: int) -> None:
+    state = build_state(dags, runs, tasks)
+    print(f"  state: {describe(state, runs, tasks)}")
     seconds, snap = timed(state.snapshot)
     print(f"  snapshot()           {seconds * 1000:9.1f} ms")
     seconds, text = timed(lambda: json.dumps(snap))
@@ -213,6 +245,88 @@ def bench_due_one(index: Any, count: int) -> None:
     )
 
 
+def timed_both(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds of this process, value): CPU time says more than wall time
+    on a machine that other work shares."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, value
+
+
+def node_build(dags: int, runs: int, tasks: int, path: str) -> None:
+    """Child 1: a node that applied the log to this size; writes the snapshot file."""
+    state = build_state(dags, runs, tasks)
+    gc.collect()
+    now, _ = rss_mib()
+    print(f"  state: {describe(state, runs, tasks)}")
+    print(f"  node that applied the log: resident {now:7.0f} MiB (the state alone)")
+    wall, cpu, snap = timed_both(state.snapshot)
+    print(f"  snapshot()                {wall:7.2f} s   (CPU {cpu:6.2f} s)")
+    payload = {"format": 1, "raft": (), "state": snap, "digest": state.digest()}
+
+    def write() -> int:
+        with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) as out:
+            pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
+        return os.path.getsize(path)
+
+    wall, cpu, size = timed_both(write)
+    print(f"  pickle+gzip to file       {wall:7.2f} s   (CPU {cpu:6.2f} s; {size / 1e6:.1f} MB)")
+    wall, cpu, full = timed_both(state.recompute_digest)
+    print(
+        f"  recompute_digest()        {wall:7.2f} s   (CPU {cpu:6.2f} s; from scratch;"
+        f" equal: {full == state.digest()})"
+    )
+
+
+def node_restore(path: str) -> None:
+    """Child 2: a node starting from the snapshot file (or receiving it from the leader)."""
+
+    def load() -> dict[str, Any]:
+        with open(path, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as src:
+            return pickle.load(src)
+
+    wall, cpu, payload = timed_both(load)
+    print(f"  read+unpickle the file    {wall:7.2f} s   (CPU {cpu:6.2f} s)")
+    snap, expected = payload["state"], payload["digest"]
+    del payload
+    wall, cpu, state = timed_both(functools.partial(SchedulerState.restore, snap))
+    agrees = state.digest() == expected
+    print(
+        f"  restore(snapshot)         {wall:7.2f} s   (CPU {cpu:6.2f} s; digest equals the"
+        f" original's: {agrees})"
+    )
+    _, peak = rss_mib()
+    del snap
+    gc.collect()
+    now, _ = rss_mib()
+    print(
+        f"  node restored from it:    resident {now:7.0f} MiB after, {peak:7.0f} MiB peak"
+        " (the decoded snapshot and the state at once)"
+    )
+    wall, cpu, full = timed_both(state.recompute_digest)
+    print(
+        f"  recompute_digest()        {wall:7.2f} s   (CPU {cpu:6.2f} s; equal: "
+        f"{full == state.digest()})"
+    )
+
+
+def per_node(dags: int, runs: int, tasks: int) -> None:
+    """``--state``: each node's figures in a process of its own (see the module doc)."""
+    print(
+        f"one node at {dags:,} DAGs and {runs:,} live runs ({tasks} tasks per DAG)"
+        f" - load average {os.getloadavg()[0]:.1f} (other work shares the machine):"
+    )
+    me = [sys.executable, os.path.abspath(__file__)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "raft.dump")
+        steps = (["--child-build", f"{dags}:{runs}", "--tasks", str(tasks)], ["--child-restore"])
+        for step in steps:
+            sys.stdout.flush()
+            subprocess.run([*me, *step, "--file", path], check=True)
+    print(f"  load average at the end: {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply state sizes")
@@ -224,13 +338,20 @@ def main() -> None:
         metavar="DAGS:RUNS",
         help="only the snapshot/restore/memory figures of one state size (e.g. 100000:10000)",
     )
+    parser.add_argument("--child-build", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--child-restore", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--file", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_build:
+        dags, runs = (int(x) for x in args.child_build.split(":"))
+        node_build(dags, runs, args.tasks, args.file)
+        return
+    if args.child_restore:
+        node_restore(args.file)
+        return
     if args.state:
         dags, runs = (int(x) for x in args.state.split(":"))
-        print(f"snapshot, restore and memory at {dags:,} DAGs and {runs:,} live runs:")
-        bench_snapshot(dags=dags, runs=runs, tasks=args.tasks)
-        print(f"  peak resident memory {peak_rss_mib():9.0f} MiB (this process: the state,")
-        print("                       its snapshot and a restored copy at once)")
+        per_node(dags, runs, args.tasks)
         return
     scale, tasks = args.scale, args.tasks
 

@@ -112,6 +112,7 @@ class ApiCluster(ClusterHarness):
         noop: bool = False,
         record: Path | None = None,
         nodes: list[int] | None = None,
+        queues: str | None = None,
     ) -> WorkerProc:
         servers = ",".join(self.api_addresses[i] for i in (nodes or range(len(self.addresses))))
         args = ["worker", "--server", servers, "--token", WORKER, "--worker-id", name]
@@ -120,6 +121,8 @@ class ApiCluster(ClusterHarness):
             args.append("--noop")
         if record is not None:
             args += ["--record", str(record)]
+        if queues is not None:
+            args += ["--queues", queues]
         proc = WorkerProc(
             index=100 + len(self.workers),
             address=f"worker {name}",

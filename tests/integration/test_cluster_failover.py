@@ -34,6 +34,7 @@ def test_kill_9_the_leader_repeatedly(tmp_path: Path, db_url: str) -> None:
     now = whole_second(utcnow())
     start, end = now - timedelta(seconds=5), now + timedelta(seconds=22)
     dags = second_dags(DAG_COUNT, start=start, end=end)
+    total = sum(len(slots) for slots in _expected(start, end).values())
 
     with ClusterHarness(tmp_path, db_url, dags=dags) as cluster:
         cluster.start()
@@ -49,9 +50,10 @@ def test_kill_9_the_leader_repeatedly(tmp_path: Path, db_url: str) -> None:
             victims.append(leader)
             cluster.wait_leader(timeout=30, exclude={leader})
             cluster.start_node(leader)
-            # The new leader keeps going: more runs reach the DB after the kill.
+            # The new leader keeps going: more runs reach the DB after the kill (unless a slow
+            # machine let the whole window pass already: the slot check below still holds).
             wait_for(
-                lambda before=before: len(cluster.runs()) > before,
+                lambda before=before: len(cluster.runs()) > before or len(cluster.runs()) >= total,
                 timeout=30,
                 what="new runs after the leader was killed",
                 describe=cluster.brief,
@@ -84,8 +86,9 @@ def test_kill_9_every_node_then_restart(tmp_path: Path, db_url: str) -> None:
         for index in range(3):
             cluster.start_node(index)
         cluster.wait_leader(timeout=60)
+        total = sum(len(slots) for slots in _expected(start, end).values())
         wait_for(
-            lambda: len(cluster.runs()) > before,
+            lambda: len(cluster.runs()) > before or len(cluster.runs()) >= total,
             timeout=60,
             what="runs after the full restart",
             describe=cluster.brief,

@@ -168,6 +168,42 @@ def test_standalone_smoke(tmp_path: Path) -> None:
 
         wait_for(web_health, timeout=60, what="the web UI's /health to answer 200", interval=0.5)
 
+        # The authoring examples run on the cluster: TaskFlow, params and templates, and the
+        # connection that standalone adds for example_connections (it fetches /health).
+        authoring = ("example_taskflow", "example_params", "example_connections")
+
+        def triggered(dag_id: str) -> bool:
+            done = subprocess.run(
+                [*cli, "dags", "trigger", dag_id],
+                capture_output=True,
+                env=env,
+                timeout=30,
+                check=False,
+            )
+            return done.returncode == 0
+
+        for dag_id in authoring:
+            wait_for(lambda d=dag_id: triggered(d), timeout=90, what=f"{dag_id} to be triggered")
+
+        def authoring_states() -> dict[str, str]:
+            with engine.connect() as conn:
+                rows = conn.execute(
+                    sa.text("SELECT dag_id, state FROM dag_run WHERE run_type = 'manual'")
+                )
+                return {dag_id: state for dag_id, state in rows if dag_id in authoring}
+
+        wait_for(
+            lambda: (
+                set(authoring_states().values()) == {"success"}
+                and len(authoring_states()) == len(authoring)
+            ),
+            timeout=120,
+            what="the TaskFlow, params and connection examples to succeed",
+            interval=1.0,
+            describe=lambda: str(authoring_states()),
+        )
+        engine.dispose()
+
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0, output()[-3000:]
         for pid in pids:

@@ -182,7 +182,8 @@ CASES = [
      "duplicate task_id 'a' in DAG 'etl'", "etl", "a"),
     ("trigger-rule", lambda: BashTask("a", command="x", dag=dag(), trigger_rule="sometimes"),
      "unknown trigger_rule 'sometimes' for task 'a' in DAG 'etl'; allowed: all_success,"
-     " all_done, all_failed, one_success, one_failed, none_failed", "etl", "a"),
+     " all_done, all_failed, one_success, one_failed, none_failed,"
+     " none_failed_min_one_success, all_skipped, none_skipped", "etl", "a"),
     ("cron-range", lambda: dag(schedule="61 * * * *"),
      "DAG 'etl': invalid cron expression '61 * * * *': [61 * * * *] is not acceptable,"
      " out of range", "etl", ""),

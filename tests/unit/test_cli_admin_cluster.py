@@ -28,14 +28,14 @@ def test_status_table(fake: FakeCluster, capsys: pytest.CaptureFixture[str]) -> 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == [
         "NODE", "API_ADDRESS", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "DIGEST", "OUTBOX",
-        "QUARANTINED", "BACKPRESSURE",
+        "QUARANTINED", "BACKPRESSURE", "RELEASE", "CLUSTER_VERSION",
     ]  # fmt: skip
     assert lines[1].split() == [
         "127.0.0.1:7101", "127.0.0.1:7301", "leader", "4", "42", "42", "0",
-        f"{'ab' * 6}@40", "3", "-", "no",
+        f"{'ab' * 6}@40", "3", "-", "no", "0.1.0/r1", "1",
     ]  # fmt: skip
-    assert lines[2].split()[2] == "follower" and lines[2].split()[-1] == "yes"
-    assert lines[3].split() == ["127.0.0.1:7103", "-", "unreachable", *["-"] * 8]
+    assert lines[2].split()[2] == "follower" and lines[2].split()[-3] == "yes"
+    assert lines[3].split() == ["127.0.0.1:7103", "-", "unreachable", *["-"] * 10]
     assert "127.0.0.1:7103: connection refused" in lines
     assert lines[-1] == "leader: 127.0.0.1:7101"
 

@@ -19,7 +19,7 @@ DAG = textwrap.dedent(
         a = BashTask("a", command='echo "ld=$RAFTSCHED_LOGICAL_DATE conf=$RAFTSCHED_CONF"')
         b = PythonTask("b", fn=hello, kwargs={"name": "raft"})
         c = BashTask("c", command="%s", retries=1)
-        d = BashTask("d", command="echo after")
+        d = BashTask("d", command="echo after", queue="gpu")  # dags test ignores queues
         a >> b >> c >> d
     """
 )
@@ -63,3 +63,55 @@ def test_unknown_dag_and_bad_conf_are_clear_errors(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "`raftsched dags parse`" in missing.stderr
     bad = run(tmp_path, "--conf", "[1, 2]")
     assert bad.returncode == 1 and "JSON object" in bad.stderr
+
+
+TASKFLOW = textwrap.dedent(
+    """\
+    from raftsched import BashTask, dag, task
+
+    @dag(schedule=None)
+    def tf_dag():
+        @task
+        def extract():
+            return {"rows": [1, 2, 3]}
+
+        @task.branch
+        def route(rows):
+            return "big" if sum(rows) > 5 else "small"
+
+        @task
+        def big(rows):
+            return len(rows)
+
+        @task
+        def small():
+            print("never")
+
+        @task
+        def too_big():
+            return "x" * 70000
+
+        rows = extract()["rows"]
+        route(rows) >> [big(rows), small()]
+        BashTask("skips", command="exit 3", skip_on_exit_code=3)
+        too_big()
+
+    tf_dag()
+    """
+)
+
+
+def test_taskflow_values_branches_and_skips(tmp_path: Path) -> None:
+    (tmp_path / "tf.py").write_text(TASKFLOW)
+    argv = [sys.executable, "-m", "raftsched", "dags", "test", "tf_dag", "--folder", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert '--- extract: xcom {"rows":[1,2,3]}' in out, out + done.stderr
+    assert '--- route: xcom "big"' in out
+    assert "--- big: xcom 3" in out  # rows[...] reached big as its argument
+    assert "--- small: skipped (branch route)" in out
+    assert "--- skips: skipped" in out
+    # a return value past 64 KiB fails the attempt, saying the bound and what to do
+    assert "--- too_big: failed" in out and "the limit is 65536 bytes" in out
+    assert "keep bulk data in files" in out
+    assert done.returncode == 1

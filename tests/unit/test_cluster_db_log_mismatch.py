@@ -155,6 +155,36 @@ def test_agreement_writes_then_acknowledges() -> None:
     assert isinstance(proposer.proposed[0], Batch)  # the barrier comes before the check
 
 
+class _DeposedLeaderProposer(_Proposer):
+    """The barrier commits the deposed leader's last ack (5): its DB write (3 -> 5) landed
+    just before, after the new leader could have read the watermark."""
+
+    def __init__(self, state: _State, sink: _Sink) -> None:
+        super().__init__()
+        self._state, self._sink = state, sink
+
+    def propose(self, command: Any, **kw: Any) -> Result:
+        if isinstance(command, Batch) and self._state.outbox_acked_seq < 5:
+            self._sink._watermark = 5
+            self._state.outbox_acked_seq = 5
+        return super().propose(command, **kw)
+
+
+def test_an_ack_the_barrier_commits_is_no_false_alarm() -> None:
+    state, sink = _State(last_seq=8, acked_seq=3), _Sink(watermark=3)
+    proposer = _DeposedLeaderProposer(state, sink)
+    driver = MaterializerDriver(_Node(state), proposer, sink)  # type: ignore[arg-type]
+    driver.start()
+    try:
+        wait_for(lambda: _acks(proposer), timeout=10, what="an ack")
+    finally:
+        driver.stop()
+    # Read before the barrier, the watermark (3) was behind the acks (5): a CRITICAL
+    # "the DB lost committed writes" and no scheduling until the next check.
+    assert driver.mismatch is None
+    assert sink.written == [6, 7, 8] and _acks(proposer) == [8]
+
+
 def test_leader_loop_holds_while_told() -> None:
     node, proposer = _Node(_State(0, 0)), _Proposer()
     loop = LeaderLoop(node, proposer, LoopSettings(dags_folder=Path("/nonexistent"), parse=False))  # type: ignore[arg-type]

@@ -43,7 +43,7 @@ def test_conf_binds_explicitly_and_encrypts(tmp_path: Path) -> None:
     assert conf.commandsWaitLeader is True
     assert conf.appendEntriesUseBatch is False
     assert (conf.raftMinTimeout, conf.raftMaxTimeout) == (0.15, 0.45)
-    assert conf.appendEntriesPeriod == 0.04
+    assert conf.appendEntriesPeriod == 0.03
     assert conf.leaderFallbackTimeout == 1.5
     assert conf.journalFile == str(tmp_path / "127.0.0.1_7101" / "raft.journal")
     assert conf.fullDumpFile == str(tmp_path / "127.0.0.1_7101" / "raft.dump")
@@ -67,7 +67,7 @@ def test_self_address_must_be_a_member(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("raft_min_timeout", 0.1),  # not > 3 * append_entries_period
+        ("raft_min_timeout", 0.08),  # not > 3 * append_entries_period
         ("raft_max_timeout", 0.1),  # not > raft_min_timeout
         ("connection_timeout", 0.2),  # not >= raft_max_timeout
         ("leader_fallback_timeout", 0.01),  # not > append_entries_period

@@ -138,10 +138,14 @@ def test_example_dags_shipped_with_the_package_parse_cleanly() -> None:
     result = parse_folder(folder, timeout=20, output_limit=OUTPUT_LIMIT)
     assert result.errors == []
     assert sorted(s.dag_id for s in result.specs) == [
+        "example_callbacks",
+        "example_connections",
         "example_etl",
         "example_manual",
+        "example_params",
         "example_python_report",
         "example_retries",
+        "example_taskflow",
     ]
     kinds = {s.dag_id: s.schedule.kind for s in result.specs}
     assert kinds["example_manual"] is ScheduleKind.NONE

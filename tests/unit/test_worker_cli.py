@@ -48,3 +48,15 @@ def test_concurrency_must_be_positive(capsys: pytest.CaptureFixture[str]) -> Non
         parse("worker", "--concurrency", "0")
     assert exit_info.value.code == 2
     assert "expected a whole number >= 1" in capsys.readouterr().err
+
+
+def test_queues_flag_takes_names_each_once_and_refuses_bad_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = parse("worker", "--queues", "gpu, default,gpu")
+    assert args.queues == ("gpu", "default")  # type: ignore[attr-defined]
+    assert parse("worker").queues is None  # type: ignore[attr-defined]  # [worker] queues then
+    for bad in ("a b", ",", "x" * 251):
+        with pytest.raises(SystemExit):
+            parse("worker", "--queues", bad)
+    assert "invalid queue 'a b'" in capsys.readouterr().err

@@ -237,6 +237,16 @@ class TaskInstance(Schema):
     exit_code = fields.Integer(allow_none=True)
     message = fields.String()
     lease_expires_at = fields.DateTime(allow_none=True)
+    result_json = fields.String(
+        metadata={"description": "its return value (XCom) as JSON text; empty: none"}
+    )
+    queue = fields.String(metadata={"description": "only workers serving this queue lease it"})
+    waiting = fields.String(
+        metadata={
+            "description": "while queued, why it may wait (no live worker serves its queue);"
+            " empty: nothing known"
+        }
+    )
 
 
 class TaskInstanceList(Schema):

@@ -31,7 +31,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node_id", "address", "api_address", "role", "term", "commit_index", "applied_index", "lag", "digest", "digest_index", "outbox_backlog", "outbox_last_seq", "outbox_acked_seq", "db_watermark", "db_ok", "backpressure", "has_quorum", "last_leader_contact", "error", "quarantined")
+    __slots__ = ("node_id", "address", "api_address", "role", "term", "commit_index", "applied_index", "lag", "digest", "digest_index", "outbox_backlog", "outbox_last_seq", "outbox_acked_seq", "db_watermark", "db_ok", "backpressure", "has_quorum", "last_leader_contact", "error", "quarantined", "version", "release", "cluster_version")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     API_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,9 @@ class NodeStatus(_message.Message):
     LAST_LEADER_CONTACT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     QUARANTINED_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_VERSION_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     api_address: str
@@ -72,7 +75,10 @@ class NodeStatus(_message.Message):
     last_leader_contact: _timestamp_pb2.Timestamp
     error: str
     quarantined: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[_Union[NodeRole, str]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., outbox_last_seq: _Optional[int] = ..., outbox_acked_seq: _Optional[int] = ..., db_watermark: _Optional[int] = ..., db_ok: _Optional[bool] = ..., backpressure: _Optional[bool] = ..., has_quorum: _Optional[bool] = ..., last_leader_contact: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., quarantined: _Optional[int] = ...) -> None: ...
+    version: str
+    release: int
+    cluster_version: int
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[_Union[NodeRole, str]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., outbox_last_seq: _Optional[int] = ..., outbox_acked_seq: _Optional[int] = ..., db_watermark: _Optional[int] = ..., db_ok: _Optional[bool] = ..., backpressure: _Optional[bool] = ..., has_quorum: _Optional[bool] = ..., last_leader_contact: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., quarantined: _Optional[int] = ..., version: _Optional[str] = ..., release: _Optional[int] = ..., cluster_version: _Optional[int] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
     __slots__ = ("nodes", "freshness")

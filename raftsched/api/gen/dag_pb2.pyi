@@ -23,7 +23,7 @@ class Schedule(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., cron: _Optional[str] = ..., interval_seconds: _Optional[int] = ..., display: _Optional[str] = ...) -> None: ...
 
 class TaskDefinition(_message.Message):
-    __slots__ = ("task_id", "kind", "command", "env", "callable_name", "kwargs_json", "retries", "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "execution_timeout_seconds", "priority_weight", "trigger_rule", "upstream")
+    __slots__ = ("task_id", "kind", "command", "env", "callable_name", "kwargs_json", "retries", "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "execution_timeout_seconds", "priority_weight", "trigger_rule", "upstream", "queue")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class TaskDefinition(_message.Message):
     PRIORITY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     TRIGGER_RULE_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     kind: str
     command: str
@@ -59,7 +60,8 @@ class TaskDefinition(_message.Message):
     priority_weight: int
     trigger_rule: str
     upstream: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., retries: _Optional[int] = ..., retry_delay_seconds: _Optional[float] = ..., retry_exponential_backoff: _Optional[bool] = ..., max_retry_delay_seconds: _Optional[float] = ..., execution_timeout_seconds: _Optional[float] = ..., priority_weight: _Optional[int] = ..., trigger_rule: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ...) -> None: ...
+    queue: str
+    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., retries: _Optional[int] = ..., retry_delay_seconds: _Optional[float] = ..., retry_exponential_backoff: _Optional[bool] = ..., max_retry_delay_seconds: _Optional[float] = ..., execution_timeout_seconds: _Optional[float] = ..., priority_weight: _Optional[int] = ..., trigger_rule: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class RunSummary(_message.Message):
     __slots__ = ("run_id", "state", "logical_date", "run_type")
@@ -84,7 +86,7 @@ class NextRun(_message.Message):
     def __init__(self, logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Dag(_message.Message):
-    __slots__ = ("dag_id", "fileloc", "description", "tags", "schedule", "timezone", "start_date", "end_date", "catchup", "max_active_runs", "max_active_tasks", "paused", "active", "spec_hash", "updated_at", "last_logical_date", "next_run", "recent_runs", "task_count")
+    __slots__ = ("dag_id", "fileloc", "description", "tags", "schedule", "timezone", "start_date", "end_date", "catchup", "max_active_runs", "max_active_tasks", "paused", "active", "spec_hash", "updated_at", "last_logical_date", "next_run", "recent_runs", "task_count", "params_json")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     FILELOC_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +106,7 @@ class Dag(_message.Message):
     NEXT_RUN_FIELD_NUMBER: _ClassVar[int]
     RECENT_RUNS_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     dag_id: str
     fileloc: str
     description: str
@@ -123,7 +126,8 @@ class Dag(_message.Message):
     next_run: NextRun
     recent_runs: _containers.RepeatedCompositeFieldContainer[RunSummary]
     task_count: int
-    def __init__(self, dag_id: _Optional[str] = ..., fileloc: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., timezone: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., catchup: _Optional[bool] = ..., max_active_runs: _Optional[int] = ..., max_active_tasks: _Optional[int] = ..., paused: _Optional[bool] = ..., active: _Optional[bool] = ..., spec_hash: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run: _Optional[_Union[NextRun, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., task_count: _Optional[int] = ...) -> None: ...
+    params_json: str
+    def __init__(self, dag_id: _Optional[str] = ..., fileloc: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., timezone: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., catchup: _Optional[bool] = ..., max_active_runs: _Optional[int] = ..., max_active_tasks: _Optional[int] = ..., paused: _Optional[bool] = ..., active: _Optional[bool] = ..., spec_hash: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run: _Optional[_Union[NextRun, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., task_count: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
 
 class ListDagsRequest(_message.Message):
     __slots__ = ("search", "tags", "paused", "include_inactive", "recent_runs", "page_size", "page_token")
@@ -296,7 +300,7 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[DagRun, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
 class TaskInstance(_message.Message):
-    __slots__ = ("key", "state", "try_number", "max_tries", "worker_id", "lease_token", "queued_at", "start_date", "end_date", "next_retry_at", "exit_code", "message", "lease_expires_at")
+    __slots__ = ("key", "state", "try_number", "max_tries", "worker_id", "lease_token", "queued_at", "start_date", "end_date", "next_retry_at", "exit_code", "message", "lease_expires_at", "result_json", "queue", "waiting")
     KEY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +314,9 @@ class TaskInstance(_message.Message):
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
     key: _common_pb2.TaskKey
     state: _common_pb2.TaskState
     try_number: int
@@ -323,7 +330,10 @@ class TaskInstance(_message.Message):
     exit_code: int
     message: str
     lease_expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_token: _Optional[int] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    result_json: str
+    queue: str
+    waiting: str
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_token: _Optional[int] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result_json: _Optional[str] = ..., queue: _Optional[str] = ..., waiting: _Optional[str] = ...) -> None: ...
 
 class ListTaskInstancesRequest(_message.Message):
     __slots__ = ("dag_id", "run_id")

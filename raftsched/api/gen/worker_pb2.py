@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from . import common_pb2 as raftsched_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftsched/v1/worker.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"y\n\x0cLeaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x11\n\tmax_tasks\x18\x02 \x01(\r\x12\x14\n\x0cwait_seconds\x18\x03 \x01(\x01\x12\x19\n\x11lease_ttl_seconds\x18\x04 \x01(\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\xc7\x04\n\tTaskLease\x12\"\n\x03key\x18\x01 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x12\n\ntry_number\x18\x03 \x01(\r\x12\x11\n\tmax_tries\x18\x04 \x01(\r\x12.\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x07 \x01(\t\x12-\n\x03\x65nv\x18\x08 \x03(\x0b\x32 .raftsched.v1.TaskLease.EnvEntry\x12\x15\n\rcallable_name\x18\t \x01(\t\x12\x13\n\x0bkwargs_json\x18\n \x01(\t\x12\x0f\n\x07\x66ileloc\x18\x0b \x01(\t\x12&\n\x19\x65xecution_timeout_seconds\x18\x0c \x01(\x01H\x00\x88\x01\x01\x12\x30\n\x0clogical_date\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x13\x64\x61ta_interval_start\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x64\x61ta_interval_end\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tconf_json\x18\x10 \x01(\t\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x1c\n\x1a_execution_timeout_seconds\"8\n\rLeaseResponse\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.raftsched.v1.TaskLease\"=\n\x08LeaseRef\x12\"\n\x03key\x18\x01 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x02 \x01(\x04\"|\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12&\n\x06leases\x18\x02 \x03(\x0b\x32\x16.raftsched.v1.LeaseRef\x12\x19\n\x11lease_ttl_seconds\x18\x03 \x01(\x01\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"\x80\x01\n\x0bLeaseStatus\x12%\n\x05lease\x18\x01 \x01(\x0b\x32\x16.raftsched.v1.LeaseRef\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x11HeartbeatResponse\x12)\n\x06leases\x18\x01 \x03(\x0b\x32\x19.raftsched.v1.LeaseStatus\"\xda\x01\n\x0f\x43ompleteRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\"\n\x03key\x18\x02 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x03 \x01(\x04\x12\x0f\n\x07success\x18\x04 \x01(\x08\x12\x16\n\texit_code\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x0f\n\x07message\x18\x06 \x01(\t\x12%\n\x06\x63hunks\x18\x07 \x03(\x0b\x32\x15.raftsched.v1.LogText\x12\x12\n\nrequest_id\x18\x08 \x01(\tB\x0c\n\n_exit_code\":\n\x10\x43ompleteResponse\x12&\n\x05state\x18\x01 \x01(\x0e\x32\x17.raftsched.v1.TaskState\"\x94\x01\n\x11\x41ppendLogsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\"\n\x03key\x18\x02 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x03 \x01(\x04\x12%\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x15.raftsched.v1.LogText\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"&\n\x12\x41ppendLogsResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x04\"_\n\x0eReleaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12&\n\x06leases\x18\x02 \x03(\x0b\x32\x16.raftsched.v1.LeaseRef\x12\x12\n\nrequest_id\x18\x03 \x01(\t\";\n\x0fReleaseResponse\x12(\n\x08released\x18\x01 \x03(\x0b\x32\x16.raftsched.v1.LeaseRef2\x83\x03\n\rWorkerService\x12@\n\x05Lease\x12\x1a.raftsched.v1.LeaseRequest\x1a\x1b.raftsched.v1.LeaseResponse\x12L\n\tHeartbeat\x12\x1e.raftsched.v1.HeartbeatRequest\x1a\x1f.raftsched.v1.HeartbeatResponse\x12I\n\x08\x43omplete\x12\x1d.raftsched.v1.CompleteRequest\x1a\x1e.raftsched.v1.CompleteResponse\x12O\n\nAppendLogs\x12\x1f.raftsched.v1.AppendLogsRequest\x1a .raftsched.v1.AppendLogsResponse\x12\x46\n\x07Release\x12\x1c.raftsched.v1.ReleaseRequest\x1a\x1d.raftsched.v1.ReleaseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftsched/v1/worker.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"\x89\x01\n\x0cLeaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x11\n\tmax_tasks\x18\x02 \x01(\r\x12\x14\n\x0cwait_seconds\x18\x03 \x01(\x01\x12\x19\n\x11lease_ttl_seconds\x18\x04 \x01(\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x0e\n\x06queues\x18\x06 \x03(\t\"\x92\x06\n\tTaskLease\x12\"\n\x03key\x18\x01 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x12\n\ntry_number\x18\x03 \x01(\r\x12\x11\n\tmax_tries\x18\x04 \x01(\r\x12.\n\nexpires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04kind\x18\x06 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x07 \x01(\t\x12-\n\x03\x65nv\x18\x08 \x03(\x0b\x32 .raftsched.v1.TaskLease.EnvEntry\x12\x15\n\rcallable_name\x18\t \x01(\t\x12\x13\n\x0bkwargs_json\x18\n \x01(\t\x12\x0f\n\x07\x66ileloc\x18\x0b \x01(\t\x12&\n\x19\x65xecution_timeout_seconds\x18\x0c \x01(\x01H\x00\x88\x01\x01\x12\x30\n\x0clogical_date\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x37\n\x13\x64\x61ta_interval_start\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x35\n\x11\x64\x61ta_interval_end\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tconf_json\x18\x10 \x01(\t\x12\x13\n\x0bparams_json\x18\x11 \x01(\t\x12\x46\n\x10upstream_results\x18\x12 \x03(\x0b\x32,.raftsched.v1.TaskLease.UpstreamResultsEntry\x12\x1e\n\x11skip_on_exit_code\x18\x13 \x01(\x05H\x01\x88\x01\x01\x1a*\n\x08\x45nvEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x36\n\x14UpstreamResultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x1c\n\x1a_execution_timeout_secondsB\x14\n\x12_skip_on_exit_code\"8\n\rLeaseResponse\x12\'\n\x06leases\x18\x01 \x03(\x0b\x32\x17.raftsched.v1.TaskLease\"=\n\x08LeaseRef\x12\"\n\x03key\x18\x01 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x02 \x01(\x04\"\x8c\x01\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12&\n\x06leases\x18\x02 \x03(\x0b\x32\x16.raftsched.v1.LeaseRef\x12\x19\n\x11lease_ttl_seconds\x18\x03 \x01(\x01\x12\x12\n\nrequest_id\x18\x04 \x01(\t\x12\x0e\n\x06queues\x18\x05 \x03(\t\"\x80\x01\n\x0bLeaseStatus\x12%\n\x05lease\x18\x01 \x01(\x0b\x32\x16.raftsched.v1.LeaseRef\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12.\n\nexpires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\">\n\x11HeartbeatResponse\x12)\n\x06leases\x18\x01 \x03(\x0b\x32\x19.raftsched.v1.LeaseStatus\"\xa3\x02\n\x0f\x43ompleteRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\"\n\x03key\x18\x02 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x03 \x01(\x04\x12\x0f\n\x07success\x18\x04 \x01(\x08\x12\x16\n\texit_code\x18\x05 \x01(\x05H\x00\x88\x01\x01\x12\x0f\n\x07message\x18\x06 \x01(\t\x12%\n\x06\x63hunks\x18\x07 \x03(\x0b\x32\x15.raftsched.v1.LogText\x12\x12\n\nrequest_id\x18\x08 \x01(\t\x12\x13\n\x0bresult_json\x18\t \x01(\t\x12\x11\n\tis_branch\x18\n \x01(\x08\x12\x0e\n\x06\x66ollow\x18\x0b \x03(\t\x12\x0f\n\x07skipped\x18\x0c \x01(\x08\x42\x0c\n\n_exit_code\":\n\x10\x43ompleteResponse\x12&\n\x05state\x18\x01 \x01(\x0e\x32\x17.raftsched.v1.TaskState\"\x94\x01\n\x11\x41ppendLogsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\"\n\x03key\x18\x02 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x03 \x01(\x04\x12%\n\x06\x63hunks\x18\x04 \x03(\x0b\x32\x15.raftsched.v1.LogText\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"&\n\x12\x41ppendLogsResponse\x12\x10\n\x08last_seq\x18\x01 \x01(\x04\"_\n\x0eReleaseRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12&\n\x06leases\x18\x02 \x03(\x0b\x32\x16.raftsched.v1.LeaseRef\x12\x12\n\nrequest_id\x18\x03 \x01(\t\";\n\x0fReleaseResponse\x12(\n\x08released\x18\x01 \x03(\x0b\x32\x16.raftsched.v1.LeaseRef\"\x81\x01\n\x15LeaseCallbacksRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x10\n\x08max_jobs\x18\x02 \x01(\r\x12\x14\n\x0cwait_seconds\x18\x03 \x01(\x01\x12\x19\n\x11lease_ttl_seconds\x18\x04 \x01(\x01\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"\xd4\x01\n\rCallbackLease\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12\"\n\x03key\x18\x03 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\x12\n\ntry_number\x18\x04 \x01(\r\x12\r\n\x05\x65vent\x18\x05 \x01(\t\x12\x10\n\x08\x63\x61llable\x18\x06 \x01(\t\x12\x13\n\x0bkwargs_json\x18\x07 \x01(\t\x12\x0f\n\x07\x66ileloc\x18\x08 \x01(\t\x12\x14\n\x0c\x63ontext_json\x18\t \x01(\t\x12\x0f\n\x07\x61ttempt\x18\n \x01(\r\"C\n\x16LeaseCallbacksResponse\x12)\n\x04jobs\x18\x01 \x03(\x0b\x32\x1b.raftsched.v1.CallbackLease\"\xa8\x01\n\x17\x43ompleteCallbackRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12\r\n\x05token\x18\x03 \x01(\x04\x12\x0f\n\x07success\x18\x04 \x01(\x08\x12\x0f\n\x07message\x18\x05 \x01(\t\x12%\n\x06\x63hunks\x18\x06 \x03(\x0b\x32\x15.raftsched.v1.LogText\x12\x12\n\nrequest_id\x18\x07 \x01(\t\")\n\x18\x43ompleteCallbackResponse\x12\r\n\x05state\x18\x01 \x01(\t2\xc3\x04\n\rWorkerService\x12@\n\x05Lease\x12\x1a.raftsched.v1.LeaseRequest\x1a\x1b.raftsched.v1.LeaseResponse\x12L\n\tHeartbeat\x12\x1e.raftsched.v1.HeartbeatRequest\x1a\x1f.raftsched.v1.HeartbeatResponse\x12I\n\x08\x43omplete\x12\x1d.raftsched.v1.CompleteRequest\x1a\x1e.raftsched.v1.CompleteResponse\x12O\n\nAppendLogs\x12\x1f.raftsched.v1.AppendLogsRequest\x1a .raftsched.v1.AppendLogsResponse\x12\x46\n\x07Release\x12\x1c.raftsched.v1.ReleaseRequest\x1a\x1d.raftsched.v1.ReleaseResponse\x12[\n\x0eLeaseCallbacks\x12#.raftsched.v1.LeaseCallbacksRequest\x1a$.raftsched.v1.LeaseCallbacksResponse\x12\x61\n\x10\x43ompleteCallback\x12%.raftsched.v1.CompleteCallbackRequest\x1a&.raftsched.v1.CompleteCallbackResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,34 +35,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASKLEASE_ENVENTRY']._loaded_options = None
   _globals['_TASKLEASE_ENVENTRY']._serialized_options = b'8\001'
-  _globals['_LEASEREQUEST']._serialized_start=103
-  _globals['_LEASEREQUEST']._serialized_end=224
-  _globals['_TASKLEASE']._serialized_start=227
-  _globals['_TASKLEASE']._serialized_end=810
-  _globals['_TASKLEASE_ENVENTRY']._serialized_start=738
-  _globals['_TASKLEASE_ENVENTRY']._serialized_end=780
-  _globals['_LEASERESPONSE']._serialized_start=812
-  _globals['_LEASERESPONSE']._serialized_end=868
-  _globals['_LEASEREF']._serialized_start=870
-  _globals['_LEASEREF']._serialized_end=931
-  _globals['_HEARTBEATREQUEST']._serialized_start=933
-  _globals['_HEARTBEATREQUEST']._serialized_end=1057
-  _globals['_LEASESTATUS']._serialized_start=1060
-  _globals['_LEASESTATUS']._serialized_end=1188
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1190
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1252
-  _globals['_COMPLETEREQUEST']._serialized_start=1255
-  _globals['_COMPLETEREQUEST']._serialized_end=1473
-  _globals['_COMPLETERESPONSE']._serialized_start=1475
-  _globals['_COMPLETERESPONSE']._serialized_end=1533
-  _globals['_APPENDLOGSREQUEST']._serialized_start=1536
-  _globals['_APPENDLOGSREQUEST']._serialized_end=1684
-  _globals['_APPENDLOGSRESPONSE']._serialized_start=1686
-  _globals['_APPENDLOGSRESPONSE']._serialized_end=1724
-  _globals['_RELEASEREQUEST']._serialized_start=1726
-  _globals['_RELEASEREQUEST']._serialized_end=1821
-  _globals['_RELEASERESPONSE']._serialized_start=1823
-  _globals['_RELEASERESPONSE']._serialized_end=1882
-  _globals['_WORKERSERVICE']._serialized_start=1885
-  _globals['_WORKERSERVICE']._serialized_end=2272
+  _globals['_TASKLEASE_UPSTREAMRESULTSENTRY']._loaded_options = None
+  _globals['_TASKLEASE_UPSTREAMRESULTSENTRY']._serialized_options = b'8\001'
+  _globals['_LEASEREQUEST']._serialized_start=104
+  _globals['_LEASEREQUEST']._serialized_end=241
+  _globals['_TASKLEASE']._serialized_start=244
+  _globals['_TASKLEASE']._serialized_end=1030
+  _globals['_TASKLEASE_ENVENTRY']._serialized_start=880
+  _globals['_TASKLEASE_ENVENTRY']._serialized_end=922
+  _globals['_TASKLEASE_UPSTREAMRESULTSENTRY']._serialized_start=924
+  _globals['_TASKLEASE_UPSTREAMRESULTSENTRY']._serialized_end=978
+  _globals['_LEASERESPONSE']._serialized_start=1032
+  _globals['_LEASERESPONSE']._serialized_end=1088
+  _globals['_LEASEREF']._serialized_start=1090
+  _globals['_LEASEREF']._serialized_end=1151
+  _globals['_HEARTBEATREQUEST']._serialized_start=1154
+  _globals['_HEARTBEATREQUEST']._serialized_end=1294
+  _globals['_LEASESTATUS']._serialized_start=1297
+  _globals['_LEASESTATUS']._serialized_end=1425
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1427
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1489
+  _globals['_COMPLETEREQUEST']._serialized_start=1492
+  _globals['_COMPLETEREQUEST']._serialized_end=1783
+  _globals['_COMPLETERESPONSE']._serialized_start=1785
+  _globals['_COMPLETERESPONSE']._serialized_end=1843
+  _globals['_APPENDLOGSREQUEST']._serialized_start=1846
+  _globals['_APPENDLOGSREQUEST']._serialized_end=1994
+  _globals['_APPENDLOGSRESPONSE']._serialized_start=1996
+  _globals['_APPENDLOGSRESPONSE']._serialized_end=2034
+  _globals['_RELEASEREQUEST']._serialized_start=2036
+  _globals['_RELEASEREQUEST']._serialized_end=2131
+  _globals['_RELEASERESPONSE']._serialized_start=2133
+  _globals['_RELEASERESPONSE']._serialized_end=2192
+  _globals['_LEASECALLBACKSREQUEST']._serialized_start=2195
+  _globals['_LEASECALLBACKSREQUEST']._serialized_end=2324
+  _globals['_CALLBACKLEASE']._serialized_start=2327
+  _globals['_CALLBACKLEASE']._serialized_end=2539
+  _globals['_LEASECALLBACKSRESPONSE']._serialized_start=2541
+  _globals['_LEASECALLBACKSRESPONSE']._serialized_end=2608
+  _globals['_COMPLETECALLBACKREQUEST']._serialized_start=2611
+  _globals['_COMPLETECALLBACKREQUEST']._serialized_end=2779
+  _globals['_COMPLETECALLBACKRESPONSE']._serialized_start=2781
+  _globals['_COMPLETECALLBACKRESPONSE']._serialized_end=2822
+  _globals['_WORKERSERVICE']._serialized_start=2825
+  _globals['_WORKERSERVICE']._serialized_end=3404
 # @@protoc_insertion_point(module_scope)

@@ -11,22 +11,31 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LeaseRequest(_message.Message):
-    __slots__ = ("worker_id", "max_tasks", "wait_seconds", "lease_ttl_seconds", "request_id")
+    __slots__ = ("worker_id", "max_tasks", "wait_seconds", "lease_ttl_seconds", "request_id", "queues")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     max_tasks: int
     wait_seconds: float
     lease_ttl_seconds: float
     request_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TaskLease(_message.Message):
-    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json")
+    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json", "params_json", "upstream_results", "skip_on_exit_code")
     class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class UpstreamResultsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +58,9 @@ class TaskLease(_message.Message):
     DATA_INTERVAL_START_FIELD_NUMBER: _ClassVar[int]
     DATA_INTERVAL_END_FIELD_NUMBER: _ClassVar[int]
     CONF_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    SKIP_ON_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     key: _common_pb2.TaskKey
     token: int
     try_number: int
@@ -65,7 +77,10 @@ class TaskLease(_message.Message):
     data_interval_start: _timestamp_pb2.Timestamp
     data_interval_end: _timestamp_pb2.Timestamp
     conf_json: str
-    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ...) -> None: ...
+    params_json: str
+    upstream_results: _containers.ScalarMap[str, str]
+    skip_on_exit_code: int
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ..., params_json: _Optional[str] = ..., upstream_results: _Optional[_Mapping[str, str]] = ..., skip_on_exit_code: _Optional[int] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
     __slots__ = ("leases",)
@@ -82,16 +97,18 @@ class LeaseRef(_message.Message):
     def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("worker_id", "leases", "lease_ttl_seconds", "request_id")
+    __slots__ = ("worker_id", "leases", "lease_ttl_seconds", "request_id", "queues")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
     lease_ttl_seconds: float
     request_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LeaseStatus(_message.Message):
     __slots__ = ("lease", "ok", "reason", "expires_at")
@@ -112,7 +129,7 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseStatus, _Mapping]]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("worker_id", "key", "token", "success", "exit_code", "message", "chunks", "request_id")
+    __slots__ = ("worker_id", "key", "token", "success", "exit_code", "message", "chunks", "request_id", "result_json", "is_branch", "follow", "skipped")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +138,10 @@ class CompleteRequest(_message.Message):
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    IS_BRANCH_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     key: _common_pb2.TaskKey
     token: int
@@ -129,7 +150,11 @@ class CompleteRequest(_message.Message):
     message: str
     chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.LogText]
     request_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    result_json: str
+    is_branch: bool
+    follow: _containers.RepeatedScalarFieldContainer[str]
+    skipped: bool
+    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ..., result_json: _Optional[str] = ..., is_branch: _Optional[bool] = ..., follow: _Optional[_Iterable[str]] = ..., skipped: _Optional[bool] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
     __slots__ = ("state",)
@@ -172,3 +197,71 @@ class ReleaseResponse(_message.Message):
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     released: _containers.RepeatedCompositeFieldContainer[LeaseRef]
     def __init__(self, released: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class LeaseCallbacksRequest(_message.Message):
+    __slots__ = ("worker_id", "max_jobs", "wait_seconds", "lease_ttl_seconds", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_JOBS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    max_jobs: int
+    wait_seconds: float
+    lease_ttl_seconds: float
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., max_jobs: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CallbackLease(_message.Message):
+    __slots__ = ("job_id", "token", "key", "try_number", "event", "callable", "kwargs_json", "fileloc", "context_json", "attempt")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    CALLABLE_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    FILELOC_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    token: int
+    key: _common_pb2.TaskKey
+    try_number: int
+    event: str
+    callable: str
+    kwargs_json: str
+    fileloc: str
+    context_json: str
+    attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., token: _Optional[int] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., try_number: _Optional[int] = ..., event: _Optional[str] = ..., callable: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., context_json: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class LeaseCallbacksResponse(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[CallbackLease]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[CallbackLease, _Mapping]]] = ...) -> None: ...
+
+class CompleteCallbackRequest(_message.Message):
+    __slots__ = ("worker_id", "job_id", "token", "success", "message", "chunks", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    job_id: str
+    token: int
+    success: bool
+    message: str
+    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.LogText]
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., job_id: _Optional[str] = ..., token: _Optional[int] = ..., success: _Optional[bool] = ..., message: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CompleteCallbackResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    def __init__(self, state: _Optional[str] = ...) -> None: ...

@@ -60,6 +60,16 @@ class WorkerServiceStub:
                 request_serializer=raftsched_dot_v1_dot_worker__pb2.ReleaseRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_worker__pb2.ReleaseResponse.FromString,
                 _registered_method=True)
+        self.LeaseCallbacks = channel.unary_unary(
+                '/raftsched.v1.WorkerService/LeaseCallbacks',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.LeaseCallbacksRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.LeaseCallbacksResponse.FromString,
+                _registered_method=True)
+        self.CompleteCallback = channel.unary_unary(
+                '/raftsched.v1.WorkerService/CompleteCallback',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -103,6 +113,22 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LeaseCallbacks(self, request, context):
+        """Long poll for callback jobs (on_failure_callback & co., deadline alerts): wait up to
+        wait_seconds, lease up to max_jobs of them. No heartbeats: a job's lease lasts
+        lease_ttl_seconds, then another worker may take it (a job gets a few leases at most).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteCallback(self, request, context):
+        """Report a callback job's outcome and output. FAILED_PRECONDITION if the token is stale.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -130,6 +156,16 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.Release,
                     request_deserializer=raftsched_dot_v1_dot_worker__pb2.ReleaseRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_worker__pb2.ReleaseResponse.SerializeToString,
+            ),
+            'LeaseCallbacks': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaseCallbacks,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.LeaseCallbacksRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.LeaseCallbacksResponse.SerializeToString,
+            ),
+            'CompleteCallback': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteCallback,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -268,6 +304,60 @@ class WorkerService:
             '/raftsched.v1.WorkerService/Release',
             raftsched_dot_v1_dot_worker__pb2.ReleaseRequest.SerializeToString,
             raftsched_dot_v1_dot_worker__pb2.ReleaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaseCallbacks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/LeaseCallbacks',
+            raftsched_dot_v1_dot_worker__pb2.LeaseCallbacksRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.LeaseCallbacksResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteCallback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/CompleteCallback',
+            raftsched_dot_v1_dot_worker__pb2.CompleteCallbackRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.CompleteCallbackResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,6 +34,7 @@ from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core.model import DagRun, DagSpec, RunType, ScheduleKind, utc_iso
 from raftsched.core.timetable import Slot, timetable_for
+from raftsched.dags import params as dag_params
 from raftsched.errors import DagNotFound
 from raftsched.store import queries
 
@@ -115,6 +116,7 @@ class Backfill:
         if not self.ctx.read(lambda state: state.dag(dag_id) is not None)[0]:
             self.ctx.read_index(context)  # this replica may lag: decide from committed state
         (spec, live), fresh = self.ctx.read(read)
+        dag_params.check_conf(spec.params_json, conf)  # before anything is proposed
         engine = self.ctx.require_engine()
         taken = live | queries.run_dates_between(engine, dag_id, start, end)
         todo = plan(spec, start, end, taken)

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from raftsched.cluster.node import SchedulerNode
     from raftsched.cluster.proposer import Proposer
+    from raftsched.cluster.workers_seen import WorkersSeen
     from raftsched.config import ApiConfig
     from raftsched.core.state import SchedulerState
 
@@ -81,6 +82,8 @@ class ApiContext:
     default_lease_ttl: float = 30.0
     status: Callable[[], dict[str, Any]] | None = None  # NodeRuntime.status
     grpc_bind: str = ""  # as configured (may be empty)
+    # The node's sightings of workers and their queues (cluster/workers_seen.py); None: none
+    workers_seen: WorkersSeen | None = None
     views: ReadViews = field(init=False, repr=False)
     # The index the current call's caller must see, per gRPC thread (set before the handler
     # by await_applied / read_index, taken by view()). A value left behind by a call whose

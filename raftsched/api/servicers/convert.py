@@ -149,6 +149,7 @@ def dag(
             for run in recent
         ],
         task_count=len(spec.tasks),
+        params_json=spec.params_json,
     )
     if next_run is not None:
         out.next_run.CopyFrom(
@@ -175,6 +176,7 @@ def task_definition(task: TaskSpec) -> dag_pb2.TaskDefinition:
         priority_weight=task.priority_weight,
         trigger_rule=str(task.trigger_rule),
         upstream=sorted(task.upstream),
+        queue=task.queue,
     )
     if task.max_retry_delay_seconds is not None:
         out.max_retry_delay_seconds = task.max_retry_delay_seconds
@@ -217,6 +219,7 @@ def task_instance(ti: TaskInstance) -> dag_pb2.TaskInstance:
         next_retry_at=ts(ti.next_retry_at),
         message=ti.message,
         lease_expires_at=ts(ti.lease.expires_at if ti.lease is not None else None),
+        result_json=ti.result_json or "",
     )
     if ti.exit_code is not None:
         out.exit_code = ti.exit_code
@@ -236,6 +239,7 @@ def attempt(row: Any, max_tries: int = 0) -> dag_pb2.TaskInstance:
         start_date=ts(row.start_date),
         end_date=ts(row.end_date),
         message=row.message or "",
+        result_json=getattr(row, "result_json", None) or "",
     )
     if row.exit_code is not None:
         out.exit_code = row.exit_code
@@ -255,7 +259,10 @@ def log_chunk(chunk: Any, try_number: int) -> common_pb2.LogChunk:
 # -- leases ---------------------------------------------------------------------------------
 
 
-def task_lease(grant: LeaseGrant) -> worker_pb2.TaskLease:
+def task_lease(
+    grant: LeaseGrant, upstream_results: dict[str, str] | None = None
+) -> worker_pb2.TaskLease:
+    """A granted attempt, with the return values (XCom) of its upstream tasks."""
     task = grant.task
     lease = grant.lease
     out = worker_pb2.TaskLease(
@@ -274,9 +281,13 @@ def task_lease(grant: LeaseGrant) -> worker_pb2.TaskLease:
         data_interval_start=ts(grant.data_interval_start),
         data_interval_end=ts(grant.data_interval_end),
         conf_json=conf_text(grant.conf),
+        params_json=grant.params_json,
     )
     if task.execution_timeout_seconds is not None:
         out.execution_timeout_seconds = task.execution_timeout_seconds
+    if task.skip_on_exit_code is not None:
+        out.skip_on_exit_code = task.skip_on_exit_code
+    out.upstream_results.update(upstream_results or {})
     return out
 
 
@@ -316,6 +327,9 @@ def node_status(status: dict[str, Any], api_address: str) -> cluster_pb2.NodeSta
         backpressure=bool(status.get("backpressure")),
         has_quorum=bool(status.get("has_quorum")),
         error=status_error(status),
+        version=str(status.get("version") or ""),
+        release=int(status.get("release") or 0),
+        cluster_version=int(status.get("cluster_version") or 0),
     )
     leading = status.get("role") == "leader"  # the materializer's view is the leader's only
     if leading and status.get("db_watermark") is not None:

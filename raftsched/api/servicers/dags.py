@@ -35,6 +35,8 @@ from raftsched.api.gen import dag_pb2, dag_pb2_grpc
 from raftsched.api.servicers import bounds, convert, history
 from raftsched.api.servicers.backfill import Backfill
 from raftsched.api.servicers.context import ApiContext
+from raftsched.api.servicers.live_workers import LiveWorkers
+from raftsched.api.servicers.run_params import check_trigger_params
 from raftsched.api.servicers.task_logs import TaskLogs
 from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
 from raftsched.core import commands as c
@@ -72,6 +74,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         self._next_runs = history.NextRunCache()
         self._recent_db = history.RecentRunsCache()
         self._logs = TaskLogs(ctx)
+        self._live = LiveWorkers(ctx)  # whose queues are served: the "waiting" notes
 
     # -- DAGs --------------------------------------------------------------------------------
 
@@ -166,6 +169,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
                 bool(run_id) and any(run.run_id == run_id for run in runs),
             )
 
+        check_trigger_params(self.ctx, dag_id, conf, context)
         (date_live, id_live), _ = self.ctx.read(known)
         if not date_live and not id_live:
             self._check_history(dag_id, logical, run_id)
@@ -287,6 +291,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
                 out.append(convert.task_instance(value))
             else:
                 out.append(convert.attempt(value, max_tries.get(task_id, 0)))
+        self._live.annotate(view.dag(dag_id), out)
         return dag_pb2.ListTaskInstancesResponse(
             run=convert.dag_run(run), task_instances=out, freshness=fresh
         )

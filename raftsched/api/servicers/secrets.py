@@ -22,6 +22,7 @@ from raftsched.api.gen import secret_pb2, secret_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.core import callbacks as cb
 from raftsched.core import commands as c
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import limits
@@ -249,13 +250,17 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
                 or lease.token != token
                 or lease.worker_id != worker_id
             ):
-                return None
-            spec = st.run_spec(key.dag_id, key.run_id)
-            try:
-                task = spec.task(key.task_id)
-                variables, connections = sx.declared(task.env)
-            except (AttributeError, KeyError, ValueError):
-                return None
+                # a callback job's lease: its notifier's connection only (core/callbacks.py)
+                variables, connections = [], callback_connections(st, key, token, worker_id)
+                if not connections:
+                    return None
+            else:
+                spec = st.run_spec(key.dag_id, key.run_id)
+                try:
+                    task = spec.task(key.task_id)
+                    variables, connections = sx.declared(task.env)
+                except (AttributeError, KeyError, ValueError):
+                    return None
             records = {
                 (kind, name): rec.ciphertext
                 for kind in sx.KINDS
@@ -269,6 +274,18 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
     def _record(self, kind: str, key: str) -> hs.SecretRecord | None:
         record, _ = self.ctx.read(lambda st: st.secret_records(kind).get(key))
         return record
+
+
+def callback_connections(st: Any, key: TaskKey, token: int, worker_id: str) -> list[str]:
+    """The connections the notifiers of the callback jobs of ``key``'s run leased under
+    ``token`` to ``worker_id`` name (one lease may hold several jobs); else []."""
+    mine = (token, worker_id, key.dag_id, key.run_id)
+    return [
+        conn_id
+        for job in st.callbacks.running_jobs()
+        if (job.token, job.worker_id, job.dag_id, job.run_id) == mine
+        and (conn_id := cb.declared_connection(job.kwargs_json))
+    ]
 
 
 def _same(box: sx.SecretBox, ciphertext: str, value: str) -> bool:

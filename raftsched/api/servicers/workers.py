@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -24,6 +25,7 @@ import grpc
 from raftsched.api.gen import worker_pb2, worker_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
+from raftsched.api.servicers.worker_callbacks import CallbackRpcs
 from raftsched.api.status import (
     StatusError,
     invalid_argument,
@@ -32,9 +34,10 @@ from raftsched.api.status import (
 )
 from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
-from raftsched.core import limits
+from raftsched.core import limits, xcom
 from raftsched.core import results as r
-from raftsched.core.model import TaskKey
+from raftsched.core.model import DEFAULT_QUEUE, TaskKey
+from raftsched.errors import LimitExceeded
 from raftsched.logging_setup import task_context
 
 log = logging.getLogger(__name__)
@@ -52,12 +55,15 @@ STREAMS = ("stdout", "stderr")
 
 class QueueSignal:
     """Wakes long polls when committed commands leave tasks queued. ``on_apply`` is an apply
-    listener (tick thread, under the state lock: it only reads a counter and notifies)."""
+    listener (tick thread, under the state lock: it only reads which queues hold tasks and
+    notifies). A poll wakes only for tasks of a queue its worker serves: a task that waits for
+    a queue nobody serves does not make every other worker propose a LeaseTasks per commit."""
 
     def __init__(self, node: Any) -> None:
         self._node = node
         self._cond = threading.Condition()
         self._generation = 0
+        self._queued: frozenset[str] | None = None  # queues holding tasks; None: wake all
         self.closed = False  # the API is stopping: long polls answer now (close())
 
     @property
@@ -68,13 +74,16 @@ class QueueSignal:
     def on_apply(self, log_index: int, command: c.Command, result: r.Result) -> None:
         if isinstance(command, _QUIET):
             return
-        if self._node.read(lambda st: st.queued_count) <= 0:
+        queued = self._node.read(lambda st: frozenset(st.task_queue.queued_by_queue()))
+        if not queued:
             return
-        self.notify()
+        self.notify(queued)
 
-    def notify(self) -> None:
+    def notify(self, queued: frozenset[str] | None = None) -> None:
+        """Wake the polls of workers serving one of ``queued`` (None: every poll)."""
         with self._cond:
             self._generation += 1
+            self._queued = queued
             self._cond.notify_all()
 
     def close(self) -> None:
@@ -83,13 +92,21 @@ class QueueSignal:
         self.closed = True
         self.notify()
 
-    def wait(self, seen: int, timeout: float) -> bool:
-        """Wait until the generation moves past ``seen``; True if it did."""
+    def wait(self, seen: int, timeout: float, queues: Iterable[str] = ()) -> bool:
+        """Wait until the generation moved past ``seen`` with tasks queued in one of
+        ``queues`` (empty: any); True if it did."""
+        wanted = frozenset(queues)
+
+        def woken() -> bool:
+            if self._generation == seen:
+                return False
+            return self._queued is None or not wanted or not wanted.isdisjoint(self._queued)
+
         with self._cond:
-            return self._cond.wait_for(lambda: self._generation != seen, max(0.0, timeout))
+            return self._cond.wait_for(woken, max(0.0, timeout))
 
 
-class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
+class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
     def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
         self.ctx = ctx
         self.signal = signal
@@ -102,6 +119,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         max_tasks = bounds.count("max_tasks", request.max_tasks, 1, MAX_TASKS)
         wait = bounds.wait_seconds("wait_seconds", request.wait_seconds, MAX_WAIT)
         ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
+        queues = _queues(request.queues)
+        self._seen(worker_id, queues)
         remaining = context.time_remaining()
         if remaining is not None:
             wait = min(wait, max(0.0, remaining - 1.0))  # leave time to answer
@@ -119,6 +138,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                 worker_id=worker_id,
                 max_tasks=max_tasks,
                 lease_ttl_seconds=ttl,
+                queues=queues,
             )
             attempt += 1
             result = self.ctx.propose(command, context)
@@ -137,19 +157,34 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                             grant.lease.key, grant.try_number, request_id=base, worker_id=worker_id
                         ),
                     )
-                return worker_pb2.LeaseResponse(leases=[convert.task_lease(g) for g in grants])
+                results = (
+                    self.ctx.node.read(lambda st, g=grants: _upstream_results(st, g))
+                    if any(g.task.upstream for g in grants)
+                    else {}
+                )
+                return worker_pb2.LeaseResponse(
+                    leases=[convert.task_lease(g, results.get(g.lease.key)) for g in grants]
+                )
             if result.duplicate:
                 continue  # a retried Lease replaying its earlier attempts: no waiting
-            if not self._wait_for_work(seen, end, context):
+            if not self._wait_for_work(seen, end, context, queues or (DEFAULT_QUEUE,)):
                 return worker_pb2.LeaseResponse()
 
-    def _wait_for_work(self, seen: int, end: float, context: grpc.ServicerContext) -> bool:
+    def _seen(self, worker_id: str, queues: tuple[str, ...]) -> None:
+        """Note that the worker called, serving ``queues``: the "waiting" notes of tasks
+        whose queue no live worker serves come from these sightings."""
+        if self.ctx.workers_seen is not None:
+            self.ctx.workers_seen.seen(worker_id, queues or (DEFAULT_QUEUE,))
+
+    def _wait_for_work(
+        self, seen: int, end: float, context: grpc.ServicerContext, queues: tuple[str, ...]
+    ) -> bool:
         """Wait until tasks may be queued (True) or the wait is over / the caller left."""
         while True:
             left = end - time.monotonic()
             if left <= 0 or self.signal.closed or not context.is_active():
                 return False
-            if self.signal.wait(seen, min(left, CANCEL_CHECK)):
+            if self.signal.wait(seen, min(left, CANCEL_CHECK), queues):
                 return True
 
     # -- Heartbeat, Complete, AppendLogs, Release --------------------------------------------
@@ -159,6 +194,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         worker_id = _worker_id(request.worker_id)
         ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
         refs = _refs(request.leases)
+        self._seen(worker_id, _queues(request.queues))
         command = self.ctx.make(
             c.HeartbeatLeases,
             bounds.request_id(request.request_id),
@@ -194,6 +230,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             message=bounds.message(request.message),  # truncated and sanitized, not refused
             chunks=_chunks(request.chunks),
             worker_id=worker_id,
+            **_results(request),
         )
         result = self.ctx.propose(command, context)
         _raise_for_lease(result, key, request.token)
@@ -241,6 +278,13 @@ def _worker_id(value: str, *, required: bool = True) -> str:
     return bounds.ident("worker_id", value, required=required)
 
 
+def _queues(values: Any) -> tuple[str, ...]:
+    """The queues a worker names, sorted, each once; () for the default queue alone (so the
+    command is the one a worker without queues sends)."""
+    queues = tuple(sorted(set(bounds.ids("queues", values, limits.MAX_QUEUES_PER_WORKER))))
+    return () if queues == (DEFAULT_QUEUE,) else queues
+
+
 def _refs(leases: Any) -> tuple[c.LeaseRef, ...]:
     return bounds.lease_refs(leases)
 
@@ -248,6 +292,33 @@ def _refs(leases: Any) -> tuple[c.LeaseRef, ...]:
 def _chunks(chunks: Any) -> tuple[c.LogChunk, ...]:
     """Count and size bounded (INVALID_ARGUMENT); the text sanitized, never refused."""
     return bounds.log_chunks(chunks)
+
+
+def _upstream_results(state: Any, grants: tuple[Any, ...]) -> dict[TaskKey, dict[str, str]]:
+    """The return values each granted attempt's upstream tasks left (XCom): read from the
+    replica that committed the lease, so the worker never reads the DB for them."""
+    return {g.lease.key: xcom.upstream_results(state, g.lease.key) for g in grants}
+
+
+def _results(request: Any) -> dict[str, Any]:
+    """The attempt's XCom, branch choice and skip, bounded (INVALID_ARGUMENT past a bound).
+    Only the fields set: a plain outcome commits the same command as before."""
+    out: dict[str, Any] = {}
+    if request.result_json:
+        try:
+            out["result_json"] = xcom.check_result_json("result_json", request.result_json)
+        except LimitExceeded as err:
+            raise invalid_argument("result_json", "(a return value)", str(err)) from None
+    if request.is_branch:
+        follow = tuple(request.follow)
+        if len(follow) > limits.MAX_TASKS_PER_DAG:
+            raise invalid_argument("follow", len(follow), "names too many tasks")
+        for task_id in follow:
+            bounds.ident("follow", task_id, required=True)
+        out["follow"] = follow
+    if request.skipped:
+        out["skipped"] = True
+    return out
 
 
 def _detail(result: r.Result, what: str) -> str:

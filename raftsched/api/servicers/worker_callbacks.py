@@ -1,0 +1,134 @@
+"""WorkerService's callback rpcs: LeaseCallbacks (long poll) and CompleteCallback.
+
+A callback job (``core/callbacks.py``) is leased like a task: the grant is the result of a
+committed ``LeaseCallbacks`` command (invariant 3), its token that command's log index. The
+long poll proposes once, then reads this node's replica for a leasable job every
+:data:`POLL_INTERVAL` and proposes again only when it sees one, so an idle worker's poll puts
+one entry in the Raft log per call.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+
+from raftsched.api.gen import worker_pb2
+from raftsched.api.servicers import bounds, convert
+from raftsched.api.status import StatusError, raise_for_result, translate_errors
+from raftsched.cluster.proposer import new_request_id
+from raftsched.core import commands as c
+from raftsched.core import handlers_callbacks as hc
+from raftsched.core import limits
+from raftsched.core import results as r
+from raftsched.core.model import TaskKey
+
+POLL_INTERVAL = 0.25
+MAX_WAIT = 30.0
+MAX_JOBS = 64
+DEFAULT_TTL = 120.0
+
+
+class CallbackRpcs:
+    """Mixed into ``WorkerServicer`` (which provides ``ctx`` and ``signal``)."""
+
+    ctx: Any
+    signal: Any
+
+    @translate_errors
+    def LeaseCallbacks(self, request: Any, context: grpc.ServicerContext) -> Any:
+        worker_id = bounds.ident("worker_id", request.worker_id)
+        max_jobs = bounds.count("max_jobs", request.max_jobs, 1, MAX_JOBS)
+        wait = bounds.wait_seconds("wait_seconds", request.wait_seconds, MAX_WAIT)
+        ttl = bounds.seconds(
+            "lease_ttl_seconds",
+            request.lease_ttl_seconds,
+            limits.MIN_LEASE_TTL_SECONDS,
+            limits.MAX_LEASE_TTL_SECONDS,
+            default=DEFAULT_TTL,
+        )
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait = min(wait, max(0.0, remaining - 1.0))
+        end = time.monotonic() + wait
+        base = bounds.request_id(request.request_id) or new_request_id()
+        attempt = 0
+        # The first proposal always goes out, and so does the next after a duplicate: a
+        # client retrying this call (failover) replays the proposals it may have made, so it
+        # gets back grants whose answer it lost instead of leaving them to expire.
+        replay = True
+        while True:
+            if replay or self._any_leasable():
+                command = self.ctx.make(
+                    c.LeaseCallbacks,
+                    f"{base}#{attempt}",
+                    worker_id=worker_id,
+                    max_jobs=max_jobs,
+                    lease_ttl_seconds=ttl,
+                )
+                attempt += 1
+                result = self.ctx.propose(command, context)
+                raise_for_result(result, detail=f"LeaseCallbacks refused ({result.reason})")
+                grants = tuple(result.value or ())
+                if grants:
+                    return worker_pb2.LeaseCallbacksResponse(jobs=[_lease_pb(g) for g in grants])
+                replay = bool(result.duplicate)
+                if replay:
+                    continue
+            left = end - time.monotonic()
+            if left <= 0 or self.signal.closed or not context.is_active():
+                return worker_pb2.LeaseCallbacksResponse()
+            time.sleep(min(POLL_INTERVAL, left))
+
+    def _any_leasable(self) -> bool:
+        now = datetime.now(UTC)
+        found, _ = self.ctx.read(lambda st: next(st.callbacks.leasable(now), None) is not None)
+        return bool(found)
+
+    @translate_errors
+    def CompleteCallback(self, request: Any, context: grpc.ServicerContext) -> Any:
+        worker_id = bounds.ident("worker_id", request.worker_id)
+        job_id = request.job_id
+        if not job_id or len(job_id) > hc.MAX_JOB_ID_CHARS:
+            raise StatusError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"job_id must be 1..{hc.MAX_JOB_ID_CHARS} characters",
+            )
+        command = self.ctx.make(
+            c.CompleteCallback,
+            bounds.request_id(request.request_id),
+            worker_id=worker_id,
+            job_id=limits.clean_text(job_id),
+            token=bounds.token("token", request.token),
+            success=request.success,
+            message=bounds.message(request.message),
+            chunks=bounds.log_chunks(request.chunks),
+        )
+        result = self.ctx.propose(command, context)
+        if not result.ok:
+            if result.reason in (r.STALE_TOKEN, r.WRONG_WORKER, hc.UNKNOWN_CALLBACK):
+                raise StatusError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"callback job {job_id[:200]} is not leased to this worker with token"
+                    f" {request.token} ({result.reason}); the worker must drop its outcome",
+                )
+            raise_for_result(result)
+        return worker_pb2.CompleteCallbackResponse(state=str(result.value or ""))
+
+
+def _lease_pb(grant: dict[str, Any]) -> Any:
+    key = TaskKey(grant["dag_id"], grant["run_id"], grant["task_id"])
+    return worker_pb2.CallbackLease(
+        job_id=grant["job_id"],
+        token=grant["token"],
+        key=convert.task_key(key),
+        try_number=grant["try_number"],
+        event=grant["event"],
+        callable=grant["callable_ref"],
+        kwargs_json=grant["kwargs_json"],
+        fileloc=grant["fileloc"],
+        context_json=grant["context_json"],
+        attempt=grant["attempt"],
+    )

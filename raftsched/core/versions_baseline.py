@@ -1,0 +1,150 @@
+"""What release 1 (raftsched 0.1.0, git commit 571c135) can decode and apply: generated data.
+
+``CLASSES``: every dataclass of ``raftsched.core.commands`` and ``raftsched.core.model`` in
+release 1, with its field names in order. ``ENUMS``: every enum of those modules with its
+values. ``raftsched.core.versions`` refuses, while the cluster runs release 1, any command
+holding a class, a field at a non-default value, or an enum value that is not here: a
+release-1 node would fail to unpickle it, or drop the field silently and diverge.
+
+Generated from the old source, never edited by hand; tests/unit/test_versions.py regenerates
+it from commit 571c135 (``git archive``) and compares.
+"""
+
+from __future__ import annotations
+
+BASELINE_RELEASE = 1
+BASELINE_COMMIT = "571c135"
+
+CLASSES: dict[str, tuple[str, ...]] = {
+    "AckMaterialized": ("request_id", "now", "seq", "finished_run_retention_seconds"),
+    "AppendLogs": ("request_id", "now", "key", "token", "chunks", "worker_id"),
+    "Batch": ("request_id", "now", "commands"),
+    "ClearTasks": ("request_id", "now", "dag_id", "run_id", "task_ids", "include_downstream"),
+    "Command": ("request_id", "now"),
+    "CompleteAttempt": (
+        "request_id",
+        "now",
+        "key",
+        "token",
+        "success",
+        "exit_code",
+        "message",
+        "chunks",
+        "worker_id",
+    ),
+    "CreateRuns": ("request_id", "now", "runs"),
+    "DagRecord": ("spec", "paused", "active", "updated_at", "last_logical_date"),
+    "DagRun": (
+        "dag_id",
+        "run_id",
+        "logical_date",
+        "data_interval_start",
+        "data_interval_end",
+        "run_type",
+        "state",
+        "conf",
+        "created_at",
+        "start_date",
+        "end_date",
+    ),
+    "DagSpec": (
+        "dag_id",
+        "fileloc",
+        "schedule",
+        "timezone",
+        "start_date",
+        "end_date",
+        "catchup",
+        "max_active_runs",
+        "max_active_tasks",
+        "tags",
+        "description",
+        "tasks",
+        "spec_hash",
+    ),
+    "DeleteSecret": ("request_id", "now", "kind", "key"),
+    "ExpireLeases": ("request_id", "now", "leases"),
+    "HeartbeatLeases": ("request_id", "now", "worker_id", "leases", "lease_ttl_seconds"),
+    "ImportErrorRecord": ("fileloc", "message", "traceback"),
+    "Lease": ("key", "try_number", "worker_id", "token", "expires_at"),
+    "LeaseRef": ("key", "token"),
+    "LeaseTasks": ("request_id", "now", "worker_id", "max_tasks", "lease_ttl_seconds"),
+    "LogChunk": ("stream", "text"),
+    "MarkTasks": ("request_id", "now", "dag_id", "run_id", "task_ids", "state"),
+    "OutboxEntry": ("seq", "kind", "data"),
+    "QueueDecision": ("key", "expected_state", "try_number"),
+    "QueueTasks": ("request_id", "now", "items", "unreachable"),
+    "RegisterDags": ("request_id", "now", "specs", "paused_at_creation"),
+    "ReleaseLeases": ("request_id", "now", "worker_id", "leases"),
+    "RemoveDags": ("request_id", "now", "dag_ids"),
+    "RunDecision": (
+        "dag_id",
+        "logical_date",
+        "data_interval_start",
+        "data_interval_end",
+        "run_type",
+        "conf",
+        "run_id",
+    ),
+    "Schedule": ("kind", "cron", "interval_seconds", "display"),
+    "SetImportErrors": ("request_id", "now", "errors"),
+    "SetPaused": ("request_id", "now", "dag_id", "paused"),
+    "SetSecret": ("request_id", "now", "kind", "key", "ciphertext", "description", "expected"),
+    "TaskInstance": (
+        "key",
+        "state",
+        "try_number",
+        "max_tries",
+        "lease",
+        "next_retry_at",
+        "queued_at",
+        "start_date",
+        "end_date",
+        "exit_code",
+        "message",
+        "log_chunks",
+        "worker_id",
+        "lease_token",
+    ),
+    "TaskKey": ("dag_id", "run_id", "task_id"),
+    "TaskSpec": (
+        "task_id",
+        "kind",
+        "command",
+        "env",
+        "callable_name",
+        "kwargs_json",
+        "retries",
+        "retry_delay_seconds",
+        "retry_exponential_backoff",
+        "max_retry_delay_seconds",
+        "execution_timeout_seconds",
+        "priority_weight",
+        "trigger_rule",
+        "upstream",
+    ),
+}
+ENUMS: dict[str, tuple[str, ...]] = {
+    "OutboxKind": ("dag", "dag_run", "task_instance", "task_log", "import_errors"),
+    "RunState": ("queued", "running", "success", "failed"),
+    "RunType": ("scheduled", "manual"),
+    "ScheduleKind": ("cron", "interval", "once", "none"),
+    "TaskState": (
+        "none",
+        "queued",
+        "running",
+        "success",
+        "failed",
+        "up_for_retry",
+        "upstream_failed",
+        "skipped",
+    ),
+    "TriggerRule": (
+        "all_success",
+        "all_done",
+        "all_failed",
+        "one_success",
+        "one_failed",
+        "none_failed",
+    ),
+}

@@ -1,0 +1,53 @@
+"""An attempt's XCom on the worker: its arguments in, its result file out (TaskFlow).
+
+- :func:`with_upstream_results`: a Python attempt's kwargs with each XCom placeholder
+  replaced by the upstream return value its lease carries (after templates are rendered).
+- :func:`result_env`: where the attempt writes its result file (``RAFTSCHED_RESULT_FILE``,
+  in its working directory, removed with it).
+- :func:`settle_outcome`: the outcome with what the result file says (return value, branch
+  choice, skipped), bounded; a bash exit code equal to ``skip_on_exit_code`` ends SKIPPED.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from raftsched.dags import xcom_args
+from raftsched.worker.transport import Assignment
+
+if TYPE_CHECKING:
+    from raftsched.worker.runner import Outcome
+
+
+def with_upstream_results(a: Assignment) -> Assignment:
+    """Raises xcom_args.XComError when an argument names an item the value lacks."""
+    if a.kind != "python" or not a.kwargs:
+        return a
+    return replace(a, kwargs=xcom_args.resolve(dict(a.kwargs), a.upstream_results))
+
+
+def result_path(workdir: str) -> str:
+    return os.path.join(workdir, xcom_args.RESULT_FILE_NAME)
+
+
+def result_env(a: Assignment, workdir: str) -> dict[str, str]:
+    return {xcom_args.RESULT_FILE_ENV: result_path(workdir)} if a.kind == "python" else {}
+
+
+def settle_outcome(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
+    if outcome.killed:
+        return outcome
+    code = a.skip_on_exit_code
+    if a.kind == "bash" and code is not None and outcome.exit_code == code and code != 0:
+        return replace(outcome, success=True, skipped=True, message=f"skipped: exit code {code}")
+    if a.kind != "python" or not outcome.success:
+        return outcome
+    try:
+        text, follow, skipped = xcom_args.read_result(result_path(workdir))
+    except xcom_args.XComError as err:
+        return replace(outcome, success=False, message=str(err))
+    if skipped:
+        return replace(outcome, skipped=True, message="skipped by the task (TaskSkipped)")
+    return replace(outcome, result_json=text, follow=follow)

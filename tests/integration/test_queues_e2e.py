@@ -1,0 +1,184 @@
+"""Task queues end to end, on SQLite and on PostgreSQL: three real scheduler nodes and real
+``raftsched worker --queues`` processes (one cluster per backend, shared by the module).
+
+A DAG whose default_args put its tasks on queue "io", one task back on "default" and one on
+"gpu". A worker serving "default" and one serving "io" each run exactly the task of their
+queue (the attempt's worker id says which, live and in the DB rows); the "gpu" task stays
+QUEUED, never leased, and `raftsched tasks list` and its task page in the web say that no live
+worker serves queue 'gpu'; a worker for "gpu" starts and runs it, and the run succeeds.
+
+The same cluster serves the admin pages for variables and connections (a webserver in this
+process): an admin sets a variable there, and neither that answer, nor any page after it, nor
+any process's log holds the value (tests/web/test_secret_pages.py covers roles and CSRF).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_harness import ADMIN, ApiCluster
+from cryptography.fernet import Fernet
+from test_rest_api import _database
+
+from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2, user_pb2
+from raftsched.cli.main import main as cli
+from raftsched.store import queries
+
+pytestmark = pytest.mark.slow
+
+DAG_SOURCE = """
+from raftsched import DAG, BashTask
+
+with DAG("queues_dag", schedule=None, default_args={"queue": "io"}):
+    BashTask("io_task", command="echo on io")
+    BashTask("plain", command="echo on default", queue="default")
+    BashTask("gpu_task", command="echo on gpu", queue="gpu")
+"""
+RUN_ID = "q1"
+UNSERVED = "no live worker serves queue 'gpu'"
+VIEWER, VIEWER_PASSWORD = "queue-viewer", "queue-viewer-pass"
+ADMIN_USER, ADMIN_PASSWORD = "queue-admin", "queue-admin-pass"
+VALUE = f"val-{secrets.token_hex(8)}"
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApiCluster]:
+    workdir: Path = tmp_path_factory.mktemp(f"queues-{request.param}")
+    with (
+        _database(request.param, workdir) as url,
+        ApiCluster(
+            workdir / "cluster",
+            url,
+            dags={"queues.py": DAG_SOURCE},
+            config={"secrets": {"fernet_key": Fernet.generate_key().decode()}},
+        ) as harness,
+    ):
+        harness.start()
+        harness.wait_leader()
+        client = harness.client()
+        harness.wait_dags(client, {"queues_dag"})
+        for name, password, role in (
+            (VIEWER, VIEWER_PASSWORD, "viewer"),
+            (ADMIN_USER, ADMIN_PASSWORD, "admin"),
+        ):
+            request = user_pb2.CreateUserRequest(username=name, password=password, role=role)
+            client.users.CreateUser(request)
+        yield harness
+
+
+def _tis(cluster: ApiCluster, client: Any) -> dict[str, Any]:
+    return cluster.current(client, "queues_dag", RUN_ID)
+
+
+_CSRF = re.compile(r'name="csrf-token" content="([^"]+)"')
+
+
+@contextmanager
+def _web(cluster: ApiCluster, username: str, password: str) -> Iterator[Any]:
+    """A webserver's test client (in this process, on the cluster), logged in."""
+    from raftsched.web import create_app
+
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": "queues-e2e-secret",
+            "RAFTSCHED_SERVERS": cluster.api_addresses,
+            "RAFTSCHED_TOKEN": ADMIN,
+            "RAFTSCHED_USER_RECHECK_SECONDS": 0.0,
+        }
+    )
+    try:
+        web = app.test_client()
+        form = {"username": username, "password": password, "csrf_token": _token(web, "/login")}
+        assert web.post("/login", data=form).status_code == 302
+        yield web
+    finally:
+        app.extensions["raftsched_gateway"].close()
+
+
+def _token(web: Any, path: str) -> str:
+    found = _CSRF.search(web.get(path).get_data(as_text=True))
+    assert found is not None, path
+    return found.group(1)
+
+
+def _task_page(cluster: ApiCluster) -> str:
+    """The gpu task's page, as a viewer sees it through a webserver."""
+    with _web(cluster, VIEWER, VIEWER_PASSWORD) as web:
+        page = web.get(f"/dags/queues_dag/runs/{RUN_ID}/tasks/gpu_task")
+        assert page.status_code == 200
+        return html.unescape(page.get_data(as_text=True))
+
+
+def test_each_task_runs_on_a_worker_of_its_queue(cluster: ApiCluster) -> None:
+    client = cluster.client()
+    cluster.start_worker("w-default", queues="default")
+    cluster.start_worker("w-io", queues="io")
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="queues_dag", run_id=RUN_ID))
+    success = common_pb2.TASK_STATE_SUCCESS
+    for task_id in ("plain", "io_task"):
+        cluster.wait_task(client, "queues_dag", RUN_ID, task_id, lambda ti: ti.state == success)
+    tis = _tis(cluster, client)
+    assert (tis["plain"].worker_id, tis["plain"].queue) == ("w-default", "default")
+    assert (tis["io_task"].worker_id, tis["io_task"].queue) == ("w-io", "io")
+
+    # nobody serves "gpu": its task waits, never leased, and says why
+    gpu = cluster.wait_task(
+        client,
+        "queues_dag",
+        RUN_ID,
+        "gpu_task",
+        lambda ti: ti.state == common_pb2.TASK_STATE_QUEUED and ti.waiting == UNSERVED,
+        timeout=30,
+        what="the gpu task's waiting note",
+    )
+    assert (gpu.try_number, gpu.worker_id, gpu.queue) == (0, "", "gpu")
+    with redirect_stdout(io.StringIO()) as out:
+        argv = ["--config", str(cluster.config_path), "--token", ADMIN]
+        assert cli([*argv, "tasks", "list", "queues_dag", RUN_ID]) == 0
+    listing = out.getvalue()
+    assert "QUEUE" in listing.splitlines()[1]
+    assert f"note: gpu_task is waiting: {UNSERVED}" in listing
+    page = _task_page(cluster)
+    assert f"waiting: {UNSERVED}" in page and "<dd>gpu</dd>" in page
+
+    # a worker for "gpu" comes: it runs the task, and the run is done
+    cluster.start_worker("w-gpu", queues="gpu,spare")
+    done = cluster.wait_task(client, "queues_dag", RUN_ID, "gpu_task", lambda t: t.state == success)
+    assert (done.worker_id, done.try_number, done.waiting) == ("w-gpu", 1, "")
+    assert cluster.wait_run(client, "queues_dag", RUN_ID).state == common_pb2.RUN_STATE_SUCCESS
+
+    # the DB keeps each attempt with the worker of its queue
+    cluster.wait_caught_up(timeout=60)
+    rows = queries.list_task_instances(cluster.engine, "queues_dag", RUN_ID)
+    ran = {(r.task_id, r.try_number): r.worker_id for r in rows if r.state == "success"}
+    assert ran == {("plain", 1): "w-default", ("io_task", 1): "w-io", ("gpu_task", 1): "w-gpu"}
+
+
+def test_the_variables_page_never_shows_a_value(cluster: ApiCluster) -> None:
+    with _web(cluster, ADMIN_USER, ADMIN_PASSWORD) as web:
+        form = {"key": "QUEUE_TOKEN", "value": VALUE, "description": "for the gpu box"}
+        saved = web.post("/variables", data={**form, "csrf_token": _token(web, "/variables")})
+        assert saved.status_code == 302, saved.get_data(as_text=True)[:500]
+        pages = [web.get(path) for path in ("/variables", "/connections", "/dags", "/metrics")]
+        texts = [saved.get_data(as_text=True)] + [p.get_data(as_text=True) for p in pages]
+        assert all(VALUE not in text for text in texts)
+        assert "QUEUE_TOKEN" in texts[1] and "for the gpu box" in texts[1]
+    answer = cluster.client().secrets.GetSecret(
+        secret_pb2.GetSecretRequest(kind="variable", key="QUEUE_TOKEN", reveal=True)
+    )
+    assert answer.value == VALUE  # it was stored, encrypted, by the cluster
+    for log in cluster.log_dir.glob("*.log"):  # every node's and worker's log
+        assert VALUE not in log.read_text(errors="replace"), log

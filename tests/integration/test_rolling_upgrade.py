@@ -1,0 +1,326 @@
+"""Rolling upgrade from the previous release, and replacing a dead node (README: Upgrading,
+Replacing a dead node; docs/architecture.md §12).
+
+The previous release (0.1.0, git commit 571c135) runs from a virtualenv of its own
+(tests/old_release.py). One cluster for the module, on SQLite, a 1-second DAG on a worker:
+
+1. Two nodes of 0.1.0 and one of this release. The cluster version stays 1; a DAG that uses
+   a trigger rule 0.1.0 lacks is held back (an import error saying to finish the upgrade).
+   The new node is rolled back to 0.1.0 on its data directory (after `db migrate --to` the
+   old head) and forward again. Then each old node in turn: SIGTERM, this release on the same
+   data directory. Only once all three run it is the cluster version 2, and the held DAG is
+   registered. No slot was missed or doubled and replicas agree throughout.
+2. A node dies (kill -9): `cluster remove-node` it, start a node with a new address and an
+   empty data directory, `cluster add-node` it; it catches up and agrees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import subprocess
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+from api_harness import ADMIN, WORKER, ApiCluster
+from harness import (
+    Node,
+    check_slots,
+    child_env,
+    config_text,
+    every_second_dag,
+    second_slots,
+    utcnow,
+    wait_for,
+    whole_second,
+)
+
+from raftsched.api.client import ApiError
+from raftsched.api.gen import cluster_pb2, dag_pb2, worker_pb2
+from raftsched.cli.main import main
+from raftsched.core import versions as vs
+from raftsched.core import versions_baseline as baseline
+from raftsched.core.model import TriggerRule
+from raftsched.store.migrate import downgrade_db
+from tests.old_release import CACHE, old_env, old_python, old_source_tree
+
+pytestmark = pytest.mark.slow
+
+DAG_ID = "every_second_0"
+NEW_RULES = [r.value for r in TriggerRule if r.value not in baseline.ENUMS["TriggerRule"]]
+FEATURE_DAG = f"""\
+from datetime import datetime
+
+from raftsched import DAG, BashTask
+
+with DAG("uses_new_rule", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+    first = BashTask("first", command="true")
+    second = BashTask("second", command="true", trigger_rule={NEW_RULES[:1] or ["all_done"]}[0])
+    first >> second
+"""
+
+
+def run_old(node: Node) -> None:
+    """This node runs 0.1.0 from its own virtualenv, in a directory of its own (so that this
+    checkout is not on its path)."""
+    argv = Node.argv(node)
+    cwd = CACHE
+    launcher = (
+        "import os, runpy, sys; os.chdir(sys.argv.pop(1));"
+        " runpy.run_module('raftsched', run_name='__main__', alter_sys=True)"
+    )
+    node.argv = lambda: [*old_python(), "-c", launcher, str(cwd), *argv[3:]]  # type: ignore[method-assign]
+    node.env = old_env(child_env())
+
+
+def run_new(node: Node) -> None:
+    node.argv = lambda: Node.argv(node)  # type: ignore[method-assign]
+    node.env = child_env()
+
+
+def release_of(status: dict[str, Any] | None) -> int | None:
+    if status is None:
+        return None
+    return int(status.get("release") or vs.BASELINE_RELEASE)  # 0.1.0 reports none
+
+
+def old_cli(cluster: ApiCluster, *args: str) -> None:
+    """`raftsched --config ... ARGS` of 0.1.0."""
+    code = "import runpy; runpy.run_module('raftsched', run_name='__main__', alter_sys=True)"
+    done = subprocess.run(
+        [*old_python(), "-c", code, "--config", str(cluster.config_path), *args],
+        cwd=CACHE,
+        env=old_env(child_env()),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def cli(cluster: ApiCluster, *args: str, check: bool = True) -> str:
+    """`raftsched ARGS` of this release against the cluster's API as an admin, run in this
+    process (the same code path as the command, without a second interpreter's start-up)."""
+    servers = ",".join(cluster.api_addresses)
+    out = io.StringIO()
+    argv = ["--config", str(cluster.config_path), *args, "--server", servers, "--token", ADMIN]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(argv)
+    assert code == 0 or not check, f"raftsched {' '.join(args)}: {out.getvalue()}"
+    return out.getvalue() if code == 0 else ""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiCluster]:
+    old_source_tree()  # fails clearly when the history lacks the previous release
+    workdir = tmp_path_factory.mktemp("upgrade")
+    start = whole_second(utcnow()) - timedelta(seconds=3)
+    dags = {f"{DAG_ID}.py": every_second_dag(DAG_ID, start=start), "feature.py": FEATURE_DAG}
+    url = f"sqlite:///{workdir / 'metadata.db'}"
+    with ApiCluster(workdir, url, dags=dags, spare=1, migrate=False) as harness:
+        harness.start_at = start  # type: ignore[attr-defined]
+        yield harness
+
+
+def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
+    if not NEW_RULES:
+        pytest.fail("this release has no trigger rule 0.1.0 lacks: pick another gated feature")
+    old_cli(cluster, "db", "migrate")  # the database as 0.1.0 left it
+    old_head = _db_revision(cluster)
+    for index in (0, 1):
+        run_old(cluster.nodes[index])
+        cluster.nodes[index].start()
+    wait_for(lambda: cluster.status(0) and cluster.status(1), timeout=60, what="0.1.0 nodes up")
+    cluster.nodes[2].start()  # this release; it migrates the database (additions only)
+    cluster.recorder.start()
+    cluster.wait_leader()
+    client = cluster.client()
+    cluster.wait_dags(client, {DAG_ID})
+    cluster.start_worker("w", noop=True, concurrency=4)
+
+    # mixed: the new node reports its release, the cluster version stays 1
+    wait_for(lambda: release_of(cluster.status(2)) == vs.RELEASE, timeout=30, what="release")
+    assert [release_of(cluster.status(i)) for i in range(3)] == [1, 1, vs.RELEASE]
+
+    def grpc_releases() -> dict[str, int]:  # 0.1.0 nodes answer for every member too
+        nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
+        return {n.address: n.release for n in nodes}
+
+    wait_for(
+        lambda: grpc_releases().get(cluster.addresses[2]) == vs.RELEASE,
+        timeout=30,
+        what="the release in GetStatus",
+        describe=grpc_releases,
+    )
+    shown = lambda: cli(cluster, "cluster", "status", check=False)  # noqa: E731
+    wait_for(  # an election under load answers "no leader" (exit 3) for a moment
+        lambda: "0.1.0/r1" in (text := shown()) and "0.2.0/r2" in text,
+        timeout=30,
+        what="`cluster status` showing both releases",
+    )
+
+    # the new node leads: the DAG that needs release 2 is held back, with the reason
+    _lead(cluster, client, 2)
+    wait_for(
+        lambda: "finish the upgrade" in _import_errors(client),
+        timeout=30,
+        what="the held-back DAG's import error",
+        describe=lambda: _import_errors(client),
+    )
+    assert cluster.status(2)["cluster_version"] == 1  # type: ignore[index]
+    refused = _lease_other_queue(cluster)
+    assert refused is None or "finish the upgrade" in refused, refused
+
+    # rollback of the new node to 0.1.0 (before finalization), then forward again
+    cluster.nodes[2].stop()
+    cluster.nodes[2].proc = None
+    if _db_revision(cluster) != old_head:  # `raftsched db migrate --to OLD_HEAD`
+        downgrade_db(cluster.engine, old_head)
+    run_old(cluster.nodes[2])
+    cluster.nodes[2].start()
+    _caught_up(cluster, 2)
+    assert release_of(cluster.status(2)) == 1
+    cluster.nodes[2].stop()
+    cluster.nodes[2].proc = None
+    run_new(cluster.nodes[2])
+    cluster.nodes[2].start()
+    _caught_up(cluster, 2)
+
+    # rolling: each old node in turn, on its own data directory
+    for index in (0, 1):
+        assert all((s or {}).get("cluster_version", 1) == 1 for s in cluster.statuses().values()), (
+            "the cluster version was raised while a node of 0.1.0 was a member"
+        )
+        cluster.nodes[index].stop()
+        cluster.nodes[index].proc = None
+        run_new(cluster.nodes[index])
+        cluster.nodes[index].start()
+        _caught_up(cluster, index)
+
+    def finalized() -> bool:
+        statuses = [cluster.status(i) for i in range(3)]
+        return all(s and s.get("cluster_version") == vs.RELEASE for s in statuses)
+
+    wait_for(finalized, timeout=30, what="cluster version 2 on every node", describe=cluster.brief)
+    finalized_at = utcnow()
+    cluster.wait_dags(client, {DAG_ID, "uses_new_rule"}, timeout=30)  # accepted now
+    assert _lease_other_queue(cluster) in (None, "")
+
+    # every slot up to the finalization exactly once; replicas agree
+    expected = second_slots(cluster.start_at, whole_second(finalized_at))  # type: ignore[attr-defined]
+    wait_for(
+        lambda: set(expected) <= set(cluster.run_dates().get(DAG_ID, [])),
+        timeout=30,
+        what="every slot in the DB",
+    )
+    actual = {DAG_ID: [d for d in cluster.run_dates()[DAG_ID] if d <= expected[-1]]}
+    assert not check_slots(actual, {DAG_ID: expected})
+    cluster.wait_caught_up(timeout=30)
+    cluster.assert_replicas_agree(min_comparisons=1)
+
+
+def test_replace_a_dead_node(cluster: ApiCluster) -> None:
+    """README, Replacing a dead node: remove it, add a node with a new address."""
+    client = cluster.client()
+    leader = cluster.wait_leader()
+    dead = next(i for i in range(3) if i != leader)
+    cluster.kill(dead)
+    gone = cluster.addresses[dead]
+    cli(cluster, "cluster", "remove-node", gone)
+    spare = cluster.spare_addresses[0]
+    survivors = [a for a in cluster.addresses if a != gone]
+    sections = copy.deepcopy(cluster.sections)
+    sections["cluster"]["nodes"] = ",".join([*survivors, spare])
+    config = cluster.workdir / "replacement.cfg"
+    config.write_text(config_text(sections))
+    node = Node(9, spare, config, cluster.log_dir / "node-9.log", child_env())
+    cluster.extra.append(node)
+    node.start()
+    assert spare in cli(cluster, "cluster", "add-node", spare)
+
+    def caught_up() -> bool:
+        nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
+        new = [n for n in nodes if n.address == spare]
+        return (
+            sorted(n.address for n in nodes) == sorted([*survivors, spare])
+            and bool(new)
+            and new[0].role == cluster_pb2.NODE_ROLE_FOLLOWER
+            and new[0].lag < 20
+        )
+
+    wait_for(caught_up, timeout=60, what="the replacement to catch up")
+    runs = len(cluster.run_dates().get(DAG_ID, []))
+    wait_for(lambda: len(cluster.run_dates().get(DAG_ID, [])) >= runs + 2, timeout=30, what="runs")
+    nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
+    applied = {n.address: (n.digest_index, n.digest) for n in nodes}
+    wait_for(
+        lambda: len({d for _, d in _digests_at_same_index(client)}) == 1,
+        timeout=30,
+        what="the replacement's digest to agree",
+        describe=lambda: applied,
+    )
+
+
+def _digests_at_same_index(client: Any) -> list[tuple[int, str]]:
+    """(index, digest) of every node, if all reported the same index (else two entries)."""
+    nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
+    seen = {(n.digest_index, n.digest) for n in nodes}
+    return list(seen) if len({i for i, _ in seen}) == 1 else [(0, "a"), (0, "b")]
+
+
+def _lead(cluster: ApiCluster, client: Any, index: int) -> None:
+    target = cluster.addresses[index]
+
+    def moved() -> bool:
+        if cluster.leader() == index:
+            return True
+        try:
+            client.cluster.TransferLeadership(cluster_pb2.TransferLeadershipRequest(target=target))
+        except Exception:
+            return False
+        return cluster.leader() == index
+
+    wait_for(moved, timeout=30, what=f"node {index} to lead", interval=0.5)
+
+
+def _caught_up(cluster: ApiCluster, index: int) -> None:
+    def done() -> bool:
+        leader = cluster.leader()
+        if leader is None:
+            return False
+        ahead, mine = cluster.status(leader), cluster.status(index)
+        return bool(ahead and mine and mine["applied_index"] >= ahead["commit_index"] - 5)
+
+    wait_for(done, timeout=45, what=f"node {index} to catch up", describe=cluster.brief)
+
+
+def _lease_other_queue(cluster: ApiCluster) -> str | None:
+    """A worker's Lease of another queue than the default, at node 2 (this release): the
+    error's text, "" when accepted, None when this release has no queues."""
+    if "queues" not in worker_pb2.LeaseRequest.DESCRIPTOR.fields_by_name:
+        return None
+    worker = cluster.client(WORKER, nodes=[2])
+    request = worker_pb2.LeaseRequest(worker_id="probe", max_tasks=1, queues=["gpu"])
+    try:
+        worker.workers.Lease(request)
+    except ApiError as err:
+        assert err.code is grpc.StatusCode.FAILED_PRECONDITION, err
+        return str(err)
+    return ""
+
+
+def _import_errors(client: Any) -> str:
+    answer = client.dags.ListImportErrors(dag_pb2.ListImportErrorsRequest())
+    return " | ".join(e.message for e in answer.import_errors)
+
+
+def _db_revision(cluster: ApiCluster) -> str:
+    import sqlalchemy as sa
+
+    with cluster.engine.connect() as conn:
+        return str(conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar())

@@ -1,0 +1,56 @@
+"""Live workers and their queues (cluster/workers_seen.py): what a node publishes in its
+heartbeat row, and what a reader makes of every node's rows."""
+
+from __future__ import annotations
+
+from raftsched.cluster import workers_seen as ws
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_node_publishes_the_workers_it_saw_lately() -> None:
+    clock = Clock()
+    seen = ws.WorkersSeen(clock)
+    seen.seen("w1", ["gpu", "default", "gpu"])
+    clock.now += 10
+    seen.seen("w2", ["io"])
+    assert seen.published() == {
+        "w1": {"queues": ["default", "gpu"], "seen": 1000.0},
+        "w2": {"queues": ["io"], "seen": 1010.0},
+    }
+    clock.now += ws.LIVE_SECONDS - 5  # w1 was seen LIVE_SECONDS + 5 ago: it is gone
+    assert list(seen.published()) == ["w2"]
+
+
+def test_a_node_remembers_a_bounded_number_of_workers() -> None:
+    clock = Clock()
+    seen = ws.WorkersSeen(clock)
+    for i in range(ws.MAX_WORKERS + 10):
+        seen.seen(f"w{i}", ["default"])
+    published = seen.published()
+    assert len(published) == ws.MAX_WORKERS and "w0" not in published
+
+
+def test_readers_merge_every_nodes_rows_and_skip_what_is_malformed() -> None:
+    now = 5000.0
+    old = now - ws.LIVE_SECONDS - 1
+    rows = [
+        {"w1": {"queues": ["gpu"], "seen": now - 1}, "w3": {"queues": ["io"], "seen": old}},
+        {"w1": {"queues": ["default"], "seen": now - 20}, "w2": {"queues": ["io"], "seen": now}},
+        None,  # a row written before queues existed
+        {"bad": "not a dict", "w4": {"queues": "gpu", "seen": now}, "w5": {"seen": now}},
+        ["not", "a", "mapping"],
+    ]
+    workers = ws.live_workers(rows, now)  # type: ignore[arg-type]
+    assert workers == {"w1": ("gpu",), "w2": ("io",)}  # w1's latest sighting wins
+    served = ws.served_queues(workers)
+    assert served == frozenset({"gpu", "io"})
+    assert ws.waiting_note("gpu", served) == ""
+    assert ws.waiting_note("default", served) == "no live worker serves queue 'default'"
+    assert ws.waiting_note("default", None) == ""  # unknown: no note
