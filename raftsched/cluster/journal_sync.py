@@ -76,6 +76,11 @@ class GroupCommit:
         return self._durable_index
 
     @property
+    def last_index(self) -> int:
+        """The index of the journal's last entry (0 when empty)."""
+        return self._last_index()
+
+    @property
     def syncing_in_background(self) -> bool:
         return self._syncer is not None
 

@@ -132,13 +132,18 @@ class ContactTransport(TCPTransport):
         held = getattr(self, "_held", None)
         if not held:
             return
-        durable, term = self._durable_index(), self._term()
+        durable, term, last = self._durable_index(), self._term(), self._last_index()
         sent = 0
         for node, message, acknowledged, held_term in held:
-            if held_term == term and message.get("success") and acknowledged > durable:
+            # Dropped: an answer from an earlier term, and an acknowledgement of entries that a
+            # truncation has removed since (the leader re-sent from an earlier index). Such an
+            # ack can never become durable, and waiting for it held every later answer back
+            # for good: the leader never heard from this follower again.
+            stale = held_term != term or (message.get("success") and acknowledged > last)
+            if not stale and message.get("success") and acknowledged > durable:
                 break
             sent += 1
-            if held_term == term:
+            if not stale:
                 super().send(node, message)
         del held[:sent]
 
@@ -165,6 +170,11 @@ class ContactTransport(TCPTransport):
         if not getattr(journal, "durable", False):
             return 1 << 62  # nothing to wait for
         return int(getattr(journal, "durable_index", 0))
+
+    def _last_index(self) -> int:
+        journal = getattr(self._syncObj, "journal", None)
+        last = getattr(journal, "last_index", None)
+        return int(last) if last is not None else 1 << 62
 
     def _term(self) -> int:
         return int(getattr(self._syncObj, "raftCurrentTerm", 0) or 0)
