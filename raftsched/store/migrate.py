@@ -7,6 +7,7 @@ have transactional DDL) under a lock, so nodes that start together cannot migrat
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,13 +56,7 @@ def schema_status(engine: Engine) -> SchemaStatus:
 
 def init_db(engine: Engine) -> SchemaStatus:
     """Upgrade the database to head (a no-op at head); return the status before the upgrade."""
-    config = alembic_config()
-    with write_transaction(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
-        before = MigrationContext.configure(conn).get_current_revision()
-        config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+    before = _migrate(engine, lambda config, _before: command.upgrade(config, "head"))
     return SchemaStatus(current=before, head=head_revision())
 
 
@@ -69,15 +64,25 @@ def downgrade_db(engine: Engine, revision: str) -> SchemaStatus:
     """Take the database back to ``revision`` (a rollback to an older release, before the
     upgrade was finalized: README, Upgrading); return the status before. Only a revision
     older than the current one; nothing happens at ``revision`` itself."""
+
+    def downgrade(config: Config, before: str | None) -> None:
+        if before != revision:
+            command.downgrade(config, revision)
+
+    before = _migrate(engine, downgrade)
+    return SchemaStatus(current=before, head=revision)
+
+
+def _migrate(engine: Engine, step: Callable[[Config, str | None], None]) -> str | None:
+    """Run ``step`` in one transaction under the migration lock; return the revision before."""
     config = alembic_config()
     with write_transaction(engine) as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
         before = MigrationContext.configure(conn).get_current_revision()
         config.attributes["connection"] = conn
-        if before != revision:
-            command.downgrade(config, revision)
-    return SchemaStatus(current=before, head=revision)
+        step(config, before)
+    return before
 
 
 def require_head(engine: Engine) -> SchemaStatus:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import ipaddress
 import os
 import re
@@ -43,6 +44,7 @@ from types import FrameType
 from typing import Any
 
 SUBNET_PREFIX = "10.77"
+SUBNET_LOCK = "/tmp/raftsched-netns-subnets.lock"
 CHAIN = "RSNEMESIS"
 RUN_ID_RE = re.compile(r"^[0-9a-f]{6}$")
 STOP_TIMEOUT = 10.0
@@ -182,16 +184,21 @@ class Hosts:
         return self
 
     def _build(self) -> None:
-        used = _in_use_subnets()
-        free = [k for k in range(1, 255) if k not in used]
-        if not free:
-            raise NetnsError(f"no free {SUBNET_PREFIX}.K.0/24 subnet")
-        k = free[int(self.run_id, 16) % len(free)]
-        self.subnet = ipaddress.IPv4Network(f"{SUBNET_PREFIX}.{k}.0/24")
-        self.gateway = f"{SUBNET_PREFIX}.{k}.1"
-        sh(["ip", "link", "add", self.bridge, "type", "bridge"])
-        sh(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge])
-        sh(["ip", "link", "set", self.bridge, "up"])
+        # Choosing a free subnet and taking it (the bridge's address) is one step for every
+        # process on this machine: two test runs at once (pytest-xdist workers) never pick the
+        # same subnet.
+        with open(SUBNET_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            used = _in_use_subnets()
+            free = [k for k in range(1, 255) if k not in used]
+            if not free:
+                raise NetnsError(f"no free {SUBNET_PREFIX}.K.0/24 subnet")
+            k = free[int(self.run_id, 16) % len(free)]
+            self.subnet = ipaddress.IPv4Network(f"{SUBNET_PREFIX}.{k}.0/24")
+            self.gateway = f"{SUBNET_PREFIX}.{k}.1"
+            sh(["ip", "link", "add", self.bridge, "type", "bridge"])
+            sh(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge])
+            sh(["ip", "link", "set", self.bridge, "up"])
         for i in range(self.count):
             host = Host(
                 index=i,

@@ -27,7 +27,6 @@ TIMEOUT = 330  # seconds for the whole run, setup and checking included
 REASON = netns.unavailable_reason()
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("netns"),  # one netns user at a time: subnet choice is check-then-act
     pytest.mark.timeout(TIMEOUT + 30),
     pytest.mark.skipif(REASON is not None, reason=f"partition suite needs netns: {REASON}"),
 ]

@@ -20,10 +20,7 @@ from scripts.partition.nemesis import IsolateLeader, Loss, Timeline, execute
 from scripts.partition.schedule import Step
 
 REASON = netns.unavailable_reason()
-pytestmark = [
-    pytest.mark.skipif(REASON is not None, reason=f"netns unavailable: {REASON}"),
-    pytest.mark.xdist_group("netns"),  # one netns user at a time: subnet choice is check-then-act
-]
+pytestmark = pytest.mark.skipif(REASON is not None, reason=f"netns unavailable: {REASON}")
 
 PORT = 9311
 LISTENER = f"""

@@ -37,7 +37,7 @@ from raftsched.core.model import TaskKey
 from raftsched.worker.runner import Attempt
 from raftsched.worker.transport import Assignment
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.xdist_group("netns")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 S = common_pb2
 LEASE_TTL = 4.0
