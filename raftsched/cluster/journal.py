@@ -233,6 +233,7 @@ class DurableJournal(GroupCommit, Journal):
             self._offsets = []
             os.ftruncate(self._fd, len(MAGIC))
             self._truncated(0)
+            self._note_cut(len(MAGIC))
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         if entryFrom >= len(self._entries):
@@ -244,6 +245,7 @@ class DurableJournal(GroupCommit, Journal):
             del self._offsets[entryFrom:]
             os.ftruncate(self._fd, cut)
             self._truncated(keep_to)
+            self._note_cut(cut)
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         kept = self._entries[entryTo:]
@@ -361,8 +363,15 @@ class DurableJournal(GroupCommit, Journal):
 
     def _note_synced(self, length: int) -> None:
         if self._synced_hook and self.durable:
+            self._noted_length = length
             with open(self.path + ".synced", "w") as f:
                 f.write(f"{length}\n")
+
+    def _note_cut(self, length: int) -> None:
+        """The power-loss record after a truncation: what is on disk never extends past the
+        file's end (the next fsync, off the tick thread, may come after a kill -9)."""
+        if self._synced_hook and self.durable and getattr(self, "_noted_length", 0) > length:
+            self._note_synced(length)
 
     def _store_meta(self) -> None:
         with self._meta_lock:  # the syncer and the tick thread (a vote) never interleave
