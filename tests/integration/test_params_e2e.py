@@ -10,17 +10,13 @@ rendered command, from the run's committed conf.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import wait_for
 from test_rest_api import _database
-from webstack import ADMIN_TOKEN, WebStack
+from webstack import WebStack
 
 pytestmark = pytest.mark.slow
 
@@ -43,24 +39,6 @@ with DAG("params_e2e", schedule=None, params={
 """
 
 
-def _rest(stack: WebStack, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{stack.url}/api/v1{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-        headers={
-            "Authorization": f"Bearer {ADMIN_TOKEN}",
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"null")
-
-
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -74,7 +52,7 @@ def stack(
     ):
         web.start()
         wait_for(
-            lambda: _rest(web, "GET", f"/dags/{DAG_ID}")[0] == 200,
+            lambda: web.rest("GET", f"/dags/{DAG_ID}")[0] == 200,
             timeout=60,
             what=f"DAG {DAG_ID} registered",
             interval=0.3,
@@ -95,15 +73,15 @@ def test_a_triggered_conf_reaches_the_rendered_command(stack: WebStack) -> None:
     assert done.returncode == 0, done.stderr
 
     def finished() -> str | None:
-        status, run = _rest(stack, "GET", f"/dags/{DAG_ID}/runs/p1")
+        status, run = stack.rest("GET", f"/dags/{DAG_ID}/runs/p1")
         return run["state"] if status == 200 and run["state"] in ("success", "failed") else None
 
     state = wait_for(finished, timeout=60, what="run p1 finished", interval=0.3)
-    _, run = _rest(stack, "GET", f"/dags/{DAG_ID}/runs/p1")
+    _, run = stack.rest("GET", f"/dags/{DAG_ID}/runs/p1")
     day = run["logical_date"][:10]
 
     def log_text() -> str | None:
-        status, page = _rest(stack, "GET", f"/dags/{DAG_ID}/runs/p1/task-instances/show/logs")
+        status, page = stack.rest("GET", f"/dags/{DAG_ID}/runs/p1/task-instances/show/logs")
         text = "".join(c["text"] for c in page["chunks"]) if status == 200 else ""
         return text if "region=" in text else None
 
@@ -129,7 +107,7 @@ def test_a_conf_that_breaks_a_param_is_refused_naming_it(stack: WebStack) -> Non
     assert done.returncode != 0
     assert "param 'days'" in done.stderr and "expected type integer" in done.stderr, done.stderr
 
-    status, body = _rest(stack, "POST", f"/dags/{DAG_ID}/runs", {"conf": {"region": "mars"}})
+    status, body = stack.rest("POST", f"/dags/{DAG_ID}/runs", {"conf": {"region": "mars"}})
     assert status == 400, body
     assert body["code"] == "INVALID_ARGUMENT"
     assert "param 'region'" in body["message"] and '"eu", "us"' in body["message"]
@@ -141,10 +119,10 @@ def test_a_conf_that_breaks_a_param_is_refused_naming_it(stack: WebStack) -> Non
     status, _, page = web.post_form(f"/dags/{DAG_ID}/trigger", {"conf": '{"days": "three"}'})
     assert status == 400 and "days" in page and "expected type integer" in page, page[-2000:]
 
-    status, body = _rest(stack, "POST", f"/dags/{DAG_ID}/runs", {"conf": {"days": 99}})
+    status, body = stack.rest("POST", f"/dags/{DAG_ID}/runs", {"conf": {"days": 99}})
     assert status == 400 and "expected at most 31" in body["message"], body
     # nothing was proposed: no run of those
-    status, runs = _rest(stack, "GET", f"/dags/{DAG_ID}/runs")
+    status, runs = stack.rest("GET", f"/dags/{DAG_ID}/runs")
     assert status == 200
     assert "bad1" not in {r["run_id"] for r in runs["runs"]}
     assert all(r["conf"].get("days") != 99 for r in runs["runs"])

@@ -17,9 +17,6 @@ Everything is real (:class:`webstack.WebStack`, one per backend, shared by the m
 from __future__ import annotations
 
 import html
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,7 @@ from typing import Any
 import pytest
 from harness import wait_for
 from test_rest_api import _database
-from webstack import ADMIN_TOKEN, WebStack
+from webstack import WebStack
 
 from raftsched.store import queries
 
@@ -105,33 +102,15 @@ tf_failover()
 """
 
 
-def _rest(stack: WebStack, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"{stack.url}/api/v1{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-        headers={
-            "Authorization": f"Bearer {ADMIN_TOKEN}",
-            "Accept": "application/json",
-            "Content-Type": "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"null")
-
-
 def _tasks(stack: WebStack, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
-    status, page = _rest(stack, "GET", f"/dags/{dag_id}/runs/{run_id}/task-instances")
+    status, page = stack.rest("GET", f"/dags/{dag_id}/runs/{run_id}/task-instances")
     assert status == 200, page
     return {ti["task_id"]: ti for ti in page["task_instances"]}
 
 
 def _finished(stack: WebStack, dag_id: str, run_id: str, timeout: float = 60) -> str:
     def done() -> str | None:
-        status, run = _rest(stack, "GET", f"/dags/{dag_id}/runs/{run_id}")
+        status, run = stack.rest("GET", f"/dags/{dag_id}/runs/{run_id}")
         return run["state"] if status == 200 and run["state"] in ("success", "failed") else None
 
     return wait_for(
@@ -159,7 +138,7 @@ def stack(
         web.start()
         wait_for(
             lambda: all(
-                _rest(web, "GET", f"/dags/{d}")[0] == 200 for d in ("tf_branch", "tf_failover")
+                web.rest("GET", f"/dags/{d}")[0] == 200 for d in ("tf_branch", "tf_failover")
             ),
             timeout=60,
             what="the TaskFlow DAGs registered",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import http.cookiejar
+import json
 import re
 import subprocess
 import sys
@@ -162,6 +163,24 @@ class WebStack:
     def url(self) -> str:
         assert self.farm is not None, "start() first"
         return self.farm.url
+
+    def rest(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One REST call (``/api/v1`` + ``path``) with the admin token: (status, JSON body)."""
+        request = urllib.request.Request(
+            f"{self.url}/api/v1{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={
+                "Authorization": f"Bearer {ADMIN_TOKEN}",
+                "Accept": "application/json",
+                "Content-Type": "application/json",
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"null")
 
     def cli(self, *args: str, stdin: str | None = None, timeout: float = 30.0) -> Any:
         """``raftsched --config FILE ARGS`` with the admin token; the CompletedProcess."""
