@@ -45,6 +45,7 @@ import contextlib
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -364,8 +365,11 @@ class DurableJournal(GroupCommit, Journal):
     def _note_synced(self, length: int) -> None:
         if self._synced_hook and self.durable:
             self._noted_length = length
-            with open(self.path + ".synced", "w") as f:
+            # Replaced whole: a kill -9 mid-write must not leave an empty record.
+            staged = f"{self.path}.synced.{threading.get_ident()}"
+            with open(staged, "w") as f:
                 f.write(f"{length}\n")
+            os.replace(staged, self.path + ".synced")
 
     def _note_cut(self, length: int) -> None:
         """The power-loss record after a truncation: what is on disk never extends past the
