@@ -45,7 +45,6 @@ import contextlib
 import logging
 import os
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Callable
@@ -361,21 +360,6 @@ class DurableJournal(GroupCommit, Journal):
             )
         if length is None:  # inline (at open); the group commit notes it once counted
             self._note_synced(os.lseek(fd, 0, os.SEEK_END))
-
-    def _note_synced(self, length: int) -> None:
-        if self._synced_hook and self.durable:
-            self._noted_length = length
-            # Replaced whole: a kill -9 mid-write must not leave an empty record.
-            staged = f"{self.path}.synced.{threading.get_ident()}"
-            with open(staged, "w") as f:
-                f.write(f"{length}\n")
-            os.replace(staged, self.path + ".synced")
-
-    def _note_cut(self, length: int) -> None:
-        """The power-loss record after a truncation: what is on disk never extends past the
-        file's end (the next fsync, off the tick thread, may come after a kill -9)."""
-        if self._synced_hook and self.durable and getattr(self, "_noted_length", 0) > length:
-            self._note_synced(length)
 
     def _store_meta(self) -> None:
         with self._meta_lock:  # the syncer and the tick thread (a vote) never interleave

@@ -41,6 +41,7 @@ class GroupCommit:
     _dirty: bool
     durable: bool
     path: str
+    _synced_hook: bool  # the power-loss test's record (journal module docstring)
 
     def _init_group_commit(self) -> None:
         # The background syncer (start_syncer) and the tick thread share what follows.
@@ -61,7 +62,19 @@ class GroupCommit:
         raise NotImplementedError
 
     def _note_synced(self, length: int) -> None:
-        raise NotImplementedError
+        if self._synced_hook and self.durable:
+            self._noted_length = length
+            # Replaced whole: a kill -9 mid-write must not leave an empty record.
+            staged = f"{self.path}.synced.{threading.get_ident()}"
+            with open(staged, "w") as f:
+                f.write(f"{length}\n")
+            os.replace(staged, self.path + ".synced")
+
+    def _note_cut(self, length: int) -> None:
+        """The power-loss record after a truncation: what is on disk never extends past the
+        file's end (the next fsync, off the tick thread, may come after a kill -9)."""
+        if self._synced_hook and self.durable and getattr(self, "_noted_length", 0) > length:
+            self._note_synced(length)
 
     @property
     def dirty(self) -> bool:
