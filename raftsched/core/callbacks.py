@@ -142,12 +142,8 @@ def missed_deadlines(
     """Unfinished runs past their DAG's deadline, not alerted yet, whose DAG has "deadline"
     callbacks: what the leader proposes in ``MissDeadlines`` (apply re-checks each)."""
     out: list[tuple[str, str]] = []
-    # only the DAGs whose current spec has a deadline: the leader asks every tick
-    with_deadline = [
-        dag_id
-        for dag_id, record in state.catalog.records.items()
-        if record.spec.deadline_seconds is not None
-    ]
+    # only the DAGs whose current spec has a deadline (sorted: the same order on every node)
+    with_deadline = sorted(state.catalog.with_deadline)
     for rec in (rec for dag_id in with_deadline for rec in state.run_table.records(dag_id)):
         deadline = rec.spec.deadline_seconds
         if deadline is None or rec.run.state in FINISHED_RUN_STATES:

@@ -22,13 +22,15 @@ from raftsched.core.ready import Topology
 
 
 class DagCatalog:
-    __slots__ = ("_dags", "_spec_refs", "_specs", "_topologies", "import_errors")
+    __slots__ = ("_dags", "_spec_refs", "_specs", "_topologies", "_with_deadline", "import_errors")
 
     def __init__(self) -> None:
         self._specs: dict[str, DagSpec] = {}  # by spec_hash: current DAG versions + run versions
         self._spec_refs: dict[str, int] = {}
         self._topologies: dict[str, Topology] = {}
         self._dags: dict[str, DagRecord] = {}
+        # derived: the leader asks every tick which DAGs have a deadline (of 100,000, few)
+        self._with_deadline: dict[str, None] = {}
         self.import_errors: tuple[ImportErrorRecord, ...] = ()
 
     # -- DAG records ------------------------------------------------------------------------
@@ -38,12 +40,22 @@ class DagCatalog:
         """Every DAG's record by dag_id, in registration order (read-only)."""
         return MappingProxyType(self._dags)
 
+    @property
+    def with_deadline(self) -> Iterable[str]:
+        """The dag_ids whose current spec has a ``deadline``, in no set order."""
+        return tuple(self._with_deadline)
+
     def get(self, dag_id: str) -> DagRecord | None:
         return self._dags.get(dag_id)
 
     def put(self, record: DagRecord) -> None:
         """Set the DAG's record (``changes.set_dag`` calls this, keeping the digest)."""
-        self._dags[record.spec.dag_id] = record
+        dag_id = record.spec.dag_id
+        self._dags[dag_id] = record
+        if record.spec.deadline_seconds is None:
+            self._with_deadline.pop(dag_id, None)
+        else:
+            self._with_deadline[dag_id] = None
 
     # -- specs ------------------------------------------------------------------------------
 
@@ -83,5 +95,5 @@ class DagCatalog:
             self._specs[spec.spec_hash] = spec
             self._spec_refs[spec.spec_hash] = 0
         for record in records:
-            self._dags[record.spec.dag_id] = record
+            self.put(record)
             self.ref_spec(record.spec)

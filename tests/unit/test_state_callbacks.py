@@ -235,6 +235,19 @@ def test_deadline_alerts_once_and_only_when_due() -> None:
     assert miss(at(900)).value[0].reason == r.STATE_CHANGED
 
 
+def test_deadline_index_follows_the_current_spec_and_restore() -> None:
+    late = (("deadline", "late", "{}"),)
+    sim = sim_with(task("a"), deadline_seconds=600.0, callbacks=late)
+    assert sim.register(dag("quiet", task("a"))).ok
+    assert list(sim.state.catalog.with_deadline) == ["d"]
+    back = SchedulerState.restore(json.loads(json.dumps(sim.state.snapshot())))
+    assert list(back.catalog.with_deadline) == ["d"]
+    assert missed_deadlines(back, at(600)) == [("d", run_id())]
+    assert sim.register(dag("d", task("a"))).ok  # the new version has no deadline
+    assert list(sim.state.catalog.with_deadline) == []
+    assert missed_deadlines(sim.state, at(600)) == []
+
+
 def test_snapshot_round_trip_and_digest() -> None:
     sim = sim_with(task("a", callbacks=(NOTIFY,)), deadline_seconds=1.0,
                    callbacks=(("deadline", "late", "{}"),))  # fmt: skip
