@@ -5,8 +5,9 @@ It imports FILE (its directory first on sys.path, like Airflow), collects every 
 while importing (a DAG without ``catchup=`` gets CATCHUP_DEFAULT, ``1`` or ``0``, default 0:
 ``[scheduler] catchup_by_default``), and writes one JSON object to file descriptor FD:
 ``{"specs": [DagSpec dicts]}`` or ``{"error": {"message": one line, "traceback": text}}``.
-Whatever the file prints goes to this process's stdout/stderr, which the parent caps. Shortly
-before the parent's timeout, faulthandler dumps the stacks to stderr so a hang shows where.
+Whatever the file prints goes to this process's stdout/stderr, which the parent caps. At the
+parent's timeout it sends SIGUSR1 and faulthandler dumps the stacks to stderr, so a hang shows
+where (a timer of the child's own missed it when the child itself started slowly).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import signal
 import sys
 import traceback
 from typing import Any
@@ -22,6 +24,8 @@ from raftsched.dags import loading
 from raftsched.dags.authoring import DAG, PythonTask, collect_dags, set_catchup_default
 from raftsched.dags.validation import resolve_callable
 from raftsched.errors import DagDefinitionError
+
+DUMP_SIGNAL = signal.SIGUSR1  # raftsched.dags.parser sends it at the timeout: keep them equal
 
 
 def load(path: str) -> list[dict[str, Any]]:
@@ -81,13 +85,13 @@ def format_traceback(err: BaseException) -> str:
 def main(argv: list[str]) -> int:
     fd, timeout, path = int(argv[0]), float(argv[1]), argv[2]
     set_catchup_default(argv[3:4] == ["1"])
-    if timeout > 1:
-        faulthandler.dump_traceback_later(max(timeout - 0.5, timeout * 0.8), exit=False)
+    del timeout  # the parent keeps the time; it asks for the stacks with DUMP_SIGNAL
+    faulthandler.register(DUMP_SIGNAL, all_threads=True)
     try:
         result: dict[str, Any] = {"specs": load(path)}
     except BaseException as err:
         result = {"error": {"message": one_line(err), "traceback": format_traceback(err)}}
-    faulthandler.cancel_dump_traceback_later()
+    faulthandler.unregister(DUMP_SIGNAL)
     data = json.dumps(result).encode()
     with os.fdopen(fd, "wb") as out:
         out.write(data)

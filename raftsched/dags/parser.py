@@ -5,9 +5,9 @@ costs only its own result: one ``ImportErrorRecord`` (file, one-line message, tr
 
 - Files: every ``*.py`` under the folder, recursively, except names (of files or folders)
   starting with ``_`` or ``.``. Parsed in sorted path order, up to ``max_workers`` at once.
-- Timeout: the child runs in its own session; past ``timeout`` seconds its whole process
-  group is killed (SIGKILL). Shortly before, faulthandler dumps its stacks to stderr, which
-  becomes the error's traceback, so the user sees where it hung.
+- Timeout: the child runs in its own session; past ``timeout`` seconds it is sent SIGUSR1
+  (its faulthandler dumps its stacks to stderr, which becomes the error's traceback, so the
+  user sees where it hung), and ``DUMP_GRACE`` later its whole process group is killed.
 - Output cap: stdout and stderr are drained in 64 KiB chunks as they come; the first
   ``output_limit`` bytes are kept, the rest discarded. A file that prints more than that is an
   error (its DAGs are not loaded): a DAG file should define DAGs, not talk.
@@ -54,6 +54,8 @@ MAX_RESULT_BYTES = 64 * 1024 * 1024
 TRACEBACK_LIMIT = min(16 * 1024, limits.MAX_IMPORT_ERROR_CHARS)
 MESSAGE_LIMIT = min(2_000, limits.MAX_IMPORT_ERROR_CHARS)  # an error's one line
 KILL_GRACE = 2.0  # seconds to drain pipes after killing a child
+DUMP_GRACE = 0.3  # seconds for a timed-out child's stack dump (a C signal handler: immediate)
+DUMP_SIGNAL = signal.SIGUSR1  # what raftsched.dags._child registers faulthandler on
 
 
 @dataclass
@@ -280,7 +282,7 @@ def _run_child(
     output = _Capture(output_limit)
     stderr = _Capture(0)
     result = bytearray()
-    timed_out = False
+    timed_out = dumped = False
     deadline = time.monotonic() + timeout
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout.fileno(), selectors.EVENT_READ, "out")
@@ -288,6 +290,12 @@ def _run_child(
         sel.register(read_fd, selectors.EVENT_READ, "result")
         while sel.get_map():
             wait = deadline - time.monotonic()
+            if wait <= 0 and not dumped:
+                dumped = True  # the stacks first, so the user sees where it hung
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(DUMP_SIGNAL)
+                deadline = time.monotonic() + DUMP_GRACE
+                continue
             if wait <= 0:
                 if timed_out:
                     break  # killed, yet a pipe stays open (an escaped grandchild): give up
@@ -313,6 +321,8 @@ def _run_child(
     os.close(read_fd)
     proc.stdout.close()
     proc.stderr.close()
+    # asked for its stacks and gave no result (SIGUSR1 before its handler ends it): a timeout
+    timed_out = timed_out or (dumped and not result)
     if timed_out:
         _kill_group(proc)
     code = proc.wait()
