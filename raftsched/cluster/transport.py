@@ -1,7 +1,9 @@
 """pysyncobj's transport and journal, as a scheduler node needs them.
 
 - :func:`safe_commit_index`: the commit index a follower may take from an append_entries
-  message (Raft's min(leaderCommit, last new entry); pysyncobj takes its own last index).
+  message (Raft's min(leaderCommit, last new entry); pysyncobj takes its own last index),
+  after :func:`~raftsched.cluster.append_entries.trim_append_entries` kept the message from
+  truncating entries the journal already holds.
 - :class:`ContactTransport`: pysyncobj's TCP transport that notes when the leader last reached
   this node, applies :func:`safe_commit_index`, and holds append-entries acknowledgements
   (``next_node_idx``) until the journal's ``durable_index`` covers what they acknowledge
@@ -24,6 +26,7 @@ import pysyncobj.syncobj as _pysyncobj_syncobj
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
+from raftsched.cluster.append_entries import trim_append_entries
 from raftsched.cluster.journal import DurableJournal
 from raftsched.core.versions import RELEASE
 
@@ -187,6 +190,9 @@ class ContactTransport(TCPTransport):
             note = getattr(self._syncObj, "_note_leader_contact", None)
             if note is not None:
                 note()
+            journal = getattr(self._syncObj, "journal", None)
+            if journal is not None:  # keep what the journal holds (Raft §5.3)
+                trim_append_entries(message, journal)
             if "commit_index" in message:
                 current = int(getattr(self._syncObj, "raftCommitIndex", 0) or 0)
                 message["commit_index"] = safe_commit_index(message, current)
