@@ -2,16 +2,21 @@
 Replacing a dead node; docs/architecture.md §12).
 
 The previous release (0.1.0, git commit 571c135) runs from a virtualenv of its own
-(tests/old_release.py). One cluster for the module, on SQLite, a 1-second DAG on a worker:
+(tests/old_release.py). One cluster per backend (SQLite, then PostgreSQL: the metadata
+database is where the two releases' schemas meet), a 1-second DAG on a worker:
 
-1. Two nodes of 0.1.0 and one of this release. The cluster version stays 1; a DAG that uses
-   a trigger rule 0.1.0 lacks is held back (an import error saying to finish the upgrade).
-   The new node is rolled back to 0.1.0 on its data directory (after `db migrate --to` the
-   old head) and forward again. Then each old node in turn: SIGTERM, this release on the same
-   data directory. Only once all three run it is the cluster version 2, and the held DAG is
-   registered. No slot was missed or doubled and replicas agree throughout.
-2. A node dies (kill -9): `cluster remove-node` it, start a node with a new address and an
-   empty data directory, `cluster add-node` it; it catches up and agrees.
+1. The database as 0.1.0 migrated it (revision 0003); two nodes of 0.1.0 and one of this
+   release, which migrates the database on start. The cluster version stays 1; a DAG that
+   uses a trigger rule 0.1.0 lacks is held back (an import error saying to finish the
+   upgrade). The new node is rolled back to 0.1.0 on its data directory (after `raftsched db
+   migrate --to 0003`) and forward again. Then each old node in turn, followers first and
+   the leader last: SIGTERM, this release on the same data directory and address, caught up
+   before the next. Only once all three run it is the cluster version 2 (logged), and the
+   held DAG is registered. No slot was missed or doubled and replicas agree throughout.
+2. (PostgreSQL's cluster) A node dies (kill -9): `cluster status` shows it unreachable,
+   `cluster remove-node` it, start a node with a new address and an empty data directory
+   (ignored until added), `cluster add-node` it; it catches up and agrees. A survivor
+   restarts with the config that names the new address instead of the dead one.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from harness import (
     wait_for,
     whole_second,
 )
+from test_rest_api import _database
 
 from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2, dag_pb2, worker_pb2
@@ -45,12 +51,13 @@ from raftsched.cli.main import main
 from raftsched.core import versions as vs
 from raftsched.core import versions_baseline as baseline
 from raftsched.core.model import TriggerRule
-from raftsched.store.migrate import downgrade_db
+from raftsched.store.migrate import head_revision
 from tests.old_release import CACHE, old_env, old_python, old_source_tree
 
 pytestmark = pytest.mark.slow
 
 DAG_ID = "every_second_0"
+OLD_HEAD = "0003"  # 0.1.0's last migration
 NEW_RULES = [r.value for r in TriggerRule if r.value not in baseline.ENUMS["TriggerRule"]]
 FEATURE_DAG = f"""\
 from datetime import datetime
@@ -107,24 +114,45 @@ def cli(cluster: ApiCluster, *args: str, check: bool = True) -> str:
     """`raftsched ARGS` of this release against the cluster's API as an admin, run in this
     process (the same code path as the command, without a second interpreter's start-up)."""
     servers = ",".join(cluster.api_addresses)
+    return _main(cluster, *args, "--server", servers, "--token", ADMIN, check=check)
+
+
+def db_cli(cluster: ApiCluster, *args: str) -> str:
+    """`raftsched db ARGS` of this release on the config's database, in this process."""
+    return _main(cluster, "db", *args)
+
+
+def _main(cluster: ApiCluster, *args: str, check: bool = True) -> str:
     out = io.StringIO()
-    argv = ["--config", str(cluster.config_path), *args, "--server", servers, "--token", ADMIN]
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        code = main(argv)
+        code = main(["--config", str(cluster.config_path), *args])
     assert code == 0 or not check, f"raftsched {' '.join(args)}: {out.getvalue()}"
     return out.getvalue() if code == 0 else ""
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiCluster]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ApiCluster]:
     old_source_tree()  # fails clearly when the history lacks the previous release
-    workdir = tmp_path_factory.mktemp("upgrade")
+    workdir = tmp_path_factory.mktemp(f"upgrade-{request.param}")
     start = whole_second(utcnow()) - timedelta(seconds=3)
     dags = {f"{DAG_ID}.py": every_second_dag(DAG_ID, start=start), "feature.py": FEATURE_DAG}
-    url = f"sqlite:///{workdir / 'metadata.db'}"
-    with ApiCluster(workdir, url, dags=dags, spare=1, migrate=False) as harness:
+    with (
+        _database(request.param, workdir) as url,
+        ApiCluster(workdir / "cluster", url, dags=dags, spare=1, migrate=False) as harness,
+    ):
         harness.start_at = start  # type: ignore[attr-defined]
         yield harness
+        # Stopped together, the last node to lead would wait out a proposal it can no longer
+        # commit (~5 s); nothing is checked past this point, so: workers first (while they
+        # can reach a node), then kill -9.
+        for worker in harness.workers.values():
+            worker.stop()
+        for node in [*harness.nodes, *harness.extra]:
+            node.kill()
 
 
 def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
@@ -132,6 +160,8 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
         pytest.fail("this release has no trigger rule 0.1.0 lacks: pick another gated feature")
     old_cli(cluster, "db", "migrate")  # the database as 0.1.0 left it
     old_head = _db_revision(cluster)
+    assert old_head == OLD_HEAD, "README, Upgrading, names 0.1.0's head revision for a rollback"
+    head = head_revision()
     for index in (0, 1):
         run_old(cluster.nodes[index])
         cluster.nodes[index].start()
@@ -146,6 +176,7 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
     # mixed: the new node reports its release, the cluster version stays 1
     wait_for(lambda: release_of(cluster.status(2)) == vs.RELEASE, timeout=30, what="release")
     assert [release_of(cluster.status(i)) for i in range(3)] == [1, 1, vs.RELEASE]
+    assert _db_revision(cluster) == head, "the new release's first node migrates on start"
 
     def grpc_releases() -> dict[str, int]:  # 0.1.0 nodes answer for every member too
         nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
@@ -176,11 +207,13 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
     refused = _lease_other_queue(cluster)
     assert refused is None or "finish the upgrade" in refused, refused
 
-    # rollback of the new node to 0.1.0 (before finalization), then forward again
+    # rollback of the new node to 0.1.0 (before finalization), then forward again; the
+    # schema goes back first, with this release's CLI (README, Upgrading: Rollback)
     cluster.nodes[2].stop()
     cluster.nodes[2].proc = None
-    if _db_revision(cluster) != old_head:  # `raftsched db migrate --to OLD_HEAD`
-        downgrade_db(cluster.engine, old_head)
+    assert head in db_cli(cluster, "check")
+    db_cli(cluster, "migrate", "--to", OLD_HEAD)
+    assert _db_revision(cluster) == OLD_HEAD
     run_old(cluster.nodes[2])
     cluster.nodes[2].start()
     _caught_up(cluster, 2)
@@ -190,12 +223,18 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
     run_new(cluster.nodes[2])
     cluster.nodes[2].start()
     _caught_up(cluster, 2)
+    assert _db_revision(cluster) == head  # migrated again by the new node's start
 
-    # rolling: each old node in turn, on its own data directory
-    for index in (0, 1):
+    # rolling: one old node at a time, followers first and the leader last (README), each on
+    # its own data directory and address
+    old = [0, 1]
+    while old:
         assert all((s or {}).get("cluster_version", 1) == 1 for s in cluster.statuses().values()), (
             "the cluster version was raised while a node of 0.1.0 was a member"
         )
+        leader = cluster.wait_leader(timeout=30)
+        index = next((i for i in old if i != leader), old[0])
+        old.remove(index)
         cluster.nodes[index].stop()
         cluster.nodes[index].proc = None
         run_new(cluster.nodes[index])
@@ -208,6 +247,8 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
 
     wait_for(finalized, timeout=30, what="cluster version 2 on every node", describe=cluster.brief)
     finalized_at = utcnow()
+    logged = f"cluster version {vs.RELEASE} committed"
+    assert any(logged in node.log_path.read_text(errors="replace") for node in cluster.nodes)
     cluster.wait_dags(client, {DAG_ID, "uses_new_rule"}, timeout=30)  # accepted now
     assert _lease_other_queue(cluster) in (None, "")
 
@@ -224,14 +265,31 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
     cluster.assert_replicas_agree(min_comparisons=1)
 
 
+# Once, on the production backend (the procedure does not touch the metadata database), on
+# the cluster the upgrade test left behind: this release on every node.
+@pytest.mark.parametrize(
+    "cluster", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 def test_replace_a_dead_node(cluster: ApiCluster) -> None:
-    """README, Replacing a dead node: remove it, add a node with a new address."""
+    """README, Replacing a dead node, step by step: remove it, add a node with a new address,
+    and restart a survivor with the config that names it."""
+    assert all(node.alive for node in cluster.nodes), "runs after the upgrade, on its cluster"
     client = cluster.client()
     leader = cluster.wait_leader()
     dead = next(i for i in range(3) if i != leader)
     cluster.kill(dead)
     gone = cluster.addresses[dead]
+
+    # 1. `cluster status`: the dead node unreachable, the other two with a leader
+    def status_row() -> str:
+        text = cli(cluster, "cluster", "status", check=False)
+        row = next((line for line in text.splitlines() if gone in line), "")
+        return row if "unreachable" in row and "leader: 127.0.0.1" in text else ""
+
+    wait_for(status_row, timeout=30, what=f"`cluster status` showing {gone} unreachable")
+    # 2. remove it
     cli(cluster, "cluster", "remove-node", gone)
+    # 3. a node under a new address, empty data directory, config naming the members left
     spare = cluster.spare_addresses[0]
     survivors = [a for a in cluster.addresses if a != gone]
     sections = copy.deepcopy(cluster.sections)
@@ -241,10 +299,14 @@ def test_replace_a_dead_node(cluster: ApiCluster) -> None:
     node = Node(9, spare, config, cluster.log_dir / "node-9.log", child_env())
     cluster.extra.append(node)
     node.start()
+    wait_for(node.status, timeout=30, what="the new node's /status")
+    members = lambda: {n.address for n in _nodes(client)}  # noqa: E731
+    assert spare not in members(), "a node not added yet is not a member"
+    # 4. add it
     assert spare in cli(cluster, "cluster", "add-node", spare)
 
     def caught_up() -> bool:
-        nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
+        nodes = _nodes(client)
         new = [n for n in nodes if n.address == spare]
         return (
             sorted(n.address for n in nodes) == sorted([*survivors, spare])
@@ -265,10 +327,39 @@ def test_replace_a_dead_node(cluster: ApiCluster) -> None:
         describe=lambda: applied,
     )
 
+    # 5. a survivor's next restart uses the config with the new address in place of the dead
+    follower = next(i for i in range(3) if i not in (dead, cluster.wait_leader(timeout=30)))
+    cluster.nodes[follower].stop()
+    cluster.nodes[follower].proc = None
+    cluster.nodes[follower].config_path = config
+    cluster.nodes[follower].start()
+    wait_for(
+        lambda: any(
+            n.address == cluster.addresses[follower]
+            and n.role == cluster_pb2.NODE_ROLE_FOLLOWER
+            and n.lag < 20
+            for n in _nodes(client)
+        ),
+        timeout=45,
+        what="the restarted survivor to follow",
+        describe=lambda: _nodes(client),
+    )
+    assert members() == {*survivors, spare}
+    wait_for(
+        lambda: len({d for _, d in _digests_at_same_index(client)}) == 1,
+        timeout=30,
+        what="every member's digest to agree after the restart",
+        describe=lambda: [(n.address, n.digest_index, n.digest[:12]) for n in _nodes(client)],
+    )
+
+
+def _nodes(client: Any) -> list[Any]:
+    return list(client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes)
+
 
 def _digests_at_same_index(client: Any) -> list[tuple[int, str]]:
     """(index, digest) of every node, if all reported the same index (else two entries)."""
-    nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
+    nodes = _nodes(client)
     seen = {(n.digest_index, n.digest) for n in nodes}
     return list(seen) if len({i for i, _ in seen}) == 1 else [(0, "a"), (0, "b")]
 
