@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields, is_dataclass
 from datetime import datetime
 from enum import Enum
@@ -25,11 +25,8 @@ from raftsched.core.commands import LeaseRef, QueueDecision, RunDecision
 from raftsched.core.model import (
     DagRecord,
     DagRun,
-    DagSpec,
     ImportErrorRecord,
     Lease,
-    OutboxEntry,
-    OutboxKind,
     RunState,
     RunType,
     TaskInstance,
@@ -43,6 +40,7 @@ from raftsched.core.model import (
 )
 from raftsched.core.results import Item, LeaseGrant, Result
 from raftsched.core.rows import DagRow, RunRow, TaskRow
+from raftsched.core.snapshot_share import SnapshotShare
 
 # 1: the first release. 2: halted, clock, evicted_slots and fences (a release that knows only
 # 1 refuses a 2: it would drop the fences and lease a fenced task again). Every release reads
@@ -142,25 +140,16 @@ def import_error_dict(error: ImportErrorRecord) -> dict:
 # -- snapshot records ---------------------------------------------------------------------
 
 
-def dag_record_to_dict(record: DagRecord) -> dict:
+def dag_record_to_dict(record: DagRecord, iso: Callable[[Any], str | None] = utc_iso) -> dict:
+    """``iso``: ``SnapshotShare.iso`` (one text per instant), in a snapshot."""
     return {
         "dag_id": record.spec.dag_id,
         "spec_hash": record.spec.spec_hash,
         "paused": record.paused,
         "active": record.active,
-        "updated_at": utc_iso(record.updated_at),
-        "last_logical_date": utc_iso(record.last_logical_date),
+        "updated_at": iso(record.updated_at),
+        "last_logical_date": iso(record.last_logical_date),
     }
-
-
-def dag_record_from_dict(data: dict, specs: dict[str, DagSpec]) -> DagRecord:
-    return DagRecord(
-        spec=specs[data["spec_hash"]],
-        paused=bool(data["paused"]),
-        active=bool(data["active"]),
-        updated_at=parse_utc(data["updated_at"]),
-        last_logical_date=parse_utc(data["last_logical_date"]),
-    )
 
 
 def run_to_dict(run: DagRun, spec_hash: str, row_seq: int, tis: list[dict]) -> dict:
@@ -169,25 +158,11 @@ def run_to_dict(run: DagRun, spec_hash: str, row_seq: int, tis: list[dict]) -> d
     return data
 
 
-def run_from_dict(data: dict) -> DagRun:
-    return DagRun(
-        dag_id=data["dag_id"],
-        run_id=data["run_id"],
-        logical_date=_dt(data["logical_date"]),
-        data_interval_start=_dt(data["data_interval_start"]),
-        data_interval_end=_dt(data["data_interval_end"]),
-        run_type=RunType(data["run_type"]),
-        state=RunState(data["state"]),
-        conf=dict(data["conf"]),
-        created_at=parse_utc(data["created_at"]),
-        start_date=parse_utc(data["start_date"]),
-        end_date=parse_utc(data["end_date"]),
-    )
-
-
-def ti_to_dict(ti: TaskInstance) -> dict:
+def ti_to_dict(ti: TaskInstance, share: SnapshotShare | None = None) -> dict:
+    """``share``: the snapshot's (equal strings and timestamps one object)."""
+    iso = utc_iso if share is None else share.iso
     lease = ti.lease
-    return {
+    data = {
         "task_id": ti.key.task_id,
         "state": str(ti.state),
         "try_number": ti.try_number,
@@ -198,12 +173,12 @@ def ti_to_dict(ti: TaskInstance) -> dict:
             "try_number": lease.try_number,
             "worker_id": lease.worker_id,
             "token": lease.token,
-            "expires_at": utc_iso(lease.expires_at),
+            "expires_at": iso(lease.expires_at),
         },
-        "next_retry_at": utc_iso(ti.next_retry_at),
-        "queued_at": utc_iso(ti.queued_at),
-        "start_date": utc_iso(ti.start_date),
-        "end_date": utc_iso(ti.end_date),
+        "next_retry_at": iso(ti.next_retry_at),
+        "queued_at": iso(ti.queued_at),
+        "start_date": iso(ti.start_date),
+        "end_date": iso(ti.end_date),
         "exit_code": ti.exit_code,
         "message": ti.message,
         "log_chunks": ti.log_chunks,
@@ -211,36 +186,11 @@ def ti_to_dict(ti: TaskInstance) -> dict:
         "lease_token": ti.lease_token,
         **({} if ti.result_json is None else {"result_json": ti.result_json}),
     }
-
-
-def ti_from_dict(data: dict, dag_id: str, run_id: str) -> TaskInstance:
-    key = TaskKey(dag_id, run_id, data["task_id"])
-    lease = data["lease"]
-    return TaskInstance(
-        key=key,
-        state=TaskState(data["state"]),
-        try_number=int(data["try_number"]),
-        max_tries=int(data["max_tries"]),
-        lease=None
-        if lease is None
-        else Lease(
-            key=key,
-            try_number=int(lease["try_number"]),
-            worker_id=lease["worker_id"],
-            token=int(lease["token"]),
-            expires_at=_dt(lease["expires_at"]),
-        ),
-        next_retry_at=parse_utc(data["next_retry_at"]),
-        queued_at=parse_utc(data["queued_at"]),
-        start_date=parse_utc(data["start_date"]),
-        end_date=parse_utc(data["end_date"]),
-        exit_code=data["exit_code"],
-        message=data["message"],
-        log_chunks=int(data["log_chunks"]),
-        worker_id=data["worker_id"],
-        lease_token=data["lease_token"],
-        result_json=data.get("result_json"),
-    )
+    if share is None:
+        return data
+    if lease is not None:
+        data["lease"] = share.row(data["lease"])
+    return share.row(data)
 
 
 _P = ParamSpec("_P")
@@ -248,10 +198,11 @@ _R = TypeVar("_R")
 
 
 def without_gc(restore: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``restore`` with Python's cyclic GC paused: a restore allocates millions of objects
-    that all stay alive, and each collection on the way would walk every one of them for
-    nothing (about half of a restore's time at 100,000 DAGs). The state holds no cycles that
-    need the collector; it runs again (if it was on) as soon as the restore returns."""
+    """``restore`` with Python's cyclic GC paused: a restore (or a snapshot, or unpickling
+    one) allocates millions of objects that all stay alive, and each collection on the way
+    would walk every one of them for nothing (about half of a restore's time at 100,000 DAGs,
+    a third of a snapshot's). Neither makes cycles that need the collector; it runs again (if
+    it was on) as soon as the call returns."""
 
     @functools.wraps(restore)
     def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -266,45 +217,11 @@ def without_gc(restore: Callable[_P, _R]) -> Callable[_P, _R]:
     return paused
 
 
-def spec_dicts(specs: Mapping[str, DagSpec]) -> dict[str, dict]:
-    """The held specs' dicts for a snapshot, equal task dicts one object: pickle writes an
-    object once however often it is referred to, so a snapshot of 100,000 DAGs made from a few
-    templates holds each task once, and so does the state restored from it."""
-    tasks: dict[str, dict] = {}
-    out: dict[str, dict] = {}
-    for spec_hash, spec in specs.items():
-        data = spec.to_dict()
-        data["tasks"] = [tasks.setdefault(repr(task), task) for task in data["tasks"]]
-        out[spec_hash] = data
-    return out
-
-
-def outbox_entries(entries: Iterable[OutboxEntry], specs: Mapping[str, dict]) -> list[list]:
-    """The outbox's entries for a snapshot. A DAG row's spec equal to a held spec's dict (of
-    :func:`spec_dicts`) is that very dict: written once, one object again once restored
-    (each DAG row holds its spec: at 100,000 DAGs, half the snapshot). Same values either way."""
-    out: list[list] = []
-    for entry in entries:
-        data = entry.data
-        if entry.kind is OutboxKind.DAG:
-            shared = specs.get(data.get("spec_hash", ""))
-            if shared is not None and shared == data.get("spec"):
-                data = {**data, "spec": shared}
-        out.append([entry.seq, entry.kind.value, data])
-    return out
-
-
 def outbox_share(outbox: Mapping[str, Any]) -> int | None:
     """The outbox's digest share a snapshot carries (``Outbox.load``); None if it has none
     (written by an older release, or built by ``store rebuild``): then it is recomputed."""
     share = outbox.get("digest_share")
     return int(share, 16) if isinstance(share, str) else None
-
-
-def _dt(value: str) -> datetime:
-    parsed = parse_utc(value)
-    assert parsed is not None
-    return parsed
 
 
 # -- tagged encoding of remembered results ------------------------------------------------

@@ -62,6 +62,7 @@ from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
 from raftsched.core import model as _model
+from raftsched.core import restore_decode, snapshot_share
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
@@ -71,18 +72,17 @@ from raftsched.core.changes import ChangeSet, flush
 from raftsched.core.handlers_tasks import LOG_STREAMS
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
-    DagSpec,
     ImportErrorRecord,
-    OutboxEntry,
-    OutboxKind,
     TaskKey,
     TaskState,
 )
 from raftsched.core.outbox import Outbox
 from raftsched.core.request_memory import DEDUP_CAPACITY, RequestMemory
+from raftsched.core.restore_decode import RestoreDecoder
 from raftsched.core.results import Result
 from raftsched.core.run_table import LiveRun, RunKey, RunTable
 from raftsched.core.secret_table import SecretTable, fp_secret
+from raftsched.core.snapshot_share import SnapshotShare
 from raftsched.core.state_views import StateViews
 from raftsched.core.task_queue import TaskQueue
 from raftsched.core.transitions import set_state, settle, settle_run
@@ -237,6 +237,7 @@ class SchedulerState(StateViews):
             acc.add(fingerprint)
         return acc.value
 
+    @sn.without_gc  # it allocates a container per record: collections would walk the state
     def snapshot(self) -> dict[str, Any]:
         """A JSON-able dict of the whole state (share nothing mutable with it: serialize it)."""
         data = self._snapshot()
@@ -251,18 +252,24 @@ class SchedulerState(StateViews):
         return data
 
     def _snapshot(self) -> dict[str, Any]:
-        specs = sn.spec_dicts(self.catalog.specs)
+        share = SnapshotShare()  # equal strings one object: pickled once (snapshot_share)
+        specs = snapshot_share.spec_dicts(self.catalog.specs, share)
         return {
             "schema_version": sn.SCHEMA_VERSION,
             "applied_index": self.applied_index,
             "specs": specs,
-            "dags": [sn.dag_record_to_dict(record) for record in self.catalog.records.values()],
+            "dags": [
+                share.row(sn.dag_record_to_dict(record, share.iso))
+                for record in self.catalog.records.values()
+            ],
             "runs": [
-                sn.run_to_dict(
-                    rec.run,
-                    rec.spec.spec_hash,
-                    rec.row_seq,
-                    [sn.ti_to_dict(ti) for ti in rec.tis.values()],
+                share.row(
+                    sn.run_to_dict(
+                        rec.run,
+                        rec.spec.spec_hash,
+                        rec.row_seq,
+                        [sn.ti_to_dict(ti, share) for ti in rec.tis.values()],
+                    )
                 )
                 for rec in self.run_table.records()
             ],
@@ -270,7 +277,7 @@ class SchedulerState(StateViews):
             "outbox": {
                 "acked_seq": self.outbox.acked_seq,
                 "last_seq": self.outbox.last_seq,
-                "entries": sn.outbox_entries(self.outbox, specs),
+                "entries": snapshot_share.outbox_entries(self.outbox, specs, share),
                 "digest_share": f"{self.outbox.digest_share:032x}",  # see Outbox.load
             },
             "dedup": [[rid, sn.encode_value(res)] for rid, res in self._dedup.items()],
@@ -303,22 +310,22 @@ class SchedulerState(StateViews):
             raise ReleaseTooOld(cluster_version, vs.RELEASE)
         state = cls()
         state.applied_index = int(data["applied_index"])
-        tasks_seen: dict[Any, Any] = {}  # equal tasks of many DAGs: built and held once
-        specs = {h: DagSpec.from_dict(d, tasks_seen) for h, d in data["specs"].items()}
-        records = [sn.dag_record_from_dict(item, specs) for item in data["dags"]]
+        decode = RestoreDecoder()  # equal values of many DAGs: built and held once
+        specs = {h: decode.spec(d) for h, d in data["specs"].items()}
+        records = [decode.record(item, specs) for item in data["dags"]]
         state.catalog.load(specs.values(), records)  # same order as the snapshotted state
         for item in data["runs"]:
-            state._restore_run(item)
+            state._restore_run(item, decode)
         errors = tuple(ImportErrorRecord(**e) for e in data["import_errors"])
         state.catalog.import_errors = errors
         outbox = data["outbox"]
         state.outbox.load(
             int(outbox["acked_seq"]),
             int(outbox["last_seq"]),
-            (OutboxEntry(int(seq), OutboxKind(kind), e) for seq, kind, e in outbox["entries"]),
+            restore_decode.outbox_entries(outbox["entries"]),
             sn.outbox_share(outbox),
         )
-        state._dedup.load((rid, sn.decode_value(res)) for rid, res in data["dedup"])
+        state._dedup.load((rid, restore_decode.result(res)) for rid, res in data["dedup"])
         state.halted = data.get("halted")
         state._clock = sn.parse_utc(data.get("clock")) or _EPOCH
         state.run_table.load_slots(
@@ -335,14 +342,14 @@ class SchedulerState(StateViews):
         state._sum.value = state._entity_sum(state.outbox.digest_share)
         return state
 
-    def _restore_run(self, item: dict[str, Any]) -> None:
-        run = sn.run_from_dict(item)
+    def _restore_run(self, item: dict[str, Any], decode: RestoreDecoder) -> None:
+        run = decode.run(item)
         spec = self.catalog.ref_spec(self.catalog.specs[item["spec_hash"]])
         rec = LiveRun(run, spec, self.catalog.topology(spec.spec_hash))
         rec.row_seq = int(item["row_seq"])
         self.run_table.add(rec)
         for ti_data in item["tis"]:
-            ti = sn.ti_from_dict(ti_data, run.dag_id, run.run_id)
+            ti = decode.task_instance(ti_data, run.dag_id, run.run_id)
             state, ti.state = ti.state, TaskState.NONE
             rec.tis[ti.key.task_id] = ti
             rec.unfinished += 1
