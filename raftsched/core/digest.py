@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from datetime import datetime
+from collections.abc import Callable
+from datetime import UTC, datetime
+from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 from raftsched.core.model import OMIT_AT_DEFAULT
@@ -47,16 +50,84 @@ _RECURSION_BUDGET = 12  # frames; the model's own nesting (TaskInstance > Lease 
 # Exactly these types (no subclass: an enum member is a str) are spelled by their repr: the
 # first test, as most values are one of them (a restore fingerprints millions)
 _REPR_TYPES = frozenset({str, int, float, bool, type(None), datetime})
+_PLAIN = _REPR_TYPES - {datetime}  # spelled inline; a datetime goes through dt_repr
+
+# How values of each type are spelled, decided from the first one seen (the type alone
+# decides: exactly as the tests of the plain algorithm would, in the same order): by repr, by
+# the datetime memo (``dt_repr``), as a dict, as a sequence, by an enum's memo (a dict member
+# -> repr: enum reprs are Python code, and every task instance and run holds two or three
+# members), or by a dataclass's shape (a getter of every field at once, and the (position,
+# default) of fields added later, see ``_present_fields``). One lookup instead of a chain of
+# isinstance tests: fingerprints are most of apply's CPU (issue #11).
+_BY_REPR = "repr"
+_BY_DT_MEMO = "datetime"
+_AS_DICT = "dict"
+_AS_SEQUENCE = "sequence"
+Shape = tuple[Callable[[Any], tuple[Any, ...]], tuple[tuple[int, Any], ...]]
+_HOW: dict[type, str | dict[Any, str] | Shape] = {}
+
+
+def _how(kind: type, value: Any) -> str | dict[Any, str] | Shape:
+    how: str | dict[Any, str] | Shape
+    if kind in _REPR_TYPES:
+        how = _BY_DT_MEMO if kind is datetime else _BY_REPR
+    elif isinstance(value, _SCALARS):
+        how = {} if isinstance(value, Enum) else _BY_REPR
+    elif isinstance(value, dict):
+        how = _AS_DICT
+    elif isinstance(value, (list, tuple)):
+        how = _AS_SEQUENCE
+    else:
+        shape = _shape(kind)
+        how = _BY_REPR if shape is None else shape
+    _HOW[kind] = how
+    return how
 
 
 def _canonical(value: Any, budget: int) -> str:
-    if type(value) in _REPR_TYPES or isinstance(value, _SCALARS):
+    kind = type(value)
+    how = _HOW.get(kind)
+    if how is None:
+        how = _how(kind, value)
+    if how is _BY_REPR:
         return repr(value)
+    if how is _BY_DT_MEMO:
+        return dt_repr(value)
+    if type(how) is dict:  # an enum
+        text = how.get(value)
+        if text is None:
+            text = how[value] = repr(value)
+        return text
     if not budget:
         return _canonical_walk(value)
     budget -= 1
-    plain = _REPR_TYPES  # inlined below: a call per scalar was most of the time
-    if isinstance(value, dict):
+    plain = _PLAIN  # inlined below: a call per scalar was most of the time
+    if type(how) is tuple:  # a dataclass
+        getter, added = how
+        values = getter(value)
+        if added:
+            at_default = {i for i, default in added if values[i] == default}
+            if at_default:
+                values = tuple(v for i, v in enumerate(values) if i not in at_default)
+        inner = ",".join([repr(v) if type(v) in plain else _canonical(v, budget) for v in values])
+        return kind.__name__ + "(" + inner + ")"
+    if how is _AS_DICT:
+        order = None
+        if len(value) <= _ORDER_MAX_KEYS and set(map(type, value)) <= _STR_ONLY:
+            keys = tuple(value)
+            order = _KEY_ORDERS.get(keys) or _key_order(keys)
+        if order is not None:
+            keys, texts = order
+            return (
+                "{"
+                + ",".join(
+                    [
+                        t + (repr(v) if type(v) in plain else _canonical(v, budget))
+                        for t, v in zip(texts, map(value.__getitem__, keys), strict=True)
+                    ]
+                )
+                + "}"
+            )
         items = sorted(
             [
                 (
@@ -66,19 +137,70 @@ def _canonical(value: Any, budget: int) -> str:
                 for k, v in value.items()
             ]
         )
-        return "{" + ",".join([f"{k}:{v}" for k, v in items]) + "}"
-    if isinstance(value, (list, tuple)):
-        return (
-            "("
-            + ",".join([repr(v) if type(v) in plain else _canonical(v, budget) for v in value])
-            + ")"
-        )
-    names = _present_fields(value)
-    if names is not None:
-        values = [getattr(value, n) for n in names]
-        inner = ",".join([repr(v) if type(v) in plain else _canonical(v, budget) for v in values])
-        return f"{type(value).__name__}({inner})"
-    return repr(value)
+        return "{" + ",".join([k + ":" + v for k, v in items]) + "}"
+    return (  # a list or tuple
+        "("
+        + ",".join([repr(v) if type(v) in plain else _canonical(v, budget) for v in value])
+        + ")"
+    )
+
+
+# Per tuple of dict keys (in insertion order), all exactly str (a str enum member equals its
+# value but has another repr: such a dict never looks here): the keys in the order the text
+# spells them (by their repr), and their reprs each with the ":" after it. Most dicts
+# fingerprinted are outbox rows, of a few fixed shapes; sorting them by key text each time
+# was a third of their cost. A str's repr is unique to it, so this is the order ``sorted``
+# gives the (key, value) texts. Bounded (user dicts have shapes of their own): emptied when
+# full.
+_KEY_ORDERS: dict[tuple[Any, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_ORDER_MAX_KEYS = 32
+_ORDER_MEMO_SIZE = 1024
+_STR_ONLY = frozenset({str})
+
+
+def _key_order(keys: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    pairs = sorted((repr(k), k) for k in keys)
+    if len(_KEY_ORDERS) >= _ORDER_MEMO_SIZE:
+        _KEY_ORDERS.clear()
+    order = _KEY_ORDERS[keys] = (tuple(k for _, k in pairs), tuple(t + ":" for t, _ in pairs))
+    return order
+
+
+# The reprs of recent UTC datetimes. A run's dates recur: its logical date is its interval's
+# end and the next run's interval start, and ``now`` is the same for every decision of a
+# command; repr of an aware datetime is ~1 us, a lookup a tenth of that. Only UTC ones with
+# fold 0 are kept and looked up, so two equal instants in other zones (equal, with another
+# repr) never share an entry; bounded, and emptied when full.
+_DT_REPRS: dict[datetime, str] = {}
+_DT_MEMO_SIZE = 4096
+
+
+def dt_repr(value: datetime) -> str:
+    """``repr(value)``, memoized for UTC datetimes."""
+    if value.tzinfo is not UTC or value.fold:
+        return repr(value)
+    text = _DT_REPRS.get(value)
+    if text is None:
+        if len(_DT_REPRS) >= _DT_MEMO_SIZE:
+            _DT_REPRS.clear()
+        text = _DT_REPRS[value] = repr(value)
+    return text
+
+
+def _shape(kind: type) -> Shape | None:
+    names = _field_names(kind)
+    if names is None:
+        return None
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        getter: Callable[[Any], tuple[Any, ...]] = lambda v: (one(v),)  # noqa: E731
+    elif names:
+        getter = attrgetter(*names)
+    else:
+        getter = lambda v: ()  # noqa: E731
+    positions = {name: i for i, name in enumerate(names)}
+    added = tuple((positions[name], default) for name, default in _ADDED[kind])
+    return getter, added
 
 
 def _canonical_walk(value: Any) -> str:

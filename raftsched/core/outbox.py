@@ -5,7 +5,12 @@ acknowledged and the count of log characters held (for the hard cap of ``core.li
 Guarantees: seqs are consecutive from ``acked_seq + 1`` to ``last_seq``; every held entry's
 fingerprint (``digest.fp_outbox``) is in the shared digest sum exactly while it is held, and
 in :attr:`Outbox.digest_share` (the entries' part of that sum, which snapshots carry: see
-:meth:`load`).
+:meth:`load`). An entry written here keeps the contribution computed when it was written,
+and :meth:`ack` subtracts that one: entries are never changed while held (they are frozen,
+and their data is read, never written, by the materializer and snapshots), so
+fingerprinting them again on the way out was a second canonical text per entry for the same
+number (issue #11). Entries restored from a snapshot have none kept and are fingerprinted
+when they leave (:meth:`load` says why).
 The materializer reads entries with :meth:`after` and acknowledges them with
 ``AckMaterialized`` (:meth:`ack`). Raises nothing: :meth:`ack` answers a refusal reason.
 Which entries a command writes is ``core.changes``.
@@ -29,10 +34,20 @@ def log_chars(entry: OutboxEntry) -> int:
 
 
 class Outbox:
-    __slots__ = ("_entries", "_log_chars", "_sum", "acked_seq", "digest_share", "last_seq")
+    __slots__ = (
+        "_entries",
+        "_log_chars",
+        "_shares",
+        "_sum",
+        "acked_seq",
+        "digest_share",
+        "last_seq",
+    )
 
     def __init__(self, digest_sum: dg.DigestSum) -> None:
         self._entries: deque[OutboxEntry] = deque()
+        # beside each entry: its digest contribution, or None (restored: computed at ack)
+        self._shares: deque[int | None] = deque()
         self._log_chars = 0  # derived, for the hard cap
         self._sum = digest_sum
         self.digest_share = 0  # the held entries' fingerprints summed (as in digest.DigestSum)
@@ -55,7 +70,9 @@ class Outbox:
         entry = OutboxEntry(self.last_seq, kind, data)
         self._entries.append(entry)
         self._log_chars += log_chars(entry)
-        self._add_share(dg.contribution(dg.fp_outbox(entry)))
+        share = dg.contribution(dg.fp_outbox(entry))
+        self._shares.append(share)
+        self._add_share(share)
         return entry.seq
 
     def is_full(self) -> bool:
@@ -76,10 +93,17 @@ class Outbox:
             return r.ACK_BEYOND_LAST
         if seq <= self.acked_seq:
             return r.STALE_ACK
-        while self._entries and self._entries[0].seq <= seq:
-            entry = self._entries.popleft()
-            self._log_chars -= log_chars(entry)
-            self._add_share(-dg.contribution(dg.fp_outbox(entry)))
+        entries, shares = self._entries, self._shares
+        dropped = 0
+        chars = 0
+        while entries and entries[0].seq <= seq:
+            entry = entries.popleft()
+            share = shares.popleft()
+            if entry.kind is OutboxKind.TASK_LOG:
+                chars += log_chars(entry)
+            dropped += dg.contribution(dg.fp_outbox(entry)) if share is None else share
+        self._log_chars -= chars
+        self._add_share(-dropped)
         self.acked_seq = seq
         return ""
 
@@ -105,6 +129,7 @@ class Outbox:
         one snapshotted shows as a digest that differs from the other replicas'."""
         self.acked_seq, self.last_seq = acked_seq, last_seq
         self._entries = deque(entries)
+        self._shares = deque([None]) * len(self._entries)
         self._log_chars = sum(log_chars(e) for e in self._entries)
         if digest_share is None:
             digest_share = sum(dg.contribution(dg.fp_outbox(e)) for e in self._entries)

@@ -13,11 +13,12 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from datetime import datetime
+from dataclasses import MISSING, dataclass, fields
+from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, ClassVar
 
-from raftsched.core.model import added_field, omitted_at_default, parse_utc, utc_iso
+from raftsched.core.model import OMIT_AT_DEFAULT, added_field, parse_utc, utc_iso
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,17 +26,90 @@ class _Row:
     TIMES: ClassVar[frozenset[str]] = frozenset()
 
     def to_wire(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        omitted = omitted_at_default(self)  # fields added later, at their default: as before
-        for f in fields(self):
-            if f.name in omitted:
-                continue
-            value = getattr(self, f.name)
-            out[f.name] = utc_iso(value) if f.name in self.TIMES else value
+        # Every run and task instance apply writes passes here: the per-class plan is built
+        # once (``dataclasses.fields`` was most of the cost), not per row
+        plan = _WIRE_PLANS.get(type(self))
+        if plan is None:
+            plan = _wire_plan(type(self))
+        names, times, added = plan
+        out = dict(zip(names, _values(self, names), strict=True))
+        for name, default in added:  # fields added later, at their default: as before
+            if out[name] == default:
+                del out[name]
+        for name in times:
+            value = out.get(name)
+            if value is not None:
+                out[name] = (
+                    _iso(value)
+                    if type(value) is datetime and value.tzinfo is UTC
+                    else utc_iso(value)
+                )
         return out
 
     def columns(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        plan = _WIRE_PLANS.get(type(self)) or _wire_plan(type(self))
+        return dict(zip(plan[0], _values(self, plan[0]), strict=True))
+
+
+_GETTERS: dict[tuple[str, ...], attrgetter[Any]] = {}
+
+
+def _values(row: _Row, names: tuple[str, ...]) -> tuple[Any, ...]:
+    getter = _GETTERS.get(names)
+    if getter is None:
+        getter = _GETTERS[names] = attrgetter(*names)  # every row class has 2+ fields
+    return getter(row)
+
+
+# Parsed ISO texts (the materializer reads every row's dates back; they recur as in _iso)
+_PARSED: dict[str, datetime] = {}
+
+
+def _parse(value: str | None) -> datetime | None:
+    """``parse_utc``, memoized for the texts it accepts."""
+    if value is None:
+        return None
+    parsed = _PARSED.get(value)
+    if parsed is None:
+        parsed = parse_utc(value)  # raises for a naive or malformed text: not kept
+        if len(_PARSED) >= _ISO_MEMO_SIZE:
+            _PARSED.clear()
+        _PARSED[value] = parsed
+    return parsed
+
+
+# ISO texts of recent UTC datetimes: a run's dates recur in its rows, its neighbours' and its
+# task instances' (``now`` is shared by a whole command); bounded, emptied when full
+_ISO_TEXTS: dict[datetime, str] = {}
+_ISO_MEMO_SIZE = 4096
+
+
+def _iso(value: datetime) -> str:
+    """``value.isoformat()`` of a UTC datetime (equal UTC datetimes spell the same)."""
+    text = _ISO_TEXTS.get(value)
+    if text is None:
+        if len(_ISO_TEXTS) >= _ISO_MEMO_SIZE:
+            _ISO_TEXTS.clear()
+        text = _ISO_TEXTS[value] = value.isoformat()
+    return text
+
+
+# per row class: field names (in order), the time fields, (added field, default)
+_WIRE_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, Any], ...]]] = {}
+
+
+def _wire_plan(
+    kind: type[_Row],
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, Any], ...]]:
+    every = fields(kind)
+    names = tuple(f.name for f in every)
+    added = tuple(
+        (f.name, f.default)
+        for f in every
+        if f.metadata.get(OMIT_AT_DEFAULT) and f.default is not MISSING
+    )
+    plan = _WIRE_PLANS[kind] = (names, tuple(n for n in names if n in kind.TIMES), added)
+    return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +133,7 @@ class DagRow(_Row):
             spec_hash=d["spec_hash"],
             paused=bool(d.get("paused", False)),
             active=bool(d.get("active", True)),
-            updated_at=parse_utc(d.get("updated_at")),
+            updated_at=_parse(d.get("updated_at")),
         )
 
 
@@ -93,15 +167,15 @@ class RunRow(_Row):
         return cls(
             dag_id=d["dag_id"],
             run_id=d["run_id"],
-            logical_date=parse_utc(d.get("logical_date")),
-            data_interval_start=parse_utc(d.get("data_interval_start")),
-            data_interval_end=parse_utc(d.get("data_interval_end")),
+            logical_date=_parse(d.get("logical_date")),
+            data_interval_start=_parse(d.get("data_interval_start")),
+            data_interval_end=_parse(d.get("data_interval_end")),
             run_type=str(d["run_type"]),
             state=str(d["state"]),
             conf=d.get("conf") or {},
-            created_at=parse_utc(d.get("created_at")),
-            start_date=parse_utc(d.get("start_date")),
-            end_date=parse_utc(d.get("end_date")),
+            created_at=_parse(d.get("created_at")),
+            start_date=_parse(d.get("start_date")),
+            end_date=_parse(d.get("end_date")),
         )
 
 
@@ -135,9 +209,9 @@ class TaskRow(_Row):
             state=str(d["state"]),
             worker_id=d.get("worker_id"),
             lease_token=d.get("lease_token"),
-            queued_at=parse_utc(d.get("queued_at")),
-            start_date=parse_utc(d.get("start_date")),
-            end_date=parse_utc(d.get("end_date")),
+            queued_at=_parse(d.get("queued_at")),
+            start_date=_parse(d.get("start_date")),
+            end_date=_parse(d.get("end_date")),
             exit_code=d.get("exit_code"),
             message=d.get("message") or "",
             result_json=d.get("result_json"),
@@ -169,7 +243,7 @@ class LogRow(_Row):
             chunk_seq=int(d["chunk_seq"]),
             stream=str(d["stream"]),
             text=d["text"],
-            created_at=parse_utc(d.get("created_at")),
+            created_at=_parse(d.get("created_at")),
         )
 
 
@@ -196,7 +270,7 @@ class ImportErrorsRow:
             errors=tuple(
                 (e["fileloc"], e["message"], e.get("traceback") or "") for e in d.get("errors", ())
             ),
-            updated_at=parse_utc(d.get("updated_at")),
+            updated_at=_parse(d.get("updated_at")),
         )
 
     def columns(self) -> list[dict[str, Any]]:
