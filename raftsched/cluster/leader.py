@@ -35,6 +35,7 @@ from raftsched.cluster.leading import LeadingThread
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.parsing import ParseThread
 from raftsched.cluster.proposer import Proposer
+from raftsched.cluster.tick_watch import TickCpu, TickWatch
 from raftsched.cluster.versions import Finalizer
 from raftsched.core import results as r
 from raftsched.core.commands import Batch, Command
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 _MIN_TICK_GAP = 0.01  # coalesce bursts of commits into one tick
+PARSE_SETTLE = 5.0  # seconds a term that inherited DAGs waits before its first parse
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,12 @@ class LoopSettings:
     catchup_by_default: bool = False  # [scheduler]: a DAG without catchup= gets this
     dags_are_paused_at_creation: bool = False  # [scheduler]: a new DAG starts paused
     parse: bool = True  # tests may drive RegisterDags themselves
+
+
+class _LeaderParseThread(ParseThread):
+    def running(self) -> bool:
+        """Whether its thread (and so a parse it started) is still running."""
+        return self._thread.is_alive()
 
 
 class LeaderLoop(LeaderTick):
@@ -107,7 +115,10 @@ class LeaderLoop(LeaderTick):
         self._dirty: set[str] = set()
         self._active = False
         self._due = DueIndex()
-        self._parser: ParseThread | None = None
+        self._parser: _LeaderParseThread | None = None
+        self._retired: list[_LeaderParseThread] = []  # stopped, their last parse not ended
+        self._parse_after = 0.0  # monotonic time before which this term starts no parse
+        self._tick_cpu = TickCpu()
         self._pipeline = None
         self._in_flight = InFlightDecisions()
         self._term = -1
@@ -123,6 +134,12 @@ class LeaderLoop(LeaderTick):
         self.held: str | None = None
         node.add_apply_listener(self._on_apply)
         node.add_role_listener(lambda _role: self._wake.set())
+        # Every node (leader or not) logs a stalled tick thread and what it applied meanwhile.
+        self.tick_watch = TickWatch()
+        self._on_tick = getattr(node, "addOnTickCallback", None)  # absent in tests' fakes
+        if self._on_tick is not None:
+            node.add_apply_listener(self.tick_watch.on_apply)
+            self._on_tick(self.tick_watch.on_tick)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -132,6 +149,9 @@ class LeaderLoop(LeaderTick):
     def stop(self, timeout: float = 10.0) -> None:
         self._runner.stop(timeout)
         self._node.remove_apply_listener(self._on_apply)
+        if self._on_tick is not None:
+            self._node.remove_apply_listener(self.tick_watch.on_apply)
+            self._node.removeOnTickCallback(self.tick_watch.on_tick)
 
     def wake(self) -> None:
         self._wake.set()
@@ -167,30 +187,58 @@ class LeaderLoop(LeaderTick):
             term,
         )
         self._rebuild_due()
-        if self._settings.parse:
-            self._parser = ParseThread(
-                self._settings.dags_folder,
-                timeout=self._settings.dag_file_timeout,
-                output_limit=self._settings.dag_file_output_limit,
-                full_interval=self._settings.min_file_process_interval,
-                catchup_by_default=self._settings.catchup_by_default,
-                on_result=self._wake.set,
-                instruments=getattr(self._node, "instruments", None),
-            )
-            self._parser.start()
+        # A term that inherits DAGs schedules them at once and parses the folder a little
+        # later (see _start_parser); a first leader with no DAGs parses at once.
+        self._parse_after = time.monotonic() + (PARSE_SETTLE if len(self._due) else 0.0)
         last_tick = 0.0
         while self._leading():
+            self._start_parser()
             gap = time.monotonic() - last_tick
             if gap < _MIN_TICK_GAP:
                 self._stop.wait(_MIN_TICK_GAP - gap)
             last_tick = time.monotonic()
             self._wake.clear()
+            self._tick_cpu.start()
             self._tick()
+            self._tick_cpu.stop()
             self.ticks += 1
             self._finalize_upgrade()
             if not self._leading():
                 break
             self._wake.wait(self._sleep_seconds())
+
+    def _start_parser(self) -> None:
+        """Start this term's DAG parse thread, once no earlier term's parse still runs.
+
+        ``ParseThread.stop`` lets a parse in progress finish in the background (its children
+        are bounded by their timeouts). A node that won several terms in a row while the
+        cluster was busy started one more full parse each time, and at 10,000 DAGs those
+        piled up (a dozen parse children at once) and fed the elections that caused them
+        (issue #11). Until the last one has ended, the loop schedules from the DAGs already
+        committed and tries again at the next tick.
+
+        A term that inherited DAGs waits ``PARSE_SETTLE`` seconds first: a full parse of a
+        big folder costs many CPU-seconds of child processes, and a leader elected in a busy
+        minute that began one at once made the next election likelier. The committed DAGs
+        are scheduled meanwhile; a changed file is picked up that much later after a
+        failover."""
+        if self._parser is not None or not self._settings.parse:
+            return
+        if time.monotonic() < self._parse_after:
+            return
+        self._retired = [old for old in self._retired if old.running()]
+        if self._retired:
+            return
+        self._parser = _LeaderParseThread(
+            self._settings.dags_folder,
+            timeout=self._settings.dag_file_timeout,
+            output_limit=self._settings.dag_file_output_limit,
+            full_interval=self._settings.min_file_process_interval,
+            catchup_by_default=self._settings.catchup_by_default,
+            on_result=self._wake.set,
+            instruments=getattr(self._node, "instruments", None),
+        )
+        self._parser.start()
 
     def _finalize_upgrade(self) -> None:
         try:
@@ -204,7 +252,11 @@ class LeaderLoop(LeaderTick):
             self._active = False
             self._dirty.clear()
         if self._parser is not None:
-            self._parser.stop()
+            # A node that only lost its term does not sit out the parse (see _start_parser);
+            # one that stops waits for it, as before.
+            self._parser.stop(timeout=5.0 if self._stop.is_set() else 0.1)
+            if self._parser.running():  # a parse in progress: see _start_parser
+                self._retired.append(self._parser)
             self._parser = None
         if self.became_leader_at is not None:
             log.info("leader loop stopped (term %d)", self._term)

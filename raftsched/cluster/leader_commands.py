@@ -34,6 +34,14 @@ if TYPE_CHECKING:
 # up changed leader every few seconds. 50 runs apply in ~10 ms; a tick's other runs follow in
 # further entries.
 RUNS_PER_COMMAND = 50
+# Runs in the CreateRuns entries in flight at once, over all of them (issue #11). pysyncobj
+# applies every entry that one round trip committed in one tick, on the thread that also sends
+# the leader's heartbeats, and the followers do the same: four 50-run entries took 150-220 ms
+# between the first apply and the last at a load of 10 on 2 cores (TickWatch), longer than the
+# 150 ms election timeout, and a 1,000-DAG burst cost 3-14 elections. With 100 (two entries; one
+# applies in ~6 ms of CPU alone) the same burst at a load of 6.5 saw 110-130 ms between the
+# first and the last apply of a round trip, and no election (scripts/bench/throughput.py).
+RUNS_IN_FLIGHT = 100
 # DAGs per RegisterDags/RemoveDags entry (the core allows MAX_DAGS_PER_COMMAND): registering
 # 10,000 DAGs as 1,000-spec entries held the tick thread long enough for elections.
 DAGS_PER_ENTRY = min(250, MAX_DAGS_PER_COMMAND)
@@ -158,6 +166,7 @@ class InFlightDecisions:
 
     def __init__(self) -> None:
         self.dags: set[str] = set()
+        self.runs = 0  # runs in the CreateRuns in flight (bounded by RUNS_IN_FLIGHT)
         self.queued: set[Any] = set()  # TaskKeys of QueueTasks items
         self.expiring: set[Any] = set()  # TaskKeys of ExpireLeases leases
         self.alerting: set[Any] = set()  # (dag_id, run_id) of MissDeadlines runs
@@ -173,6 +182,7 @@ class InFlightDecisions:
 
     def clear(self) -> None:
         self.dags.clear()
+        self.runs = 0
         self.queued.clear()
         self.expiring.clear()
         self.alerting.clear()
@@ -197,6 +207,7 @@ class InFlightDecisions:
         if isinstance(command, CreateRuns):
             keys: list[Any] = [run.dag_id for run in command.runs]
             target = self.dags
+            self.runs = max(0, self.runs + (len(command.runs) if add else -len(command.runs)))
         elif isinstance(command, QueueTasks):
             keys, target = [item.key for item in command.items], self.queued
         elif isinstance(command, ExpireLeases):

@@ -5,8 +5,10 @@ Each tick:
 
 1. DAG files: take the parse thread's latest result, compare spec hashes with the replicated
    DAGs, propose RegisterDags / RemoveDags / SetImportErrors for what changed.
-2. Due runs from the DueIndex -> CreateRuns (at most ``max_runs_per_tick``), unless the
-   outbox holds ``max_outbox`` entries or more (back-pressure: the DB is behind).
+2. Due runs from the DueIndex -> CreateRuns (at most ``max_runs_per_tick``, and at most
+   ``RUNS_IN_FLIGHT`` in flight over all ticks' entries), unless the outbox holds
+   ``max_outbox`` entries or more (back-pressure: the DB is behind). The slot maths runs
+   outside the state lock.
 3. QueueTasks for tasks whose upstreams are done or whose retry time came.
 4. ExpireLeases for leases past their expiry.
 
@@ -24,12 +26,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cluster.leader_commands import (
     DAGS_PER_ENTRY,
+    RUNS_IN_FLIGHT,
     RUNS_PER_COMMAND,
     InFlightDecisions,
     _dag_changes,
@@ -71,6 +75,10 @@ _QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks)
 # before proposing the next). The tick thread applies every entry committed by one round trip
 # in one go, so depth x RUNS_PER_COMMAND bounds that stretch too (measured: README Benchmarks).
 PIPELINE_DEPTH = 4
+# DAG records a new leader reads under the state lock at a time to build its DueIndex.
+REBUILD_CHUNK = 500
+# Seconds between two walks for runs past their deadline (see LeaderTick._missed_deadlines).
+DEADLINE_SCAN_PERIOD = 1.0
 
 
 class LeaderTick:
@@ -89,6 +97,7 @@ class LeaderTick:
     _parser: ParseThread | None
     _pipeline: Pipeline | None  # this term's proposals in flight (leader thread only)
     _in_flight: InFlightDecisions
+    _deadline_scan_at: float = float("-inf")  # monotonic time of the last deadline walk
     backpressure: bool
     hold: Callable[[], str | None] | None
     held: str | None
@@ -119,7 +128,8 @@ class LeaderTick:
             return
         now = self._clock()
         commands: list[Command] = []
-        runs = self._node.read(lambda state: self._collect_runs(state, now))
+        budget = RUNS_IN_FLIGHT - self._in_flight.runs  # see RUNS_IN_FLIGHT
+        runs = self._collect_runs(now, budget) if budget > 0 else []
         run_chunks = _run_chunks(runs, RUNS_PER_COMMAND)
         if run_chunks:
             commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
@@ -133,7 +143,7 @@ class LeaderTick:
         )
         if expired:
             commands.append(self._proposer.make(ExpireLeases, leases=tuple(expired), now=now))
-        missed = in_flight.fresh_alerts(self._node.read(lambda s: missed_deadlines(s, now)))
+        missed = in_flight.fresh_alerts(self._missed_deadlines(now))
         if missed:  # runs past their DAG's deadline: alerted once each (core/callbacks.py)
             commands.append(self._proposer.make(MissDeadlines, runs=tuple(missed), now=now))
         if not commands or not self._leading():
@@ -159,6 +169,17 @@ class LeaderTick:
             self._propose_pipelined(self._proposer.make(CreateRuns, runs=chunk, now=now))
         if self._pipeline is not None:
             self._pipeline.poll()  # what committed meanwhile (its DAGs free for the next tick)
+
+    def _missed_deadlines(self, now: datetime) -> list[Any]:
+        """Runs past their DAG's deadline (core/callbacks.py). That walk reads every DAG
+        record under the state lock, and a burst commits (and wakes the loop) dozens of times
+        a second: it runs at most every ``DEADLINE_SCAN_PERIOD`` seconds, an alert's
+        resolution being seconds anyway."""
+        started = time.monotonic()
+        if started - self._deadline_scan_at < DEADLINE_SCAN_PERIOD:
+            return []
+        self._deadline_scan_at = started
+        return list(self._node.read(lambda state: missed_deadlines(state, now)))
 
     def _propose_pipelined(self, command: Command) -> None:
         """Submit ``command`` to this term's pipeline; its decisions are in flight until it
@@ -201,25 +222,35 @@ class LeaderTick:
         self._pipeline = None
         self._in_flight.clear()
 
-    def _collect_runs(self, state: SchedulerState, now: datetime) -> list[Any]:
-        self.backpressure = state.outbox_size >= self._settings.max_outbox
+    def _collect_runs(self, now: datetime, budget: int) -> list[Any]:
+        """The runs due at ``now`` that this tick may propose (issue #11: a burst of due
+        DAGs). The due index's slot maths (croniter) runs outside the state lock; only each
+        DAG's capacity is read under it, one short read per DAG, so apply on the tick thread
+        (which also sends the heartbeats) never waits for a whole tick's worth of DAGs."""
+        outbox_size = self._node.read(lambda state: state.outbox_size)
+        self.backpressure = outbox_size >= self._settings.max_outbox
         if self.backpressure:
             return []
 
         in_flight = self._in_flight.dags
 
-        def capacity(dag_id: str) -> int:
+        def room_of(state: SchedulerState, dag_id: str) -> int:
             record = state.dags.get(dag_id)
-            if record is None or dag_id in in_flight:
+            if record is None:
+                return 0
+            return record.spec.max_active_runs - state.active_run_count(dag_id)
+
+        def capacity(dag_id: str) -> int:
+            if dag_id in in_flight:
                 return 0
             # At most one entry's worth of runs per DAG and tick: a tick then spreads over
             # many DAGs, whose entries can be in flight together (see _tick); a DAG with a
             # longer backlog gets its next chunk in the next tick.
-            room = record.spec.max_active_runs - state.active_run_count(dag_id)
+            room = self._node.read(lambda state: room_of(state, dag_id))
             return min(room, RUNS_PER_COMMAND)
 
-        room = self._settings.max_outbox - state.outbox_size  # each run adds >= 1 entry
-        limit = min(self._settings.max_runs_per_tick, room)
+        room = self._settings.max_outbox - outbox_size  # each run adds >= 1 entry
+        limit = min(self._settings.max_runs_per_tick, room, budget)
         return self._due.collect(now, capacity=capacity, limit=limit)
 
     def _mark_created(self, command: CreateRuns, result: r.Result) -> None:
@@ -280,18 +311,28 @@ class LeaderTick:
         state lock: building the timetables of 10,000 DAGs takes seconds on a busy machine,
         and apply (on the tick thread, which also answers heartbeats) waits for that lock."""
 
-        def records(state: SchedulerState) -> list[Any]:
+        def dag_ids(state: SchedulerState) -> list[str]:
             with self._dirty_lock:
-                self._dirty.clear()
-            return [
-                (record.spec, record.last_logical_date, record.paused)
-                for record in state.dags.values()
-                if record.active
-            ]
+                self._dirty.clear()  # a change committed from here on marks its DAG again
+            return list(state.dags)
 
+        def records(state: SchedulerState, chunk: list[str]) -> list[Any]:
+            out = []
+            for dag_id in chunk:
+                record = state.dags.get(dag_id)
+                if record is not None and record.active:
+                    out.append((record.spec, record.last_logical_date, record.paused))
+            return out
+
+        # The records are read REBUILD_CHUNK DAGs at a time: a new leader of 10,000 DAGs,
+        # elected in a busy minute, held the lock for the whole list while the host starved
+        # it of CPU (a DAG added meanwhile is marked dirty and read at the next tick).
         due = DueIndex()
-        for spec, last, paused in self._node.read(records):
-            due.upsert(spec, last_logical_date=last, paused=paused)
+        ids = self._node.read(dag_ids)
+        for first in range(0, len(ids), REBUILD_CHUNK):
+            chunk = ids[first : first + REBUILD_CHUNK]
+            for spec, last, paused in self._node.read(lambda state, c=chunk: records(state, c)):
+                due.upsert(spec, last_logical_date=last, paused=paused)
         self._due = due
         log.info("due index rebuilt: %d active DAGs", len(self._due))
 

@@ -29,10 +29,12 @@ import argparse
 import itertools
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -244,6 +246,31 @@ def _rates(samples, first_run_at, expected) -> dict[str, float]:  # type: ignore
     }
 
 
+def _tick_stalls(log_dir: Path, since: datetime) -> list[tuple[float, float]]:
+    """The stalls the nodes' TickWatch logged at or after ``since``: (ms, ms of it the tick
+    thread was on CPU). It logs at most one a second per node: the figures are a sample."""
+    pattern = re.compile(
+        r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) .*raft tick thread stalled (\d+) ms"
+        r"(?:, (\d+) ms of it on CPU)?"
+    )
+    out = []
+    for path in sorted(log_dir.glob("node-*.log")):
+        for line in path.read_text(errors="replace").splitlines():
+            found = pattern.match(line)
+            if found is None:
+                continue
+            at = datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").replace(tzinfo=since.tzinfo)
+            if at >= since:
+                out.append((float(found[2]), float(found[3] or 0)))
+    return out
+
+
+def _term_now(cluster: ClusterHarness, watch: TermWatch) -> int:
+    """The highest term any node reports now (or the watcher saw before)."""
+    now = [int((s or {}).get("term") or 0) for s in cluster.statuses().values()]
+    return max([watch.term(), *now])
+
+
 # -- the burst shape -------------------------------------------------------------------------
 
 
@@ -271,6 +298,35 @@ def burst_file(first: int, count: int, start: datetime) -> str:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class TermWatch:
+    """Samples every node's /status term on a thread of its own (a leader change during the
+    burst is what this shape must not cause); ``terms()`` is the highest term seen so far."""
+
+    def __init__(self, cluster: ClusterHarness, interval: float = 0.25) -> None:
+        self._cluster = cluster
+        self._interval = interval
+        self._stop = threading.Event()
+        self._highest = 0
+        self._thread = threading.Thread(target=self._run, name="term-watch", daemon=True)
+
+    def __enter__(self) -> TermWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def term(self) -> int:
+        return self._highest
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            for node in self._cluster.nodes:
+                status = node.status(timeout=0.5) or {}
+                self._highest = max(self._highest, int(status.get("term") or 0))
 
 
 def burst_main(args: argparse.Namespace) -> int:
@@ -301,9 +357,14 @@ def burst_main(args: argparse.Namespace) -> int:
         }
         record = workdir / "arrivals.jsonl"
         config = {"scheduler": {"min_file_process_interval": 600, "max_outbox": 200000}}
-        with ApiCluster(workdir / "c", url, dags=dags, config=config) as cluster:
+        terms: dict[str, int] = {}
+        with (
+            ApiCluster(workdir / "c", url, dags=dags, config=config) as cluster,
+            TermWatch(cluster) as watch,
+        ):
             cluster.start()
             leader = cluster.wait_leader(timeout=90)
+            terms["settled"] = _term_now(cluster, watch)
             count = sa.select(sa.func.count()).select_from(sa.table("dags"))
 
             def registered() -> int:
@@ -322,6 +383,7 @@ def burst_main(args: argparse.Namespace) -> int:
                 )
             except AssertionError:
                 print(f"  only {registered()} DAGs registered before the slot: try a longer --lead")
+                print(f"  elections while registering: {watch.term() - terms['settled']}")
                 return 1
             print(
                 f"  {args.burst} DAGs registered; slot {slot.isoformat()} in"
@@ -334,6 +396,7 @@ def burst_main(args: argparse.Namespace) -> int:
                 )
             wait_for(lambda: utcnow() >= slot, timeout=600, what="the slot", interval=0.2)
             cpu_start = _cpu(cluster)
+            terms["slot"] = watch.term()
 
             def arrivals() -> int:
                 return len(record.read_text().splitlines()) if record.exists() else 0
@@ -348,6 +411,8 @@ def burst_main(args: argparse.Namespace) -> int:
             except AssertionError:
                 print(f"  hit the limit ({args.limit:.0f}s)")
             cpu_end = _cpu(cluster)
+            terms["end"] = _term_now(cluster, watch)
+            log_dir = cluster.log_dir
             found = cluster.leader()
             leader = leader if found is None else found
             # When the leader decided each run (CreateRuns' ``now``), from the DB once written.
@@ -358,15 +423,41 @@ def burst_main(args: argparse.Namespace) -> int:
             except sa.exc.DBAPIError:
                 created = []
         lines = [json.loads(x) for x in record.read_text().splitlines()] if record.exists() else []
-        lags = [
-            item["arrived_at"] - slot.timestamp()
+        ours = [
+            item
             for item in lines
             if datetime.fromisoformat(item["run_id"].split("__", 1)[1]) == slot
         ]
+        lags = [item["arrived_at"] - slot.timestamp() for item in ours]
+        # A --noop worker records its leases one after the other, each after the Complete of
+        # the one before (a commit each): the grants of one Lease answer share a token and
+        # reached the worker together, when the first of them was recorded.
+        delivered_at: dict[int, float] = {}
+        for item in ours:
+            token = int(item["token"])
+            delivered_at[token] = min(
+                delivered_at.get(token, item["arrived_at"]), item["arrived_at"]
+            )
+        delivered = [delivered_at[int(item["token"])] - slot.timestamp() for item in ours]
         used = {i: cpu_end.get(i, 0.0) - cpu_start.get(i, 0.0) for i in cpu_start}
         print(
             f"\nburst: {args.burst} DAGs due {slot.isoformat()}, {backend}, 3 nodes,"
             f" {args.workers} noop workers x {args.concurrency}"
+        )
+        print(
+            f"  elections (terms begun): while registering {terms['slot'] - terms['settled']},"
+            f" from the slot to the end {terms['end'] - terms['slot']}"
+        )
+        stalls = _tick_stalls(log_dir, slot)
+        stalled = sum(gap for gap, _ in stalls)
+        print(
+            f"  raft tick stalls >= 150 ms logged from the slot on: {len(stalls)}"
+            + (
+                f", longest {max(gap for gap, _ in stalls):.0f} ms, the tick thread on CPU"
+                f" {100 * sum(cpu for _, cpu in stalls) / stalled:.0f}% of the stalled time"
+                if stalls
+                else ""
+            )
         )
         if not lags:
             print("  no task arrived for the slot (--keep for the logs)")
@@ -383,12 +474,24 @@ def burst_main(args: argparse.Namespace) -> int:
                 f" last {decided[-1]:.3f}s"
             )
         print(
-            f"  leased: {len(lags)} of {args.burst}; all leased {max(lags):.2f}s after the slot"
-            f" (first {min(lags):.2f}s)"
+            f"  within 3 s of the slot: runs created {sum(1 for d in decided if d <= 3.0)},"
+            f" leases delivered {sum(1 for lag in delivered if lag <= 3.0)}, leases"
+            f" processed by the noop workers {sum(1 for lag in lags if lag <= 3.0)}"
+            f" (of {args.burst})"
         )
         print(
-            f"  schedule lag (slot -> lease on a worker): p50 {percentile(lags, 0.5):.3f}s,"
-            f" p99 {percentile(lags, 0.99):.3f}s, max {max(lags):.3f}s"
+            f"  lease delivered (slot -> the Lease answer reached a worker): p50"
+            f" {percentile(delivered, 0.5):.3f}s, p99 {percentile(delivered, 0.99):.3f}s,"
+            f" max {max(delivered):.3f}s; {len(delivered_at)} Lease answers"
+        )
+        print(
+            f"  leased: {len(lags)} of {args.burst}; all processed {max(lags):.2f}s after the"
+            f" slot (first {min(lags):.2f}s)"
+        )
+        print(
+            f"  schedule lag (slot -> lease processed on a noop worker): p50"
+            f" {percentile(lags, 0.5):.3f}s, p99 {percentile(lags, 0.99):.3f}s,"
+            f" max {max(lags):.3f}s"
         )
         print(
             f"  cpu during the burst: leader {used.get(leader, 0.0):.1f}s, followers"
