@@ -222,19 +222,32 @@ def wait_done(engine: sa.Engine, dag_id: str, run_id: str, limit: float) -> Any:
         return None
 
 
+def log_index(cluster: ApiCluster) -> int:
+    """The highest commit index any node reports: Raft entries so far."""
+    found = [int(s.get("commit_index") or 0) for s in cluster.statuses().values() if s]
+    return max(found, default=0)
+
+
 def phase_run(
     cluster: ApiCluster, client: Any, meter: CpuMeter, dag_id: str, limit: float
 ) -> tuple[str, Any, dict[str, float]]:
-    before = meter.sample()
+    before, index = meter.sample(), log_index(cluster)
     run_id = trigger(client, dag_id)
     row = wait_done(cluster.engine, dag_id, run_id, limit)
-    return run_id, row, delta(before, meter.sample())
+    cpu = delta(before, meter.sample())
+    cpu["raft entries"] = float(log_index(cluster) - index)
+    return run_id, row, cpu
 
 
 def print_cpu(cpu: dict[str, float], tasks: int) -> None:
+    entries = cpu.pop("raft entries", None)
     parts = [f"{k} {v:.1f}" for k, v in cpu.items()]
     print(f"    cpu s: {', '.join(parts)}")
-    print(f"    task children per task: {cpu['task children'] / max(tasks, 1) * 1000:.1f} ms CPU")
+    print(
+        f"    per task: scheduler nodes {cpu['schedulers'] / max(tasks, 1) * 1000:.1f} ms CPU,"
+        f" task children {cpu['task children'] / max(tasks, 1) * 1000:.1f} ms CPU"
+        + (f", {entries / max(tasks, 1):.2f} Raft entries" if entries is not None else "")
+    )
 
 
 def flat(cluster: ApiCluster, client: Any, meter: CpuMeter, dag_id: str, args: Any) -> None:
@@ -304,6 +317,8 @@ def kill_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> 
     run_id = trigger(client, dag_id)
     third = args.chains * args.kill_steps // 3
 
+    index = log_index(cluster)
+
     def progressed() -> bool:
         rows = attempts(cluster.engine, dag_id, run_id)
         return sum(1 for r in rows if r.state == "success") >= third
@@ -323,6 +338,7 @@ def kill_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> 
     orphans = [p for p in descendants if _alive(p)]
     row = wait_done(cluster.engine, dag_id, run_id, args.limit)
     cpu = delta(before, meter.sample())
+    cpu["raft entries"] = float(log_index(cluster) - index)
     rows = attempts(cluster.engine, dag_id, run_id)
     killed_at = _as_db_time(rows, killed_at_wall)
     first: dict[str, Any] = {}  # chain -> its first step that succeeded, started after the kill

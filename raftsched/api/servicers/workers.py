@@ -10,14 +10,19 @@ of that node immediately, with no busy loop; then it proposes again, until ``wai
 (at most :data:`MAX_WAIT`) has passed. Each proposal's request id is the request's
 ``request_id`` plus ``#<attempt>``: a client retrying the same Lease replays the same
 sequence and gets the grants it may have lost, instead of a second set.
+
+Entries (issue #11). Every proposal goes through the node's
+:class:`~raftsched.api.servicers.worker_batch.CommandBatcher`: concurrent calls share one
+entry. A waiting poll is a ``Rider``: its next LeaseTasks (same request id scheme) joins the
+next entry that carries a success or a release, after them, so the task such an outcome
+queues is leased in the same commit; the poll answers with what that LeaseTasks granted, or
+waits again.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import grpc
@@ -25,6 +30,8 @@ import grpc
 from raftsched.api.gen import worker_pb2, worker_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
+from raftsched.api.servicers.queue_signal import QueueSignal
+from raftsched.api.servicers.worker_batch import CommandBatcher, Rider
 from raftsched.api.servicers.worker_callbacks import CallbackRpcs
 from raftsched.api.status import (
     StatusError,
@@ -48,68 +55,14 @@ MIN_LEASE_TTL = limits.MIN_LEASE_TTL_SECONDS
 MAX_LEASE_TTL = limits.MAX_LEASE_TTL_SECONDS
 MAX_REFS = limits.MAX_ITEMS_PER_COMMAND
 CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
-# Commands that never make a queued task leasable: they do not wake long polls.
-_QUIET = (c.LeaseTasks, c.HeartbeatLeases, c.AppendLogs)
-STREAMS = ("stdout", "stderr")
-
-
-class QueueSignal:
-    """Wakes long polls when committed commands leave tasks queued. ``on_apply`` is an apply
-    listener (tick thread, under the state lock: it only reads which queues hold tasks and
-    notifies). A poll wakes only for tasks of a queue its worker serves: a task that waits for
-    a queue nobody serves does not make every other worker propose a LeaseTasks per commit."""
-
-    def __init__(self, node: Any) -> None:
-        self._node = node
-        self._cond = threading.Condition()
-        self._generation = 0
-        self._queued: frozenset[str] | None = None  # queues holding tasks; None: wake all
-        self.closed = False  # the API is stopping: long polls answer now (close())
-
-    @property
-    def generation(self) -> int:
-        with self._cond:
-            return self._generation
-
-    def on_apply(self, log_index: int, command: c.Command, result: r.Result) -> None:
-        if isinstance(command, _QUIET):
-            return
-        queued = self._node.read(lambda st: frozenset(st.task_queue.queued_by_queue()))
-        if not queued:
-            return
-        self.notify(queued)
-
-    def notify(self, queued: frozenset[str] | None = None) -> None:
-        """Wake the polls of workers serving one of ``queued`` (None: every poll)."""
-        with self._cond:
-            self._generation += 1
-            self._queued = queued
-            self._cond.notify_all()
-
-    def close(self) -> None:
-        """End every long poll now, empty: its worker asks another node at once instead of
-        waiting here for the server's stop grace (a planned restart, issue 16)."""
-        self.closed = True
-        self.notify()
-
-    def wait(self, seen: int, timeout: float, queues: Iterable[str] = ()) -> bool:
-        """Wait until the generation moved past ``seen`` with tasks queued in one of
-        ``queues`` (empty: any); True if it did."""
-        wanted = frozenset(queues)
-
-        def woken() -> bool:
-            if self._generation == seen:
-                return False
-            return self._queued is None or not wanted or not wanted.isdisjoint(self._queued)
-
-        with self._cond:
-            return self._cond.wait_for(woken, max(0.0, timeout))
 
 
 class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
     def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
         self.ctx = ctx
         self.signal = signal
+        # Concurrent calls' commands share Raft entries (issue #11)
+        self.batcher = CommandBatcher(ctx)
 
     # -- Lease -------------------------------------------------------------------------------
 
@@ -127,12 +80,9 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
         end = time.monotonic() + wait
         base = bounds.request_id(request.request_id) or new_request_id()
         attempt = 0
-        while True:
-            if attempt and not context.is_active():
-                # The caller left while we waited (a dead worker): grant it nothing more.
-                return worker_pb2.LeaseResponse()
-            seen = self.signal.generation
-            command = self.ctx.make(
+
+        def make() -> c.LeaseTasks:
+            return self.ctx.make(
                 c.LeaseTasks,
                 f"{base}#{attempt}",
                 worker_id=worker_id,
@@ -140,35 +90,60 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
                 lease_ttl_seconds=ttl,
                 queues=queues,
             )
-            attempt += 1
-            result = self.ctx.propose(command, context)
-            raise_for_result(result, detail=_detail(result, "LeaseTasks"))
-            grants = tuple(result.value or ())
-            if grants:
-                for grant in grants:
-                    log.debug(
-                        "leased %s/%s/%s try %d to %s",
-                        grant.lease.key.dag_id,
-                        grant.lease.key.run_id,
-                        grant.lease.key.task_id,
-                        grant.try_number,
-                        worker_id,
-                        extra=task_context(
-                            grant.lease.key, grant.try_number, request_id=base, worker_id=worker_id
-                        ),
-                    )
-                results = (
-                    self.ctx.node.read(lambda st, g=grants: _upstream_results(st, g))
-                    if any(g.task.upstream for g in grants)
-                    else {}
-                )
-                return worker_pb2.LeaseResponse(
-                    leases=[convert.task_lease(g, results.get(g.lease.key)) for g in grants]
-                )
-            if result.duplicate:
-                continue  # a retried Lease replaying its earlier attempts: no waiting
-            if not self._wait_for_work(seen, end, context, queues or (DEFAULT_QUEUE,)):
+
+        rode = False  # the last LeaseTasks rode in another call's entry (worker_batch.Rider)
+        while True:
+            if attempt and not context.is_active():
+                # The caller left while we waited (a dead worker): grant it nothing more.
                 return worker_pb2.LeaseResponse()
+            if not rode:
+                seen = self.signal.generation
+                command = make()
+                attempt += 1
+                result = self.batcher.propose(command, context)
+                grants = self._grants(result)
+                if grants:
+                    return self._granted(grants, worker_id, base)
+                if result.duplicate:
+                    continue  # a retried Lease replaying its earlier attempts: no waiting
+            rider = Rider(make(), self.signal.poke, context.is_active)
+            self.batcher.ride(rider)
+            try:
+                woke = self._wait_for_work(seen, end, context, queues or (DEFAULT_QUEUE,), rider)
+            finally:
+                item = self.batcher.unride(rider)
+            rode = item is not None
+            if item is not None:  # its LeaseTasks went out with an outcome: its answer
+                attempt += 1
+                grants = self._grants(self.batcher.outcome(item, context))
+                if grants:
+                    return self._granted(grants, worker_id, base)
+                if time.monotonic() >= end:
+                    return worker_pb2.LeaseResponse()
+            elif not woke:
+                return worker_pb2.LeaseResponse()
+
+    @staticmethod
+    def _grants(result: r.Result) -> tuple[Any, ...]:
+        raise_for_result(result, detail=_detail(result, "LeaseTasks"))
+        return tuple(result.value or ())
+
+    def _granted(self, grants: tuple[Any, ...], worker_id: str, base: str) -> Any:
+        for grant in grants:
+            key = grant.lease.key
+            log.debug(
+                "leased %s/%s/%s try %d to %s",
+                *(key.dag_id, key.run_id, key.task_id, grant.try_number, worker_id),
+                extra=task_context(key, grant.try_number, request_id=base, worker_id=worker_id),
+            )
+        results = (
+            self.ctx.node.read(lambda st, g=grants: _upstream_results(st, g))
+            if any(g.task.upstream for g in grants)
+            else {}
+        )
+        return worker_pb2.LeaseResponse(
+            leases=[convert.task_lease(g, results.get(g.lease.key)) for g in grants]
+        )
 
     def _seen(self, worker_id: str, queues: tuple[str, ...]) -> None:
         """Note that the worker called, serving ``queues``: the "waiting" notes of tasks
@@ -177,14 +152,20 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
             self.ctx.workers_seen.seen(worker_id, queues or (DEFAULT_QUEUE,))
 
     def _wait_for_work(
-        self, seen: int, end: float, context: grpc.ServicerContext, queues: tuple[str, ...]
+        self,
+        seen: int,
+        end: float,
+        context: grpc.ServicerContext,
+        queues: tuple[str, ...],
+        rider: Rider | None = None,
     ) -> bool:
-        """Wait until tasks may be queued (True) or the wait is over / the caller left."""
+        """Wait until tasks may be queued or ``rider``'s entry committed (True), or the wait
+        is over / the caller left."""
         while True:
             left = end - time.monotonic()
             if left <= 0 or self.signal.closed or not context.is_active():
                 return False
-            if self.signal.wait(seen, min(left, CANCEL_CHECK), queues):
+            if self.signal.wait(seen, min(left, CANCEL_CHECK), queues, rider):
                 return True
 
     # -- Heartbeat, Complete, AppendLogs, Release --------------------------------------------
@@ -195,6 +176,7 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
         ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
         refs = _refs(request.leases)
         self._seen(worker_id, _queues(request.queues))
+        self.batcher.note_held(worker_id, len(refs))
         command = self.ctx.make(
             c.HeartbeatLeases,
             bounds.request_id(request.request_id),
@@ -202,7 +184,7 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
             leases=refs,
             lease_ttl_seconds=ttl,
         )
-        result = self.ctx.propose(command, context)
+        result = self.batcher.propose(command, context)
         if not isinstance(result.value, tuple):
             raise_for_result(result, detail=_detail(result, "heartbeat"))
         statuses = []
@@ -232,7 +214,7 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
             worker_id=worker_id,
             **_results(request),
         )
-        result = self.ctx.propose(command, context)
+        result = self.batcher.propose(command, context)
         _raise_for_lease(result, key, request.token)
         return worker_pb2.CompleteResponse(state=convert.task_state_pb(result.value))
 
@@ -249,7 +231,7 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
             chunks=chunks,
             worker_id=worker_id,
         )
-        result = self.ctx.propose(command, context)
+        result = self.batcher.propose(command, context)
         _raise_for_lease(result, key, request.token)
         return worker_pb2.AppendLogsResponse(last_seq=int(result.value or 0))
 
@@ -260,7 +242,7 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
         command = self.ctx.make(
             c.ReleaseLeases, bounds.request_id(request.request_id), worker_id=worker_id, leases=refs
         )
-        result = self.ctx.propose(command, context)
+        result = self.batcher.propose(command, context)
         items = result.value if isinstance(result.value, tuple) else ()
         released = [pb for pb, item in zip(request.leases, items, strict=False) if item.ok]
         return worker_pb2.ReleaseResponse(released=released)
