@@ -244,7 +244,9 @@ def load_executions(
     earliest of ``end`` and ``gone``; None when neither came (still running).
 
     ``worker_deaths`` (worker id -> unix time it was kill -9'd): an attempt of a killed worker
-    with neither ``end`` nor ``gone`` ended by then + :data:`GUARD_TEARDOWN`. Its task is
+    with neither ``end`` nor ``gone`` ended by then (or by its start, if later: a worker id is
+    one generation of a worker, so a later start is one its supervisor forked as it died)
+    + :data:`GUARD_TEARDOWN`. Its task is
     bounded and writes ``end`` when it finishes, so it did not finish; and its ``gone``
     watcher (in a session of its own, outside the attempt's process group) was killed too,
     which only the worker's guard does, when the worker dies. An attempt that outlived its
@@ -282,8 +284,11 @@ def load_executions(
             mine = [e for e in ends.get(ident, []) if started <= float(e["t"]) < until]
             normal = [e for e in mine if e["event"] == "end"]
             died = deaths.get(ident[0])
-            if not mine and died is not None and died >= started:
-                mine = [{"event": "gone", "t": died + GUARD_TEARDOWN}]
+            if not mine and died is not None:
+                # started after the kill too: the supervisor outlives its worker for a moment
+                # and may fork an attempt the worker asked for just before; it kills that one
+                # at once (seen: a start line 25 ms after the kill -9, reported dead 0.4 s later)
+                mine = [{"event": "gone", "t": max(died, started) + GUARD_TEARDOWN}]
             out.append(
                 Execution(
                     dag_id=str(rec["dag_id"]),

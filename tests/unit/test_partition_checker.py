@@ -986,3 +986,20 @@ def test_skew_widens_only_the_lease_stamp_comparison_and_a_larger_violation_is_c
     h.executions, h.expect_executions = [], False
     found = kinds(check(h, skew=timedelta(seconds=1.25)))
     assert "DOUBLE_HOLDER" in found["one_holder_per_attempt"]
+
+
+def test_an_attempt_started_as_its_worker_was_killed_ends_with_the_kill(tmp_path: Path) -> None:
+    from scripts.partition.history import GUARD_TEARDOWN, load_executions
+
+    kill = 1000.0
+    lines = [
+        {"event": "start", "dag_id": "d", "run_id": "r", "task_id": "t", "try": 1,
+         "pid": pid, "worker": "w1-g0", "t": t}
+        for pid, t in ((10, kill - 5), (11, kill + 0.025))
+    ]  # fmt: skip
+    path = tmp_path / "w1.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    before, after = sorted(load_executions([path], {"w1-g0": kill}), key=lambda e: e.pid)
+    assert before.ended_at == datetime.fromtimestamp(kill + GUARD_TEARDOWN, UTC)
+    assert after.ended_at == datetime.fromtimestamp(kill + 0.025 + GUARD_TEARDOWN, UTC)
+    assert load_executions([path])[0].ended_at is None  # no kill known: still running
