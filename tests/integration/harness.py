@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -104,6 +105,29 @@ def _port_free(port: int) -> bool:
     return True
 
 
+_RESERVED = Path(tempfile.gettempdir()) / "raftsched-test-ports"
+_RESERVATION_SECONDS = 900.0  # longer than any module's cluster keeps its ports
+
+
+def _reserve(port: int) -> bool:
+    """Claim ``port`` (and its offsets) across test processes: two xdist workers that checked
+    the same free group at once both bound it, and one node failed with EADDRINUSE."""
+    _RESERVED.mkdir(exist_ok=True)
+    mark = _RESERVED / str(port)
+    for _ in range(2):
+        try:
+            os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            try:
+                if time.time() - mark.stat().st_mtime < _RESERVATION_SECONDS:
+                    return False
+                mark.unlink()  # an old claim: its cluster is long gone
+            except FileNotFoundError:
+                pass
+    return False
+
+
 def free_ports(
     count: int, *, offsets: Iterable[int] = (0, ADMIN_PORT_OFFSET, API_PORT_OFFSET)
 ) -> list[int]:
@@ -119,6 +143,8 @@ def free_ports(
         port = random.randrange(12000, 32000 - max(offsets))
         wanted = {port + off for off in offsets}
         if wanted & taken or not all(_port_free(p) for p in wanted):
+            continue
+        if not _reserve(port):  # another xdist worker chose it and may not have bound it yet
             continue
         chosen.append(port)
         taken |= wanted
