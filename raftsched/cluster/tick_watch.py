@@ -28,6 +28,25 @@ log = logging.getLogger(__name__)
 DEFAULT_THRESHOLD = 0.15  # seconds: raft_min_timeout, the shortest silence a follower allows
 
 
+class _CpuLap:
+    """A thread's own CPU time between two calls of :meth:`lap`, which that thread makes.
+
+    Both meters below tell work from waiting with it: :class:`TickWatch` per tick of the
+    tick thread, :class:`TickCpu` per tick of the leader loop."""
+
+    __slots__ = ("_cpu_clock", "_last")
+
+    def __init__(self, cpu_clock: Callable[[], float] = time.thread_time) -> None:
+        self._cpu_clock = cpu_clock
+        self._last = 0.0
+
+    def lap(self) -> float:
+        """Seconds of CPU since the previous lap (the first: since the clock's zero)."""
+        now = self._cpu_clock()
+        used, self._last = now - self._last, now
+        return used
+
+
 class TickWatch:
     def __init__(
         self,
@@ -40,9 +59,8 @@ class TickWatch:
         self.threshold = threshold
         self.log_every = log_every
         self._clock = clock
-        self._cpu_clock = cpu_clock  # the calling (tick) thread's own CPU time
+        self._cpu = _CpuLap(cpu_clock)  # the calling (tick) thread's own CPU time
         self._last_tick: float | None = None
-        self._last_cpu = 0.0
         self._first_apply_end: float | None = None
         self._last_apply_end: float | None = None
         self._applied: Counter[str] = Counter()
@@ -53,9 +71,8 @@ class TickWatch:
 
     def on_tick(self) -> None:
         now = self._clock()
-        cpu = self._cpu_clock()
+        cpu_used = self._cpu.lap()
         last, self._last_tick = self._last_tick, now
-        cpu_used, self._last_cpu = cpu - self._last_cpu, cpu
         applied, self._applied = self._applied, Counter()
         first, self._first_apply_end = self._first_apply_end, None
         applying = (
@@ -111,18 +128,17 @@ class TickCpu:
         self.window = window
         self.busy = busy
         self._clock = clock
-        self._cpu_clock = cpu_clock
+        self._tick_cpu = _CpuLap(cpu_clock)
         self._began = clock()
-        self._cpu_at_start = 0.0
         self._ticks = 0
         self._cpu = 0.0
         self._longest = 0.0
 
     def start(self) -> None:
-        self._cpu_at_start = self._cpu_clock()
+        self._tick_cpu.lap()
 
     def stop(self) -> None:
-        used = self._cpu_clock() - self._cpu_at_start
+        used = self._tick_cpu.lap()
         self._ticks += 1
         self._cpu += used
         self._longest = max(self._longest, used)

@@ -6,7 +6,7 @@ handful of timestamps, schedules and task lists in every spec and record. A
 every record that holds an equal one, so a restore parses each distinct timestamp once,
 builds each distinct ``Schedule`` and task tuple once, and the restored state holds them
 once. The objects built are equal, field by field and type by type, to what
-``DagSpec.from_dict`` builds (a spec dict with a key this module does not list is read by it
+``DagSpec.from_dict`` builds (a spec dict with a key that is not a DagSpec field is read by it
 instead), and the records are read exactly as ``core.snapshot`` writes them.
 
 One decoder per restore: its memos key some values by the ``id`` of the snapshot's dicts,
@@ -15,6 +15,7 @@ which the caller keeps alive (the snapshot) for as long as the decoder is used.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -41,27 +42,11 @@ from raftsched.core.model import (
 from raftsched.core.results import Item
 from raftsched.core.snapshot import _DATACLASSES, _ENUMS, decode_value
 
-# Every key DagSpec.from_dict reads; a spec dict with any other is read by it, not here
-_SPEC_KEYS = frozenset(
-    (
-        "dag_id",
-        "fileloc",
-        "schedule",
-        "timezone",
-        "start_date",
-        "end_date",
-        "catchup",
-        "max_active_runs",
-        "max_active_tasks",
-        "tags",
-        "description",
-        "tasks",
-        "spec_hash",
-        "params_json",
-        "callbacks",
-        "deadline_seconds",
-    )
-)
+# The keys of a spec dict :meth:`RestoreDecoder.spec` reads: DagSpec's fields, taken from the
+# class so that none can be left out of this list (a dict with any other key is read by
+# DagSpec.from_dict). A new field must also be decoded in ``spec``: the unit test
+# test_the_decoder_reads_every_dagspec_field fails until it is.
+_SPEC_KEYS = frozenset(f.name for f in fields(DagSpec))
 _SCALARS = frozenset((str, int, float, bool, type(None)))
 
 

@@ -2,82 +2,30 @@
 is retried once, with the same request id, before anything after it; the leader never proposes
 a decision again while an earlier proposal of it is in flight.
 
-A one-replica "cluster" stands in for pysyncobj: ``submit`` queues a command, the test decides
-when each one commits (applied to a real ``SchedulerState``) or fails, and in which order the
-callbacks come.
+A one-replica "cluster" stands in for pysyncobj (``leader_fakes.OneReplica``): ``submit`` queues
+a command, the test decides when each one commits (applied to a real ``SchedulerState``) or
+fails, and in which order the callbacks come.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from leader_fakes import OneReplica, create_runs, leader_loop, proposer
 from pysyncobj import FAIL_REASON
 
-from raftsched.cluster.leader import LeaderLoop, LoopSettings
+from raftsched.cluster.leader import LeaderLoop
 from raftsched.cluster.leader_commands import InFlightDecisions
-from raftsched.cluster.proposer import Pipeline, Proposer
+from raftsched.cluster.proposer import Pipeline
 from raftsched.core import commands as c
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskKey, TaskSpec, TaskState
 from raftsched.core.results import Result
-from raftsched.core.state import SchedulerState
 
 NOW = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
-
-
-class OneReplica:
-    """Holds submitted commands until the test commits (or fails) them."""
-
-    def __init__(self) -> None:
-        self.state = SchedulerState()
-        self.index = 0
-        self.pending: deque[tuple[c.Command, Callable[[Any, int], None]]] = deque()
-        self.submitted: list[c.Command] = []
-        self.leader_address: str | None = "127.0.0.1:1"
-        self.quorum = True
-        self.is_leader = True
-        self.term = 1
-        self.fatal_error = None
-        self.apply_error = None
-
-    # -- what the proposer and the leader loop use ----------------------------------------------
-
-    def submit(self, command: c.Command, callback: Callable[[Any, int], None]) -> None:
-        self.submitted.append(command)
-        self.pending.append((command, callback))
-
-    def read(self, fn: Callable[[SchedulerState], Any]) -> Any:
-        return fn(self.state)
-
-    def add_apply_listener(self, _listener: Any) -> None: ...
-
-    def remove_apply_listener(self, _listener: Any) -> None: ...
-
-    def add_role_listener(self, _listener: Any) -> None: ...
-
-    # -- the test's controls ------------------------------------------------------------------
-
-    def apply(self, command: c.Command) -> Result:
-        self.index += 1
-        return self.state.apply(command, log_index=self.index)
-
-    def answer(self, position: int = 0, outcome: int = FAIL_REASON.SUCCESS) -> c.Command:
-        """Commit (apply, call back) or fail the pending command at ``position``."""
-        command, callback = self.pending[position]
-        del self.pending[position]
-        if outcome == FAIL_REASON.SUCCESS:
-            callback(self.apply(command), outcome)
-        else:
-            callback(None, outcome)
-        return command
-
-
-def proposer(node: OneReplica, commit_timeout: float = 5.0) -> Proposer:
-    return Proposer(node, commit_timeout=commit_timeout)  # type: ignore[arg-type]
 
 
 def noop(request_id: str) -> c.Command:
@@ -296,28 +244,15 @@ def loop(tmp_path: Path) -> tuple[LeaderLoop, OneReplica, list[datetime]]:
     node = OneReplica()
     node.apply(c.RegisterDags(request_id="reg", now=NOW, specs=(hourly("a"), hourly("b"))))
     clock = [NOW]
-    leader = LeaderLoop(
-        node,  # type: ignore[arg-type]
-        proposer(node),
-        LoopSettings(dags_folder=tmp_path, parse=False),
-        clock=lambda: clock[0],
-    )
-    leader._term = node.term
-    leader._rebuild_due()
-    return leader, node, clock
+    return leader_loop(node, tmp_path, clock), node, clock
 
 
 def created(
     node: OneReplica, commands: list[c.Command] | None = None
 ) -> list[tuple[str, datetime]]:
     """The run decisions (dag_id, logical_date) of every submitted command, or of ``commands``."""
-    out = []
-    for command in node.submitted if commands is None else commands:
-        subs = command.commands if isinstance(command, c.Batch) else (command,)
-        for sub in subs:
-            if isinstance(sub, c.CreateRuns):
-                out += [(d.dag_id, d.logical_date) for d in sub.runs]
-    return out
+    creates = create_runs(node.submitted if commands is None else commands)
+    return [(d.dag_id, d.logical_date) for sub in creates for d in sub.runs]
 
 
 def test_the_leader_never_proposes_a_run_again_while_it_is_in_flight(

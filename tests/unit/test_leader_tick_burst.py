@@ -2,8 +2,9 @@
 its slot maths outside the state lock that apply (on pysyncobj's tick thread) waits for, and a
 node that loses and wins terms never runs two DAG-folder parses at once.
 
-A one-replica "cluster" stands in for pysyncobj: it commits each command as it is submitted
-(applied to a real ``SchedulerState``) and notes whether the state lock was held.
+A one-replica "cluster" stands in for pysyncobj (``leader_fakes.CommittingReplica``): it commits
+each command as it is submitted (applied to a real ``SchedulerState``) and notes whether the
+state lock was held.
 """
 
 from __future__ import annotations
@@ -16,58 +17,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pysyncobj import FAIL_REASON
+from leader_fakes import CommittingReplica, create_runs, leader_loop, proposer
 
 from raftsched.cluster.leader import LeaderLoop, LoopSettings, _LeaderParseThread
 from raftsched.cluster.leader_commands import RUNS_IN_FLIGHT, RUNS_PER_COMMAND
-from raftsched.cluster.proposer import Proposer
 from raftsched.cluster.tick_watch import TickCpu, TickWatch
 from raftsched.core import commands as c
 from raftsched.core.due import DueIndex
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec
-from raftsched.core.state import SchedulerState
 
 SLOT = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 DAGS = 1200
-
-
-class CommittingReplica:
-    """Commits every command when it is submitted; ``holding`` is True inside ``read``."""
-
-    def __init__(self) -> None:
-        self.state = SchedulerState()
-        self.index = 0
-        self.submitted: list[c.Command] = []
-        self.leader_address: str | None = "127.0.0.1:1"
-        self.quorum = True
-        self.is_leader = True
-        self.term = 1
-        self.fatal_error = None
-        self.apply_error = None
-        self.holding = False
-        self.reads = 0
-
-    def submit(self, command: c.Command, callback: Callable[[Any, int], None]) -> None:
-        self.submitted.append(command)
-        callback(self.apply(command), FAIL_REASON.SUCCESS)
-
-    def read(self, fn: Callable[[SchedulerState], Any]) -> Any:
-        self.reads += 1
-        self.holding = True
-        try:
-            return fn(self.state)
-        finally:
-            self.holding = False
-
-    def apply(self, command: c.Command) -> Any:
-        self.index += 1
-        return self.state.apply(command, log_index=self.index)
-
-    def add_apply_listener(self, _listener: Any) -> None: ...
-
-    def remove_apply_listener(self, _listener: Any) -> None: ...
-
-    def add_role_listener(self, _listener: Any) -> None: ...
 
 
 class WatchedDueIndex(DueIndex):
@@ -108,14 +68,7 @@ def test_a_burst_goes_out_in_bounded_entries_decided_outside_the_state_lock(
             )
         )
     now = [SLOT + timedelta(seconds=0.2)]
-    loop = LeaderLoop(
-        node,  # type: ignore[arg-type]
-        Proposer(node, commit_timeout=5.0),  # type: ignore[arg-type]
-        LoopSettings(dags_folder=tmp_path, parse=False, max_runs_per_tick=500),
-        clock=lambda: now[0],
-    )
-    loop._term = node.term
-    loop._rebuild_due()
+    loop = leader_loop(node, tmp_path, now, max_runs_per_tick=500)
     due = loop._due = WatchedDueIndex(node)
     for spec in specs:
         due.upsert(spec, last_logical_date=None, paused=False)
@@ -125,10 +78,10 @@ def test_a_burst_goes_out_in_bounded_entries_decided_outside_the_state_lock(
     while sum(1 for _ in node.state.runs()) < DAGS and ticks < 40:
         before = len(node.submitted)
         loop._tick()
-        per_tick.append(sum(len(sub.runs) for sub in _creates(node.submitted[before:])))
+        per_tick.append(sum(len(sub.runs) for sub in create_runs(node.submitted[before:])))
         ticks += 1
 
-    creates = _creates(node.submitted)
+    creates = create_runs(node.submitted)
     runs = [(d.dag_id, d.logical_date) for sub in creates for d in sub.runs]
     assert sorted(runs) == sorted((spec.dag_id, SLOT) for spec in specs)  # one run each
     assert all(len(sub.runs) <= RUNS_PER_COMMAND for sub in creates)
@@ -141,15 +94,6 @@ def test_a_burst_goes_out_in_bounded_entries_decided_outside_the_state_lock(
     assert due.under_lock and not any(due.under_lock)  # slot maths never under the lock
 
 
-def _creates(commands: list[c.Command]) -> list[c.CreateRuns]:
-    return [
-        sub
-        for command in commands
-        for sub in (command.commands if isinstance(command, c.Batch) else (command,))
-        if isinstance(sub, c.CreateRuns)
-    ]
-
-
 def test_a_new_term_waits_for_the_parse_an_earlier_term_left_running(tmp_path: Path) -> None:
     folder = tmp_path / "dags"
     folder.mkdir()
@@ -157,7 +101,7 @@ def test_a_new_term_waits_for_the_parse_an_earlier_term_left_running(tmp_path: P
     node = CommittingReplica()
     loop = LeaderLoop(
         node,  # type: ignore[arg-type]
-        Proposer(node, commit_timeout=5.0),  # type: ignore[arg-type]
+        proposer(node),
         LoopSettings(dags_folder=folder, dag_file_timeout=20.0, parse=True),
     )
     loop._start_parser()

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import gc
 import pickle
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
+from datetime import timedelta
 
 from test_state_harness import T0, Sim, at, dag, task
 
@@ -89,6 +90,47 @@ def test_the_decoder_builds_what_the_plain_readers_build() -> None:
     assert decode.spec(unknown) == DagSpec.from_dict(unknown)
     for _, encoded in snap["dedup"]:
         assert repr(restore_decode.result(encoded)) == repr(sn.decode_value(encoded))
+
+
+def every_field_set() -> DagSpec:
+    """A spec with every field away from its default (and dated, tagged, with tasks): a field
+    the decoder left out would come back at its default and differ."""
+    spec = DagSpec(
+        dag_id="every",
+        fileloc="/dags/every.py",
+        schedule=Schedule(ScheduleKind.INTERVAL, interval_seconds=90, display="90s"),
+        timezone="Europe/Paris",
+        start_date=T0,
+        end_date=T0 + timedelta(days=30),
+        catchup=True,
+        max_active_runs=3,
+        max_active_tasks=5,
+        tags=("a", "b"),
+        description="every field",
+        tasks=(task("a"), task("b", "a", retries=1)),
+        params_json='{"p":1}',
+        callbacks=(("failure", "notify", "{}"),),
+        deadline_seconds=600.0,
+    )
+    return replace(spec, spec_hash=spec.compute_hash())
+
+
+def test_the_decoder_reads_every_dagspec_field() -> None:
+    names = {f.name for f in fields(DagSpec)}
+    assert names == restore_decode._SPEC_KEYS
+    spec = every_field_set()
+    at_default = [
+        f.name
+        for f in fields(DagSpec)
+        if f.default is not MISSING and getattr(spec, f.name) == f.default
+    ]
+    assert not at_default, f"give every_field_set() a non-default value for {at_default}"
+    data = pickle.loads(pickle.dumps(spec.to_dict()))
+    assert set(data) == names  # no field left out of the dict the decoder reads
+    fast, plain = RestoreDecoder().spec(data), DagSpec.from_dict(data)
+    for name in names:  # field by field: a name for the one the decoder got wrong
+        assert repr(getattr(fast, name)) == repr(getattr(plain, name)), name
+    assert fast == plain == spec
 
 
 def test_a_snapshot_of_a_restored_state_shares_its_tasks_by_identity() -> None:
