@@ -7,7 +7,10 @@
 - :class:`ContactTransport`: pysyncobj's TCP transport that notes when the leader last reached
   this node, applies :func:`safe_commit_index`, and holds append-entries acknowledgements
   (``next_node_idx``) until the journal's ``durable_index`` covers what they acknowledge
-  (:meth:`ContactTransport.release_held`; the fsync runs on the journal's own thread).
+  (:meth:`ContactTransport.release_held`; the fsync runs on the journal's own thread). It
+  also reassembles a large entry's chunks and keeps a refusal from undoing the leader's step
+  back (:class:`~raftsched.cluster.append_entries.ChunkAssembler`,
+  :func:`~raftsched.cluster.append_entries.lower_refusal`).
 - :func:`durable_commit_index`: the commit index a leader may take when it counts itself only
   for the entries on its own disk.
 - pysyncobj builds its journal with the module-level ``createJournal(journalFile)``: the journals
@@ -17,6 +20,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -26,9 +30,17 @@ import pysyncobj.syncobj as _pysyncobj_syncobj
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
-from raftsched.cluster.append_entries import trim_append_entries
+from raftsched.cluster.append_entries import (
+    ChunkAssembler,
+    Conflict,
+    lower_refusal,
+    note_conflict,
+    trim_append_entries,
+)
 from raftsched.cluster.journal import DurableJournal
 from raftsched.core.versions import RELEASE
+
+log = logging.getLogger(__name__)
 
 RELEASE_KEY = "raftsched_release"  # in every Raft message this node sends (cluster/versions.py)
 
@@ -121,6 +133,9 @@ class ContactTransport(TCPTransport):
         if held is None:
             held = self._held = []
         if isinstance(message, dict) and message.get("type") == "next_node_idx":
+            journal = getattr(self._syncObj, "journal", None)
+            if journal is not None:  # a refusal asks for no more than a known conflict allows
+                lower_refusal(message, getattr(self, "_conflict", None), journal, self._term())
             acknowledged = int(message.get("next_node_idx", 0)) - 1
             if held or (message.get("success") and acknowledged > self._durable_index()):
                 # in order: a later answer never overtakes an earlier one. The term: an answer
@@ -190,8 +205,29 @@ class ContactTransport(TCPTransport):
             note = getattr(self._syncObj, "_note_leader_contact", None)
             if note is not None:
                 note()
+            assembler = getattr(self, "_chunks", None)
+            if assembler is None:
+                assembler = self._chunks = ChunkAssembler()
+            assembler.receive(node, message)  # a large entry: whole, or an empty "start"
             journal = getattr(self._syncObj, "journal", None)
             if journal is not None:  # keep what the journal holds (Raft §5.3)
+                known = getattr(self, "_conflict", None)
+                self._conflict: Conflict | None = note_conflict(
+                    message,
+                    journal,
+                    int(getattr(self._syncObj, "raftCommitIndex", 0) or 0),
+                    self._term(),
+                    known,
+                )
+                if self._conflict is not known and self._conflict is not None:
+                    log.info(
+                        "entry %d (term %d) conflicts with the leader's log (term %d): asking"
+                        " it to resend from %d",
+                        self._conflict.index,
+                        self._conflict.term_here,
+                        self._conflict.leader_term,
+                        self._conflict.hint,
+                    )
                 trim_append_entries(message, journal)
             if "commit_index" in message:
                 current = int(getattr(self._syncObj, "raftCommitIndex", 0) or 0)

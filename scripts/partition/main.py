@@ -60,7 +60,6 @@ import argparse
 import json
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -70,6 +69,7 @@ from typing import Any
 
 from scripts.partition import (
     checker,
+    evidence,
     faults,
     nemesis,
     netns,
@@ -244,9 +244,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 started_at=started_at,
             )
             _finish(args, data, workdir)
-            if not settled:
-                print("the cluster never settled: see the node logs", file=sys.stderr)
-                print(_unsettled_evidence(cluster, raw), file=sys.stderr)
+            if not settled:  # behind nodes and their tracebacks first (evidence.py)
+                print(evidence.unsettled_evidence(cluster, raw), file=sys.stderr)
             return report.exit_code(data) if settled else max(report.exit_code(data), 1)
         finally:
             if observer is not None:
@@ -389,51 +388,6 @@ def _settled(cluster: Any) -> bool:
         and lead["db_watermark"] is not None
         and lead["db_watermark"] == lead["outbox_last_seq"] == lead["outbox_acked_seq"]
     )
-
-
-_STATUS_KEYS = (
-    "role",
-    "term",
-    "leader",
-    "commit_index",
-    "applied_index",
-    "apply_error",
-    "fatal_error",
-    "db_watermark",
-    "outbox_last_seq",
-    "outbox_acked_seq",
-)
-
-
-def _unsettled_evidence(cluster: Any, raw: dict[int, Any], lines: int = 6) -> str:
-    """What each node said at the end, its last warnings and, for a node behind the others,
-    its threads' stacks (``kill -USR1``: faulthandler): a CI log may be all we get."""
-    applied = [s.get("applied_index") or 0 for s in raw.values() if s]
-    top = max(applied, default=0)
-    behind = [i for i, s in raw.items() if not s or (s.get("applied_index") or 0) < top]
-    for i in behind:
-        cluster._signal(i, signal.SIGUSR1)
-    if behind:
-        time.sleep(1.0)
-    out = []
-    for i, status in raw.items():
-        name = cluster.names[i]
-        facts = {k: status.get(k) for k in _STATUS_KEYS} if status else "no answer"
-        out.append(f"{name}: {facts}")
-        try:
-            text = cluster.log_path(i).read_text(errors="replace").splitlines()
-        except OSError as err:
-            out.append(f"  (no log: {err})")
-            continue
-        loud = [ln for ln in text if any(w in ln for w in ("WARNING", "ERROR", "CRITICAL"))]
-        out.extend(f"  {ln[:200]}" for ln in loud[-lines:])
-        starts = [n for n, ln in enumerate(text) if ln.startswith(("Thread 0x", "Current thread"))]
-        if i in behind and starts:
-            out.append("  stacks:")
-            out.extend(f"  {ln[:160]}" for ln in text[starts[0] :][:80] if ln.strip())
-        else:
-            out.extend(f"  | {ln[:200]}" for ln in text[-3:])
-    return "\n".join(out)
 
 
 def _wait(check: Any, timeout: float, interval: float = 0.5) -> bool:

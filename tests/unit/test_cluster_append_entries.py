@@ -1,10 +1,23 @@
-"""A follower keeps the entries it already holds: trim_append_entries (Raft §5.3)."""
+"""A follower keeps the entries it already holds: trim_append_entries (Raft §5.3); its
+refusals never undo the leader's step back (lower_refusal); a large entry's chunks are
+reassembled here (ChunkAssembler)."""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
-from raftsched.cluster.append_entries import term_at, trim_append_entries
+import pysyncobj.pickle as pysyncobj_pickle
+import pytest
+
+from raftsched.cluster.append_entries import (
+    ChunkAssembler,
+    lower_refusal,
+    note_conflict,
+    resend_hint,
+    term_at,
+    trim_append_entries,
+)
 
 
 def log_of(*terms: int, first: int = 1) -> list[tuple[bytes, int, int]]:
@@ -79,3 +92,127 @@ def test_refused_snapshot_and_chunk_messages_are_left_alone() -> None:
         assert not trim_append_entries(msg, log)
         assert msg == before
     assert not trim_append_entries(message(0, 0, []), [])
+
+
+# -- refusals: the leader takes the last one it reads, so none may undo a step back -----------
+
+
+def refusal(next_index: int) -> dict[str, Any]:
+    return {"type": "next_node_idx", "next_node_idx": next_index, "reset": True, "success": False}
+
+
+def test_a_refusal_never_undoes_the_step_back_to_a_known_conflict() -> None:
+    # entries 1..7 committed (term 1); 8..37 an uncommitted tail of the deposed leader's term 1.
+    # The term-2 leader pipelines: one tick sends 21.. after 20 (a 64 KiB entry alone, then
+    # the rest); pysyncobj refuses each at its own prevLogIdx, and the leader keeps the last
+    # refusal it reads (21): it probed 20, 21, 20, 21... forever.
+    log = log_of(*[1] * 37)
+    conflict = None
+    refusals = []
+    for prev in (20, 21):  # prevLogTerm 2 where this log has 1
+        conflict = note_conflict(message(prev, 2, []), log, 7, 2, conflict)
+        answer = refusal(prev)  # pysyncobj's own answer to a term mismatch
+        lower_refusal(answer, conflict, log, 2)
+        refusals.append(answer["next_node_idx"])
+    # both ask for the first entry after the commit index: the whole conflicting run goes
+    assert refusals == [8, 8]
+    beyond = refusal(38)  # "prevLogIdx beyond my log": pysyncobj asks for its end + 1
+    assert lower_refusal(beyond, conflict, log, 2) and beyond["next_node_idx"] == 8
+
+
+def test_the_step_back_stops_at_the_run_of_the_conflicting_term() -> None:
+    log = log_of(1, 1, 1, 2, 2, 2, 3, 3)  # commit index 2; 7..8 of term 3 conflict
+    conflict = note_conflict(message(8, 4, [], term=4), log, 2, 4, None)
+    assert conflict is not None and conflict.hint == 7
+    # a mismatch at or below the commit index is no conflict (those entries match any leader)
+    assert note_conflict(message(2, 4, [], term=4), log, 2, 4, None) is None
+    # a deposed leader's message (term 3 < 4) is ignored by pysyncobj: no conflict either
+    assert note_conflict(message(8, 2, [], term=3), log, 2, 4, None) is None
+    assert resend_hint(log, 5, 0) == 4 and resend_hint(log, 3, 0) == 2  # first + 1 at least
+    assert resend_hint(log_of(1, 1, 2, first=10), 12, 5) == 12
+
+
+def test_a_conflict_no_longer_held_leaves_refusals_alone() -> None:
+    log = log_of(1, 1, 1, 1)
+    conflict = note_conflict(message(4, 2, []), log, 1, 2, None)
+    assert conflict is not None and conflict.hint == 2
+    for answer, log_now, term in (
+        (refusal(5), log_of(1, 2, 2, 2), 2),  # entry 4 replaced by the leader's own
+        (refusal(3), log_of(1, 1), 2),  # the tail truncated away
+        (refusal(5), log, 3),  # a later leader's term: it was learned from another log
+        (
+            {**refusal(5), "reset": False},
+            log,
+            2,
+        ),  # a chunk's acknowledgement: the leader ignores it
+        ({**refusal(5), "success": True}, log, 2),
+    ):
+        before = dict(answer)
+        assert not lower_refusal(answer, conflict, log_now, term)
+        assert answer == before
+    assert not lower_refusal(refusal(2), conflict, log, 2)  # asks for no more already
+
+
+# -- chunks: one large entry, reassembled here -----------------------------------------------
+
+
+def pysyncobj_chunks(entry: tuple[bytes, int, int], size: int = 2**16) -> list[dict[str, Any]]:
+    """The messages pysyncobj 0.3.17's __sendAppendEntries sends for one large entry: its
+    'finish' label compares with the COMMAND's length, not the pickled entry's."""
+    data = pysyncobj_pickle.dumps(entry)
+    out = []
+    for pos in range(0, len(data), size):
+        if pos == 0:
+            kind = "start"
+        elif pos + size >= len(entry[0]):
+            kind = "finish"
+        else:
+            kind = "process"
+        out.append(
+            {**message(entry[1] - 1, 1, []), "transmission": kind, "data": data[pos : pos + size]}
+        )
+        del out[-1]["entries"]
+    return out
+
+
+def test_a_large_entry_with_an_early_finish_label_arrives_whole() -> None:
+    # 80,000 bytes >= 0x80 pickle to ~160 KB: chunk 2 of 3 is already labelled 'finish'
+    entry = (b"\x00" + "é".encode() * 40_000, 285, 2)
+    chunks = pysyncobj_chunks(entry)
+    assert [c["transmission"] for c in chunks] == ["start", "finish", "finish"]
+    # what pysyncobj's follower did with the first 'finish' (its tick thread died of it)
+    with pytest.raises((pickle.UnpicklingError, UnicodeDecodeError, EOFError)):
+        pysyncobj_pickle.loads(chunks[0]["data"] + chunks[1]["data"])
+    assembler = ChunkAssembler()
+    for chunk in chunks:
+        assembler.receive("leader", chunk)
+    # pysyncobj sees two empty starts (it only acknowledges them), then the entry itself
+    assert [(c.get("transmission"), c.get("data")) for c in chunks[:2]] == [("start", b"")] * 2
+    last = chunks[2]
+    assert "transmission" not in last and "data" not in last
+    assert last["entries"] == [entry] and last["prevLogIdx"] == 284
+    # now trim_append_entries applies to it: a resend of a held entry truncates nothing
+    log = [*log_of(*[1] * 284), entry, (b"n", 286, 2)]
+    for chunk in pysyncobj_chunks(entry):
+        assembler.receive("leader", chunk)
+        trim_append_entries(chunk, log)
+    assert (chunk["prevLogIdx"], chunk["entries"]) == (286, [])
+
+
+def test_chunks_without_their_start_or_of_another_index_are_only_acknowledged() -> None:
+    entry = (b"y" * 70_000, 10, 1)
+    assembler = ChunkAssembler()
+    orphan = pysyncobj_chunks(entry)[1:]  # the start went with a closed connection
+    for chunk in orphan:
+        assembler.receive("leader", chunk)
+        assert (chunk["transmission"], chunk["data"]) == ("start", b"")
+    wrong = pysyncobj_chunks(entry)
+    for chunk in wrong:
+        chunk["prevLogIdx"] = 4  # not entry 10's predecessor: never appended as entry 5
+        assembler.receive("leader", chunk)
+    assert all(c.get("transmission") == "start" and "entries" not in c for c in wrong)
+    # chunks of two senders never mix
+    for a, b in zip(pysyncobj_chunks(entry), pysyncobj_chunks((b"z" * 70_000, 10, 1)), strict=True):
+        assembler.receive("a", a)
+        assembler.receive("b", b)
+    assert a["entries"] == [entry] and b["entries"] == [(b"z" * 70_000, 10, 1)]
