@@ -218,6 +218,12 @@ class SchedulerNode(Handover, DurableTicks, ReleaseMixin, SyncObj):
         with self._lock:
             return fn(self._state)
 
+    @property
+    def applied_index(self) -> int:
+        """The index of the last command applied, read without the lock: an int attribute of
+        the current state object (one read, atomic). Stamps every API answer's freshness."""
+        return int(self._state.applied_index)
+
     def digest(self) -> tuple[int, str]:
         """(applied index of the state, its digest), taken atomically."""
         with self._lock:

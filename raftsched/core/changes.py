@@ -86,6 +86,48 @@ class ChangeSet:
         self.dags.clear()
 
 
+class ChangeFeed:
+    """Which runs changed since a reader last looked, for readers that keep a copy of the
+    state and recopy only what changed (``cluster/read_view.py``: a copy of every live run
+    held the node's lock, and so stalled apply, for up to 0.6 s at 10,000 live runs).
+
+    A run is noted when a command touched it or one of its task instances (its creation and
+    eviction included): exactly what the digest follows, so a change the feed missed would
+    also be a digest bug, which the digest tests catch. Not replicated state: in no digest and
+    no snapshot, and a state built by a restore starts without history.
+
+    :meth:`drain` answers the keys noted since the drain that returned ``epoch``, or None when
+    it cannot say (the first drain, another reader drained in between, more than :data:`CAP`
+    keys piled up, or a command stopped half-way): the reader then copies everything.
+    """
+
+    CAP = 100_000  # keys kept before the feed gives up (nobody read for a long time)
+
+    __slots__ = ("_complete", "_keys", "epoch")
+
+    def __init__(self) -> None:
+        self._keys: set[RunKey] = set()
+        self._complete = False  # the keys since the last drain are all in _keys
+        self.epoch = 0  # drains so far
+
+    def note(self, key: RunKey) -> None:
+        if self._complete:
+            self._keys.add(key)
+            if len(self._keys) > self.CAP:
+                self.lose_track()
+
+    def lose_track(self) -> None:
+        self._keys = set()
+        self._complete = False
+
+    def drain(self, epoch: int) -> set[RunKey] | None:
+        keys = self._keys if self._complete and epoch == self.epoch else None
+        self._keys = set()
+        self._complete = True
+        self.epoch += 1
+        return keys
+
+
 def emit_entry(state: SchedulerState, kind: OutboxKind, data: dict) -> int:
     return state.outbox.emit(kind, data)
 
@@ -116,13 +158,16 @@ def set_dag(
 def flush(state: SchedulerState) -> None:
     """End of a command: write outbox rows of changed TIs then runs; re-add digests."""
     changes = state.changes
+    feed = state.change_feed
     for key, emit in changes.tis.items():
+        feed.note((key.dag_id, key.run_id))
         ti = state.task_instance(key)
         if ti is not None:
             if emit:
                 emit_entry(state, OutboxKind.TASK_INSTANCE, sn.ti_row(ti))
             changes.add_ti(ti)
     for (dag_id, run_id), emit in changes.runs.items():
+        feed.note((dag_id, run_id))
         rec = state.run_table.get(dag_id, run_id)
         if rec is not None:
             if emit:

@@ -68,7 +68,7 @@ from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
 from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
-from raftsched.core.changes import ChangeSet, flush
+from raftsched.core.changes import ChangeFeed, ChangeSet, flush
 from raftsched.core.handlers_tasks import LOG_STREAMS
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
@@ -107,6 +107,7 @@ class SchedulerState(StateViews):
         self.task_queue = TaskQueue(self._sum, self.task_instance)
         self.outbox = Outbox(self._sum)
         self.changes = ChangeSet(self._sum)
+        self.change_feed = ChangeFeed()  # for readers' copies, not replicated
         self.secrets = SecretTable(self._sum)
         self.callbacks = CallbackTable(self._sum)
         self._dedup = RequestMemory(self._sum)
@@ -167,6 +168,7 @@ class SchedulerState(StateViews):
             self.task_queue.prune()
             self.run_table.prune()
         except Exception as exc:  # a bug: stop here rather than run on half-applied
+            self.change_feed.lose_track()
             self.halted = (
                 f"{type(command).__name__} {command.request_id} at log index {log_index}:"
                 f" {type(exc).__name__}: {str(exc)[:500]}"
