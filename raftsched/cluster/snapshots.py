@@ -71,7 +71,6 @@ class ForkedSnapshotWriter:
             pid = os.fork()
             if pid == 0:  # the child: serialize, then leave without running anything else
                 os.closerange(3, _MAX_FD)
-                yield_to_the_node()
                 os._exit(write_snapshot_file(state, raft, self.dump))
         self._child = (pid, started, entry_index(raft))
         self._instruments.snapshot_pause.observe(time.perf_counter() - started)
@@ -135,20 +134,7 @@ def write_snapshot_file(state: Any, raft: tuple[Any, ...], dump: str) -> int:
         return 1
 
 
-SNAPSHOT_NICE = 19  # the writer's CPU priority: lowest (see yield_to_the_node)
 FLUSH_EVERY = 4 << 20  # bytes of snapshot file written between two data flushes
-
-
-def yield_to_the_node() -> None:
-    """Lower the forked writer's CPU priority to the lowest.
-
-    A snapshot at 10,000 live runs is a second of CPU or more (copy, pickle, gzip). On a
-    2-core host running three nodes, a worker and the DB, a writer at the nodes' own priority
-    takes a core from them: commits and the 1-second DAG's slots stalled for up to a second
-    while a node compacted. At nice 19 it runs on what the node, its peers and the DB leave
-    idle; the log grows meanwhile, which compaction exists to bound, not to keep minimal."""
-    with contextlib.suppress(OSError):
-        os.nice(SNAPSHOT_NICE)
 
 
 class PacedWriter:
