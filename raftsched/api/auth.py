@@ -91,6 +91,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _W + "Lease": Role.WORKER,
     _W + "Heartbeat": Role.WORKER,
     _W + "Complete": Role.WORKER,
+    _W + "CompleteBatch": Role.WORKER,
     _W + "AppendLogs": Role.WORKER,
     _W + "Release": Role.WORKER,
     _W + "LeaseCallbacks": Role.WORKER,

@@ -36,10 +36,16 @@ from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core.model import DEFAULT_QUEUE, TaskKey
 from raftsched.worker.logs import clean_output, outcome_message
+from raftsched.worker.reports import Report
 from raftsched.worker.transport import Assignment, WorkerRejected
 
 REFUSED = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
 REJECTED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+UNAUTHENTICATED = (grpc.StatusCode.UNAUTHENTICATED,)
+# CompleteBatch on a release without it: UNIMPLEMENTED, or PERMISSION_DENIED from a token check
+# that takes an unknown method for an admin's (the worker then sends Complete calls)
+UNSUPPORTED = (grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.PERMISSION_DENIED)
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class GrpcWorkerTransport:
@@ -134,6 +140,7 @@ class GrpcWorkerTransport:
         result_json: str = "",
         follow: Sequence[str] | None = None,
         skipped: bool = False,
+        request_id: str = "",
     ) -> bool:
         request = worker_pb2.CompleteRequest(
             worker_id=self.worker_id,
@@ -146,8 +153,47 @@ class GrpcWorkerTransport:
             is_branch=follow is not None,
             follow=list(follow or ()),
             skipped=skipped,
+            request_id=request_id,  # "": the client fills one
         )
         return self._refusable("Complete", request)
+
+    def complete_many(self, reports: Sequence[Report]) -> list[bool | ApiError] | None:
+        """Several outcomes in one CompleteBatch call (worker.reports): per outcome True
+        (applied), False (refused, as ``complete``) or the ApiError its own Complete would
+        have raised; None when the cluster has no CompleteBatch (an older release: it answers
+        UNIMPLEMENTED, or PERMISSION_DENIED where its token check does not know the method)."""
+        request = worker_pb2.CompleteBatchRequest(
+            worker_id=self.worker_id,
+            outcomes=[
+                worker_pb2.CompleteRequest(
+                    worker_id=self.worker_id,
+                    key=_pb_key(r.key),
+                    token=r.token,
+                    success=r.success,
+                    exit_code=r.exit_code,
+                    message=outcome_message(r.message),
+                    result_json=r.result_json,
+                    is_branch=r.follow is not None,
+                    follow=list(r.follow or ()),
+                    skipped=r.skipped,
+                    request_id=r.request_id,
+                )
+                for r in reports
+            ],
+        )
+        try:
+            response = self._call("CompleteBatch", request, rejected=UNAUTHENTICATED)
+        except ApiError as err:
+            if err.code in UNSUPPORTED:
+                return None
+            raise
+        if len(response.answers) != len(reports):
+            raise ApiError(
+                grpc.StatusCode.INTERNAL,
+                f"{len(response.answers)} answers to {len(reports)} outcomes",
+                method="CompleteBatch",
+            )
+        return [_answer(a) for a in response.answers]
 
     def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:
         request = worker_pb2.AppendLogsRequest(
@@ -246,6 +292,7 @@ class GrpcWorkerTransport:
         *,
         timeout: float | None = None,
         client: RaftschedClient | None = None,
+        rejected: tuple[grpc.StatusCode, ...] = REJECTED,
     ) -> Any:
         client = client or self.client
         timeout = timeout or client.deadline
@@ -254,7 +301,7 @@ class GrpcWorkerTransport:
         try:
             return getattr(client.workers, method)(request, timeout=timeout)
         except ApiError as err:
-            if err.code in REJECTED:
+            if err.code in rejected:
                 raise WorkerRejected(f"the cluster rejected this worker: {err}") from None
             raise
 
@@ -284,6 +331,17 @@ def assignment_from(lease: Any) -> Assignment:
             lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None
         ),
     )
+
+
+def _answer(answer: Any) -> bool | ApiError:
+    """One CompleteAnswer as ``complete`` would have ended: True, False (refused), or an
+    ApiError (unanswered or invalid: the worker retries it as a failed Complete)."""
+    code = _CODES.get(answer.code, grpc.StatusCode.UNKNOWN)
+    if code is grpc.StatusCode.OK:
+        return True
+    if code in REFUSED:
+        return False
+    return ApiError(code, answer.message, method="CompleteBatch")
 
 
 def _json_object(text: str, what: str) -> dict[str, Any]:

@@ -4,19 +4,19 @@
   attempt on its own thread (:class:`~raftsched.worker.runner.Attempt`), its output shipped by
   a :class:`~raftsched.worker.logs.LogShipper`.
 - Heartbeats and self-fencing (lease safety by construction): ``heartbeats.py``.
-- An attempt that ends is reported with ``complete`` (its logs are shipped first), retried
-  while the lease lives; a refused ``complete`` is logged at info and dropped.
+- An attempt that ends is reported with ``complete`` (its logs first; outcomes ending together
+  share a call: ``reports.py``), retried while the lease lives; a refusal is logged, dropped.
 - :meth:`Worker.stop` (SIGTERM): stop leasing (an outstanding long poll is cut short, see
-  ``WorkerTransport.interrupt``); running attempts get ``grace_period`` to end, then are
-  killed and their leases released, and :meth:`run` returns. Shutdown is bounded even when the
-  cluster is gone: each call from then on gives up after ``SHUTDOWN_CALL_TIMEOUT``, an
-  outcome is retried only until the grace period ends, and no thread is awaited past that.
-- Death report (docs/architecture.md §11): with a transport that says how to reach the
-  cluster (``last_words``), the worker arms its task supervisor, tells it each lease it holds
-  as soon as the Lease call returns (before anything of it starts) and drops it once it is
-  over, and names each poll's request id before sending it. Should this process die (kill -9
-  included), the supervisor reports the held leases as failed once every process of them is
-  gone, and hands back what the poll in flight was granted.
+  ``WorkerTransport.interrupt``); running attempts get ``grace_period`` to end, then are killed
+  and their leases released, and :meth:`run` returns. Shutdown is bounded even when the cluster
+  is gone: each call from then on gives up after ``SHUTDOWN_CALL_TIMEOUT``, an outcome is retried
+  only until the grace period ends, and no thread is awaited past that.
+- Death report (docs/architecture.md §11): with a transport that says how to reach the cluster
+  (``last_words``), the worker arms its task supervisor, tells it each lease it holds as soon as
+  the Lease call returns (before anything of it starts) and drops it once it is over, and names
+  each poll's request id before sending it. Should this process die (kill -9 included), the
+  supervisor reports the held leases as failed once every process of them is gone, and hands back
+  what the poll in flight was granted.
 - ``noop``: every lease is completed at once as a success without starting a process; the
   moment it arrived is recorded (``arrivals``, and ``record`` if given) for the benchmarks.
 """
@@ -47,14 +47,14 @@ from raftsched.worker.heartbeats import (
     _Running,
 )
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
+from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import GUARDED, KILL_GRACE, Attempt, Outcome, held_lease
 from raftsched.worker.task_secrets import with_secrets
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
 log = logging.getLogger(__name__)
 
-# the names this module held before heartbeats.py was split off (tests import some of them)
-__all__ = [
+__all__ = [  # the names this module held before heartbeats.py was split off (tests use some)
     "LEASE_WAIT",
     "SHUTDOWN_CALL_TIMEOUT",
     "SUPERVISOR_LAG",
@@ -116,6 +116,7 @@ class Worker(Heartbeats):
         self.window = ttl - self.margin  # an attempt unheartbeated this long is killed
         self._beats = threading.Semaphore(MAX_BEATS_IN_FLIGHT)
         self._armed = False  # the supervisor's death report (see _arm)
+        self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running)  # (#11)
         # Callback jobs run on a thread of their own (worker.callback_runner)
         self.callbacks = CallbackRunner.for_worker(transport, self.worker_id, self.settings.noop)
 
@@ -185,9 +186,8 @@ class Worker(Heartbeats):
 
     def _drop(self, leases: list[tuple[TaskKey, int]]) -> None:
         if self._armed:
-            ex = executor()
             for key, token in leases:
-                ex.drop(_ref(key, token))
+                executor().drop(_ref(key, token))
 
     def stop(self) -> None:
         """Stop leasing and begin the graceful shutdown. Safe from a signal handler of a thread
@@ -324,7 +324,7 @@ class Worker(Heartbeats):
         backoff = 0.2
         while True:
             try:
-                accepted = self.transport.complete(
+                accepted = self.outcomes.complete(
                     a.key,
                     a.token,
                     success=outcome.success,

@@ -162,6 +162,32 @@ class CompleteResponse(_message.Message):
     state: _common_pb2.TaskState
     def __init__(self, state: _Optional[_Union[_common_pb2.TaskState, str]] = ...) -> None: ...
 
+class CompleteBatchRequest(_message.Message):
+    __slots__ = ("worker_id", "outcomes", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    outcomes: _containers.RepeatedCompositeFieldContainer[CompleteRequest]
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[CompleteRequest, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CompleteAnswer(_message.Message):
+    __slots__ = ("code", "message", "state")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    state: _common_pb2.TaskState
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ...) -> None: ...
+
+class CompleteBatchResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[CompleteAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[CompleteAnswer, _Mapping]]] = ...) -> None: ...
+
 class AppendLogsRequest(_message.Message):
     __slots__ = ("worker_id", "key", "token", "chunks", "request_id")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -50,6 +50,11 @@ class WorkerServiceStub:
                 request_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteResponse.FromString,
                 _registered_method=True)
+        self.CompleteBatch = channel.unary_unary(
+                '/raftsched.v1.WorkerService/CompleteBatch',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteBatchRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteBatchResponse.FromString,
+                _registered_method=True)
         self.AppendLogs = channel.unary_unary(
                 '/raftsched.v1.WorkerService/AppendLogs',
                 request_serializer=raftsched_dot_v1_dot_worker__pb2.AppendLogsRequest.SerializeToString,
@@ -93,6 +98,16 @@ class WorkerServiceServicer:
 
     def Complete(self, request, context):
         """Report an attempt's outcome (with its last log output). FAILED_PRECONDITION if stale.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CompleteBatch(self, request, context):
+        """Report the outcomes of several attempts at once (attempts that ended together): one call
+        instead of one Complete each. Each outcome is applied and answered as its own Complete
+        would be (its own request id, its own status); the call itself fails only when it could
+        not be read. A server without it answers UNIMPLEMENTED: send each with Complete.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -146,6 +161,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.Complete,
                     request_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteResponse.SerializeToString,
+            ),
+            'CompleteBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteBatch,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteBatchRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteBatchResponse.SerializeToString,
             ),
             'AppendLogs': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendLogs,
@@ -250,6 +270,33 @@ class WorkerService:
             '/raftsched.v1.WorkerService/Complete',
             raftsched_dot_v1_dot_worker__pb2.CompleteRequest.SerializeToString,
             raftsched_dot_v1_dot_worker__pb2.CompleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/CompleteBatch',
+            raftsched_dot_v1_dot_worker__pb2.CompleteBatchRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.CompleteBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -155,6 +155,25 @@ class CommandBatcher:
             self._cond.notify_all()
         return self.outcome(item, context, budget)
 
+    def propose_all(
+        self, commands: list[c.Command], context: grpc.ServicerContext | None = None
+    ) -> list[r.Result | Exception]:
+        """Each command's Result, or the error ``propose`` would have raised for it: one
+        call's commands (CompleteBatch) wait together, so they share an entry."""
+        end = time.monotonic() + self._budget(context)
+        items = [_Item(command) for command in commands]
+        with self._cond:
+            self._start()
+            self._waiting.extend(items)
+            self._cond.notify_all()
+        out: list[r.Result | Exception] = []
+        for item in items:
+            try:
+                out.append(self.outcome(item, context, max(0.0, end - time.monotonic())))
+            except Exception as err:
+                out.append(err)
+        return out
+
     def outcome(
         self, item: _Item, context: grpc.ServicerContext | None, budget: float | None = None
     ) -> r.Result:

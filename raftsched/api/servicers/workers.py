@@ -33,6 +33,7 @@ from raftsched.api.servicers.context import ApiContext
 from raftsched.api.servicers.queue_signal import QueueSignal
 from raftsched.api.servicers.worker_batch import CommandBatcher, Rider
 from raftsched.api.servicers.worker_callbacks import CallbackRpcs
+from raftsched.api.servicers.worker_reports import ReportRpcs
 from raftsched.api.status import (
     StatusError,
     invalid_argument,
@@ -57,7 +58,7 @@ MAX_REFS = limits.MAX_ITEMS_PER_COMMAND
 CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
 
 
-class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
+class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServicer):
     def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
         self.ctx = ctx
         self.signal = signal
@@ -197,12 +198,20 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
 
     @translate_errors
     def Complete(self, request: Any, context: grpc.ServicerContext) -> Any:
+        command = self._complete_command(request)
+        result = self.batcher.propose(command, context)
+        _raise_for_lease(result, command.key, request.token)
+        return worker_pb2.CompleteResponse(state=convert.task_state_pb(result.value))
+
+    def _complete_command(self, request: Any) -> c.CompleteAttempt:
+        """A CompleteRequest's command, bounded (INVALID_ARGUMENT past a bound): Complete's,
+        and each outcome's of CompleteBatch (worker_reports.py)."""
         worker_id = _worker_id(request.worker_id)
         key = bounds.key(request)
         exit_code = request.exit_code if request.HasField("exit_code") else None
         if exit_code is not None:
             bounds.count("exit_code", exit_code, limits.MIN_EXIT_CODE, limits.MAX_EXIT_CODE)
-        command = self.ctx.make(
+        return self.ctx.make(
             c.CompleteAttempt,
             bounds.request_id(request.request_id),
             key=key,
@@ -214,9 +223,6 @@ class WorkerServicer(CallbackRpcs, worker_pb2_grpc.WorkerServiceServicer):
             worker_id=worker_id,
             **_results(request),
         )
-        result = self.batcher.propose(command, context)
-        _raise_for_lease(result, key, request.token)
-        return worker_pb2.CompleteResponse(state=convert.task_state_pb(result.value))
 
     @translate_errors
     def AppendLogs(self, request: Any, context: grpc.ServicerContext) -> Any:

@@ -1,0 +1,75 @@
+"""WorkerService's CompleteBatch: the outcomes of attempts that ended together, in one call.
+
+A gRPC call costs the node more CPU than the commands it carries (issue #11): 32 attempts
+that end at once were 32 Complete calls. CompleteBatch carries them all; each outcome is
+still its own CompleteAttempt command with its own request id (a retried outcome is answered
+with its first result, whichever call or entry carried it) and gets its own answer, the
+status its own Complete would have ended with. They are handed to the node's
+``CommandBatcher`` together, so they share one Raft entry.
+
+The call itself fails only when it cannot be read (INVALID_ARGUMENT: too many outcomes);
+an outcome past a bound is answered INVALID_ARGUMENT alone, the others are applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import grpc
+
+from raftsched.api.gen import worker_pb2
+from raftsched.api.servicers import convert
+from raftsched.api.status import StatusError, invalid_argument, status_of, translate_errors
+
+log = logging.getLogger(__name__)
+
+MAX_OUTCOMES = 256  # outcomes per CompleteBatch (a worker sends at most 64)
+
+
+class ReportRpcs:
+    """Mixed into ``WorkerServicer`` (which provides ``batcher`` and ``_complete_command``)."""
+
+    batcher: Any
+
+    def _complete_command(self, request: Any) -> Any:  # pragma: no cover - WorkerServicer's
+        raise NotImplementedError
+
+    @translate_errors
+    def CompleteBatch(self, request: Any, context: grpc.ServicerContext) -> Any:
+        outcomes = list(request.outcomes)
+        if len(outcomes) > MAX_OUTCOMES:
+            raise invalid_argument("outcomes", len(outcomes), f"at most {MAX_OUTCOMES}")
+        answers: list[Any] = [None] * len(outcomes)
+        commands, where = [], []
+        for i, outcome in enumerate(outcomes):
+            try:
+                commands.append(self._complete_command(outcome))
+            except Exception as err:  # this outcome alone is refused (a bound)
+                answers[i] = _failed(err)
+                continue
+            where.append(i)
+        results = self.batcher.propose_all(commands, context) if commands else []
+        for i, command, result in zip(where, commands, results, strict=True):
+            answers[i] = _answer(result, command.key, outcomes[i].token)
+        return worker_pb2.CompleteBatchResponse(answers=answers)
+
+
+def _answer(result: Any, key: Any, token: int) -> Any:
+    """What Complete would have answered for this result (or error)."""
+    from raftsched.api.servicers.workers import _raise_for_lease  # one mapping for both
+
+    if isinstance(result, Exception):
+        return _failed(result)
+    try:
+        _raise_for_lease(result, key, token)
+    except Exception as err:
+        return _failed(err)
+    return worker_pb2.CompleteAnswer(state=convert.task_state_pb(result.value))
+
+
+def _failed(err: BaseException) -> Any:
+    code, message = status_of(err)
+    if code is grpc.StatusCode.INTERNAL and not isinstance(err, StatusError):
+        log.error("unexpected error in an outcome of CompleteBatch", exc_info=err)
+    return worker_pb2.CompleteAnswer(code=code.value[0], message=message)

@@ -1,0 +1,216 @@
+"""Outcomes of attempts that end together go to the cluster in one call (issue #11).
+
+A gRPC call costs a scheduler node more CPU than the outcome it carries: 32 attempts that end
+at once were 32 Complete calls. :class:`OutcomeBatcher` is a group commit on the worker: an
+attempt thread hands its outcome over and waits for its own answer; one sender thread sends
+whatever is waiting as one ``complete_many`` (WorkerService.CompleteBatch), and while that
+call is in flight the next outcomes gather for the next one.
+
+Per-lease semantics are those of ``complete``: each outcome is answered on its own (True:
+applied; False: refused, the lease is no longer ours; a RaftschedError: unanswered, the
+caller retries while the lease may still be ours). Each outcome's request id is derived from
+its lease (worker, task, token): an attempt has one outcome, so every retry of it, batched
+or not, carries the same id and the cluster applies it once.
+
+Fallback: a transport without ``complete_many`` is called per outcome, as before; a cluster
+without CompleteBatch (``complete_many`` returns None: an older release) is too, and asked
+again only after :data:`RETRY_BATCH_AFTER` seconds (a rolling upgrade).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence, Sized
+from dataclasses import dataclass
+from typing import Any
+
+from raftsched.core.model import TaskKey
+
+log = logging.getLogger(__name__)
+
+# While this many attempts run or more, the sender waits up to LINGER for the rest of a
+# burst (attempts leased together end together) before it sends, or until every running
+# attempt has handed its outcome over; with fewer it sends at once (a chain's next step
+# waits for this outcome).
+BUSY_RUNNING = 8
+LINGER = 0.015
+MAX_OUTCOMES = 64  # per call: the node's CommandBatcher puts at most 64 commands in an entry
+MAX_CHARS = 512 * 1024  # text per call (messages, return values): well under gRPC's 4 MiB
+RETRY_BATCH_AFTER = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """One attempt's outcome, as ``complete`` takes it."""
+
+    key: TaskKey
+    token: int
+    success: bool
+    exit_code: int | None
+    message: str
+    request_id: str
+    result_json: str = ""
+    follow: tuple[str, ...] | None = None
+    skipped: bool = False
+
+    def size(self) -> int:
+        return len(self.message) + len(self.result_json) + sum(map(len, self.follow or ()))
+
+    def fields(self) -> dict[str, Any]:
+        """``complete``'s keyword arguments (the optional ones only when set)."""
+        out: dict[str, Any] = {
+            "success": self.success,
+            "exit_code": self.exit_code,
+            "message": self.message,
+        }
+        if self.result_json:
+            out["result_json"] = self.result_json
+        if self.follow is not None:
+            out["follow"] = list(self.follow)
+        if self.skipped:
+            out["skipped"] = True
+        return out
+
+
+def outcome_request_id(worker_id: str, key: TaskKey, token: int) -> str:
+    """The request id of the outcome of lease (key, token): the same for every retry."""
+    text = f"{worker_id}\0{key.dag_id}\0{key.run_id}\0{key.task_id}\0{token}"
+    return "o-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class _Pending:
+    __slots__ = ("alone", "answer", "done", "error", "report")
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self.done = threading.Event()
+        self.answer = False
+        self.error: BaseException | None = None
+        self.alone = False  # send it with complete() (the cluster lacks CompleteBatch)
+
+
+class OutcomeBatcher:
+    """Thread-safe. ``complete`` has the transport's ``complete`` contract."""
+
+    def __init__(
+        self, transport: Any, worker_id: str, running: Sized = (), *, linger: float = LINGER
+    ) -> None:
+        self.transport = transport
+        self.worker_id = worker_id
+        self.running = running  # the worker's attempts under way (their outcomes included)
+        self.linger = linger
+        self._many = getattr(transport, "complete_many", None)
+        self._cond = threading.Condition()
+        self._waiting: deque[_Pending] = deque()
+        self._started = False
+        self._unsupported_until = 0.0  # monotonic: per-outcome calls until then
+        self.calls = 0  # complete_many calls made (tests read them)
+
+    def complete(
+        self,
+        key: TaskKey,
+        token: int,
+        *,
+        success: bool,
+        exit_code: int | None,
+        message: str,
+        result_json: str = "",
+        follow: Sequence[str] | None = None,
+        skipped: bool = False,
+    ) -> bool:
+        report = Report(
+            key,
+            token,
+            success,
+            exit_code,
+            message,
+            outcome_request_id(self.worker_id, key, token),
+            result_json,
+            None if follow is None else tuple(follow),
+            skipped,
+        )
+        if not callable(self._many):  # a transport without it (tests' fakes): as before
+            return bool(self.transport.complete(key, token, **report.fields()))
+        if time.monotonic() < self._unsupported_until or report.size() > MAX_CHARS:
+            return self._alone(report)
+        pending = _Pending(report)
+        with self._cond:
+            self._start()
+            self._waiting.append(pending)
+            self._cond.notify_all()
+        pending.done.wait()  # the sender always settles it: its call has a deadline
+        if pending.alone:
+            return self._alone(report)
+        if pending.error is not None:
+            raise pending.error
+        return pending.answer
+
+    def _alone(self, report: Report) -> bool:
+        return bool(
+            self.transport.complete(
+                report.key, report.token, request_id=report.request_id, **report.fields()
+            )
+        )
+
+    # -- the sender thread ------------------------------------------------------------------
+
+    def _start(self) -> None:
+        if not self._started:
+            self._started = True
+            threading.Thread(target=self._run, name="outcomes", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            try:
+                self._send(batch)
+            except BaseException as err:  # never leave an attempt thread waiting
+                for pending in batch:
+                    if not pending.done.is_set():
+                        pending.error = err
+                        pending.done.set()
+
+    def _take(self) -> list[_Pending]:
+        with self._cond:
+            while not self._waiting:
+                self._cond.wait()
+            running = len(self.running)
+            if running >= BUSY_RUNNING:  # the rest of the burst, if it comes soon
+                end = time.monotonic() + self.linger
+                while len(self._waiting) < min(running, MAX_OUTCOMES):
+                    left = end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            batch: list[_Pending] = []
+            size = 0
+            while self._waiting and len(batch) < MAX_OUTCOMES:
+                nxt = self._waiting[0].report.size()
+                if batch and size + nxt > MAX_CHARS:
+                    break
+                batch.append(self._waiting.popleft())
+                size += nxt
+            return batch
+
+    def _send(self, batch: list[_Pending]) -> None:
+        self.calls += 1
+        answers = self._many([p.report for p in batch])
+        if answers is None:  # an older cluster: per outcome, for a while
+            log.info("the cluster has no CompleteBatch: outcomes go one call each")
+            self._unsupported_until = time.monotonic() + RETRY_BATCH_AFTER
+            for pending in batch:
+                pending.alone = True
+                pending.done.set()
+            return
+        if len(answers) != len(batch):
+            raise RuntimeError(f"CompleteBatch answered {len(answers)} of {len(batch)} outcomes")
+        for pending, answer in zip(batch, answers, strict=True):
+            if isinstance(answer, BaseException):
+                pending.error = answer
+            else:
+                pending.answer = bool(answer)
+            pending.done.set()
