@@ -142,20 +142,34 @@ class GrpcWorkerTransport:
         skipped: bool = False,
         request_id: str = "",
     ) -> bool:
-        request = worker_pb2.CompleteRequest(
-            worker_id=self.worker_id,
-            key=_pb_key(key),
+        report = Report(
+            key=key,
             token=token,
             success=success,
             exit_code=exit_code,
-            message=outcome_message(message),  # protobuf cannot carry a lone surrogate
+            message=message,
+            request_id=request_id,
             result_json=result_json,
-            is_branch=follow is not None,
-            follow=list(follow or ()),
+            follow=None if follow is None else tuple(follow),
             skipped=skipped,
-            request_id=request_id,  # "": the client fills one
         )
-        return self._refusable("Complete", request)
+        return self._refusable("Complete", self._complete_request(report))
+
+    def _complete_request(self, report: Report) -> Any:
+        """The CompleteRequest of one outcome (alone, or one of a CompleteBatch's)."""
+        return worker_pb2.CompleteRequest(
+            worker_id=self.worker_id,
+            key=_pb_key(report.key),
+            token=report.token,
+            success=report.success,
+            exit_code=report.exit_code,
+            message=outcome_message(report.message),  # protobuf cannot carry a lone surrogate
+            result_json=report.result_json,
+            is_branch=report.follow is not None,
+            follow=list(report.follow or ()),
+            skipped=report.skipped,
+            request_id=report.request_id,  # "": the client fills one
+        )
 
     def complete_many(self, reports: Sequence[Report]) -> list[bool | ApiError] | None:
         """Several outcomes in one CompleteBatch call (worker.reports): per outcome True
@@ -164,22 +178,7 @@ class GrpcWorkerTransport:
         UNIMPLEMENTED, or PERMISSION_DENIED where its token check does not know the method)."""
         request = worker_pb2.CompleteBatchRequest(
             worker_id=self.worker_id,
-            outcomes=[
-                worker_pb2.CompleteRequest(
-                    worker_id=self.worker_id,
-                    key=_pb_key(r.key),
-                    token=r.token,
-                    success=r.success,
-                    exit_code=r.exit_code,
-                    message=outcome_message(r.message),
-                    result_json=r.result_json,
-                    is_branch=r.follow is not None,
-                    follow=list(r.follow or ()),
-                    skipped=r.skipped,
-                    request_id=r.request_id,
-                )
-                for r in reports
-            ],
+            outcomes=[self._complete_request(r) for r in reports],
         )
         try:
             response = self._call("CompleteBatch", request, rejected=UNAUTHENTICATED)

@@ -13,8 +13,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -139,19 +140,28 @@ class Scripted(worker_pb2_grpc.WorkerServiceServicer):
         return worker_pb2.CompleteResponse()
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[Scripted, GrpcWorkerTransport]]:
-    servicer = Scripted()
+@contextmanager
+def _serving(register: Callable[[grpc.Server], None]) -> Iterator[GrpcWorkerTransport]:
+    """A worker transport talking to a real gRPC server that ``register`` gave handlers."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
+    register(server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     client = RaftschedClient([f"127.0.0.1:{port}"], deadline=5.0)
     try:
-        yield servicer, GrpcWorkerTransport(client, worker_id="w1")
+        yield GrpcWorkerTransport(client, worker_id="w1")
     finally:
         client.close()
         server.stop(0)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Scripted, GrpcWorkerTransport]]:
+    servicer = Scripted()
+    with _serving(
+        lambda server: worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
+    ) as transport:
+        yield servicer, transport
 
 
 def _report(token: int, message: str = "", **fields: Any) -> Report:
@@ -181,18 +191,9 @@ def old_server() -> Iterator[tuple[Scripted, GrpcWorkerTransport]]:
             response_serializer=worker_pb2.CompleteResponse.SerializeToString,
         )
     }
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("raftsched.v1.WorkerService", handlers),)
-    )
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    client = RaftschedClient([f"127.0.0.1:{port}"], deadline=5.0)
-    try:
-        yield servicer, GrpcWorkerTransport(client, worker_id="w1")
-    finally:
-        client.close()
-        server.stop(0)
+    generic = grpc.method_handlers_generic_handler("raftsched.v1.WorkerService", handlers)
+    with _serving(lambda server: server.add_generic_rpc_handlers((generic,))) as transport:
+        yield servicer, transport
 
 
 def test_an_older_server_gets_complete_calls_with_the_same_ids(

@@ -148,11 +148,7 @@ class CommandBatcher:
 
     def propose(self, command: c.Command, context: grpc.ServicerContext | None = None) -> r.Result:
         budget = self._budget(context)
-        item = _Item(command)
-        with self._cond:
-            self._start()
-            self._waiting.append(item)
-            self._cond.notify_all()
+        (item,) = self._enqueue([command])
         return self.outcome(item, context, budget)
 
     def propose_all(
@@ -161,11 +157,7 @@ class CommandBatcher:
         """Each command's Result, or the error ``propose`` would have raised for it: one
         call's commands (CompleteBatch) wait together, so they share an entry."""
         end = time.monotonic() + self._budget(context)
-        items = [_Item(command) for command in commands]
-        with self._cond:
-            self._start()
-            self._waiting.extend(items)
-            self._cond.notify_all()
+        items = self._enqueue(commands)
         out: list[r.Result | Exception] = []
         for item in items:
             try:
@@ -173,6 +165,15 @@ class CommandBatcher:
             except Exception as err:
                 out.append(err)
         return out
+
+    def _enqueue(self, commands: list[c.Command]) -> list[_Item]:
+        """Hand the commands to the proposer thread, together (so they share an entry)."""
+        items = [_Item(command) for command in commands]
+        with self._cond:
+            self._start()
+            self._waiting.extend(items)
+            self._cond.notify_all()
+        return items
 
     def outcome(
         self, item: _Item, context: grpc.ServicerContext | None, budget: float | None = None
