@@ -121,6 +121,10 @@ class SchedulerState(StateViews):
         # state is the same as the previous release's.
         self.cluster_version = vs.BASELINE_RELEASE
 
+    def remembers(self, request_id: str) -> bool:
+        """Whether a command with this request id was applied (its result is remembered)."""
+        return self._dedup.get(request_id) is not None
+
     # == apply ===============================================================================
 
     def apply(self, command: c.Command, *, log_index: int) -> Result:

@@ -9,12 +9,13 @@ once without two attempts ever overlapping (docs/architecture.md §11). Each rep
 sent it: one that comes after the lease expired, or after the worker's own report, is refused
 and changes nothing.
 
-    python -m raftsched.worker._last_words CONFIG_FD WORKER_PID   (stdin: {"held", "poll"})
+    python -m raftsched.worker._last_words CONFIG_FD WORKER_PID   (stdin: {"held", "polls"})
 
 ``CONFIG_FD`` is the memfd the worker armed its supervisor with (``Executor.arm``): JSON with
-``servers``, ``token``, ``tls_ca``, ``worker_id`` and ``lease_ttl``. ``poll`` is the worker's
-last Lease (request id, max_tasks): what it granted and the worker never held is handed back
-(see :func:`_replay`). Best effort and bounded: it gives up once the leases would have
+``servers``, ``token``, ``tls_ca``, ``worker_id`` and ``lease_ttl``. ``polls`` are the worker's
+calls in flight that lease (request id, max_tasks): its last Lease, and its last CompleteBatch
+that asked for more tasks; what they granted and the worker never held is handed back (see
+:func:`_replay`). Best effort and bounded: it gives up once the leases would have
 expired anyway (``lease_ttl``), and never raises. Its log lines go to the worker's stderr.
 """
 
@@ -53,9 +54,10 @@ def report(
     config: dict[str, Any],
     leases: list[dict[str, Any]],
     worker_pid: int,
-    poll: dict[str, Any] | None = None,
+    polls: list[dict[str, Any]] | None = None,
 ) -> int:
-    """Report each lease as a failed attempt, then hand back what ``poll`` granted that the
+    """Report each lease as a failed attempt, then hand back what ``polls`` (the worker's
+    calls in flight that lease: its Lease, a CompleteBatch asking for more) granted that the
     worker never held; the number of attempts the cluster accepted as failed."""
     from raftsched.api.client import RaftschedClient
     from raftsched.core.model import TaskKey
@@ -96,12 +98,12 @@ def report(
                 else:
                     log.info("%s: the lease had already ended; nothing to report", what)
                 break
-        if poll and poll.get("request_id"):
-            held = {
-                (str(x["dag_id"]), str(x["run_id"]), str(x["task_id"]), int(x["token"]))
-                for x in leases
-            }
-            _replay(transport, config, poll, held)
+        held = {
+            (str(x["dag_id"]), str(x["run_id"]), str(x["task_id"]), int(x["token"])) for x in leases
+        }
+        for poll in polls or ():
+            if poll.get("request_id"):
+                _replay(transport, config, poll, held)
     finally:
         client.close()
     return accepted
@@ -151,8 +153,8 @@ def main(argv: list[str]) -> int:
         if not isinstance(config, dict) or not isinstance(state, dict):
             raise ValueError("expected JSON objects (config; held leases and last poll)")
         leases = [x for x in state.get("held") or () if isinstance(x, dict)]
-        poll = state.get("poll") if isinstance(state.get("poll"), dict) else None
-        report(config, leases, worker_pid, poll)
+        polls = [x for x in state.get("polls") or () if isinstance(x, dict)]
+        report(config, leases, worker_pid, polls)
     except Exception:
         log.exception("the dead worker's attempts could not be reported; their leases expire")
         return 1

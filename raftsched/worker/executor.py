@@ -132,12 +132,14 @@ class Executor:
         """The worker holds ``lease`` (dag_id, run_id, task_id, token) until :meth:`drop`."""
         self._supervisor().request({"op": "hold", "ref": ref, "lease": dict(lease)})
 
-    def polling(self, request_id: str, max_tasks: int) -> None:
-        """A Lease is about to be sent: should this process die before it holds what that
-        poll granted, the death report replays it (same request id) to hand the grants back.
-        Only the latest poll counts; an empty ``request_id``: none in flight any more."""
+    def polling(self, request_id: str, max_tasks: int, slot: str = "lease") -> None:
+        """A call that leases is about to be sent: should this process die before it holds
+        what that call granted, the death report replays it (a Lease with the same request
+        id) to hand the grants back. Only the latest call of each ``slot`` counts ("lease":
+        the Lease long poll; "outcomes": a CompleteBatch asking for more); an empty
+        ``request_id``: none in flight any more."""
         self._supervisor().request(
-            {"op": "poll", "request_id": request_id, "max_tasks": int(max_tasks)}
+            {"op": "poll", "request_id": request_id, "max_tasks": int(max_tasks), "slot": slot}
         )
 
     def drop(self, ref: str) -> None:

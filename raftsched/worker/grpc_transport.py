@@ -176,15 +176,33 @@ class GrpcWorkerTransport:
         (applied), False (refused, as ``complete``) or the ApiError its own Complete would
         have raised; None when the cluster has no CompleteBatch (an older release: it answers
         UNIMPLEMENTED, or PERMISSION_DENIED where its token check does not know the method)."""
+        return self.complete_and_lease(reports, "", 0)[0]
+
+    def complete_and_lease(
+        self, reports: Sequence[Report], request_id: str, max_tasks: int
+    ) -> tuple[list[bool | ApiError] | None, list[Assignment]]:
+        """``complete_many``, and with ``max_tasks`` > 0 a lease of up to that many more tasks
+        in the same Raft entry (CompleteBatchRequest.next, its request id ``request_id``): the
+        answers, and what it granted (none from a cluster that does not know ``next``)."""
         request = worker_pb2.CompleteBatchRequest(
             worker_id=self.worker_id,
             outcomes=[self._complete_request(r) for r in reports],
         )
+        if max_tasks > 0:
+            request.next.CopyFrom(
+                worker_pb2.LeaseRequest(
+                    worker_id=self.worker_id,
+                    max_tasks=max_tasks,
+                    lease_ttl_seconds=self.lease_ttl,
+                    request_id=request_id,
+                    queues=self.queues,
+                )
+            )
         try:
             response = self._call("CompleteBatch", request, rejected=UNAUTHENTICATED)
         except ApiError as err:
             if err.code in UNSUPPORTED:
-                return None
+                return None, []
             raise
         if len(response.answers) != len(reports):
             raise ApiError(
@@ -192,7 +210,9 @@ class GrpcWorkerTransport:
                 f"{len(response.answers)} answers to {len(reports)} outcomes",
                 method="CompleteBatch",
             )
-        return [_answer(a) for a in response.answers]
+        return [_answer(a) for a in response.answers], [
+            assignment_from(lease) for lease in response.leases
+        ]
 
     def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:
         request = worker_pb2.AppendLogsRequest(

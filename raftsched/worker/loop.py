@@ -6,6 +6,8 @@
 - Heartbeats and self-fencing (lease safety by construction): ``heartbeats.py``.
 - An attempt that ends is reported with ``complete`` (its logs first; outcomes ending together
   share a call: ``reports.py``), retried while the lease lives; a refusal is logged, dropped.
+  That call asks for as many tasks as its outcomes free slots, leased in the same Raft entry
+  (a chain's next step comes back with its upstream's answer); they start as the poll's do.
 - :meth:`Worker.stop` (SIGTERM): stop leasing (an outstanding long poll is cut short, see
   ``WorkerTransport.interrupt``); running attempts get ``grace_period`` to end, then are killed
   and their leases released, and :meth:`run` returns. Shutdown is bounded even when the cluster
@@ -38,7 +40,7 @@ from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.logging_setup import task_context
 from raftsched.worker.callback_runner import CallbackRunner
-from raftsched.worker.executor import executor
+from raftsched.worker.death_report import OUTCOMES, DeathReport
 from raftsched.worker.heartbeats import (
     MAX_BEATS_IN_FLIGHT,
     SUPERVISOR_LAG,
@@ -48,7 +50,7 @@ from raftsched.worker.heartbeats import (
 )
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
 from raftsched.worker.reports import OutcomeBatcher
-from raftsched.worker.runner import GUARDED, KILL_GRACE, Attempt, Outcome, held_lease
+from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
 from raftsched.worker.task_secrets import with_secrets
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
@@ -70,11 +72,6 @@ LOG_CLOSE_TIMEOUT = 10.0
 SHUTDOWN_CALL_TIMEOUT = 2.0  # once stopping: the most any call, or the last logs, may take
 
 
-def _ref(key: TaskKey, token: int) -> str:
-    """How the worker and its supervisor name a held lease."""
-    return f"{key.dag_id}/{key.run_id}/{key.task_id}#{token}"
-
-
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -90,7 +87,7 @@ class WorkerSettings:
     noop: bool = False
 
 
-class Worker(Heartbeats):
+class Worker(DeathReport, Heartbeats):
     def __init__(
         self,
         transport: WorkerTransport,
@@ -115,8 +112,9 @@ class Worker(Heartbeats):
         self.margin = fence_margin(ttl)
         self.window = ttl - self.margin  # an attempt unheartbeated this long is killed
         self._beats = threading.Semaphore(MAX_BEATS_IN_FLIGHT)
-        self._armed = False  # the supervisor's death report (see _arm)
-        self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running)  # (#11)
+        self._armed = False  # the supervisor's death report (worker.death_report)
+        # Outcomes that end together share a call, which leases their slots again (#11)
+        self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running, leasing=self)
         # Callback jobs run on a thread of their own (worker.callback_runner)
         self.callbacks = CallbackRunner.for_worker(transport, self.worker_id, self.settings.noop)
 
@@ -150,8 +148,7 @@ class Worker(Heartbeats):
                     log.exception("lease failed (again in %.1fs)", backoff)
                     leases = []
                 self._hold(leases)
-                if self._armed:  # answered (and what it granted held): nothing to replay
-                    executor().polling("", 0)
+                self._polling("", 0)  # answered (and what it granted held): nothing to replay
                 for assignment, granted in self._confirm(leases, sent):
                     self._start(assignment, granted)
                 self._stopping.wait(backoff)
@@ -162,32 +159,19 @@ class Worker(Heartbeats):
             self._stopped.set()
             beats.join(SHUTDOWN_CALL_TIMEOUT)  # a daemon: a beat sent before stop() may hang
 
-    def _arm(self) -> None:
-        """Arm the death report (docs/architecture.md §11): should this process die, its
-        task supervisor reports the attempts it held as failed once they are all dead."""
-        last_words = getattr(self.transport, "last_words", None)
-        config = (
-            last_words() if callable(last_words) and GUARDED and not self.settings.noop else None
-        )
-        if config is not None:
-            executor().arm(
-                {**config, "worker_id": self.worker_id, "lease_ttl": self.settings.lease_ttl}
-            )
-            self._armed = True
-            if hasattr(self.transport, "on_poll"):
-                self.transport.on_poll = lambda rid, n: executor().polling(rid, n)
+    # -- what an outcome's call leases (worker.reports.Leasing) --------------------------------
+    def slots(self, outcomes: int) -> int:
+        """The slots of attempts whose outcomes go now: asked for again in the same call."""
+        return 0 if self._stopping.is_set() else outcomes
 
-    def _hold(self, leases: list[Assignment]) -> None:
-        """Tell the supervisor, before anything of them starts, which leases we hold."""
-        if self._armed:
-            ex = executor()
-            for a in leases:
-                ex.hold(_ref(a.key, a.token), held_lease(a))
+    def sending(self, request_id: str, max_tasks: int) -> None:
+        self._polling(request_id, max_tasks, OUTCOMES)
 
-    def _drop(self, leases: list[tuple[TaskKey, int]]) -> None:
-        if self._armed:
-            for key, token in leases:
-                executor().drop(_ref(key, token))
+    def granted(self, grants: list[Assignment], sent: float) -> None:
+        self._hold(grants)
+        self._polling("", 0, OUTCOMES)
+        for assignment, at in self._confirm(grants, sent):
+            self._start(assignment, at)
 
     def stop(self) -> None:
         """Stop leasing and begin the graceful shutdown. Safe from a signal handler of a thread

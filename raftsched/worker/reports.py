@@ -12,6 +12,14 @@ caller retries while the lease may still be ours). Each outcome's request id is 
 its lease (worker, task, token): an attempt has one outcome, so every retry of it, batched
 or not, carries the same id and the cluster applies it once.
 
+Next leases: with ``leasing`` (the worker), a call may also ask for as many more tasks as
+``leasing.slots`` allows (the slots its outcomes free) through the transport's
+``complete_and_lease``: the cluster leases them in the same Raft entry, after the outcomes,
+so a chain's next step comes back with its upstream's answer instead of waiting for the
+worker's long poll (issue #11). ``leasing.sending`` is told the call's lease request id
+before it goes (the death report replays it), ``leasing.granted`` gets what it granted
+(possibly nothing) before the outcomes' callers are answered.
+
 Fallback: a transport without ``complete_many`` is called per outcome, as before; a cluster
 without CompleteBatch (``complete_many`` returns None: an older release) is too, and asked
 again only after :data:`RETRY_BATCH_AFTER` seconds (a rolling upgrade).
@@ -23,10 +31,11 @@ import hashlib
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from raftsched.core.model import TaskKey
 
@@ -82,6 +91,22 @@ def outcome_request_id(worker_id: str, key: TaskKey, token: int) -> str:
     return "o-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+class Leasing(Protocol):
+    """What the worker tells an :class:`OutcomeBatcher` that may lease (see the module)."""
+
+    def slots(self, outcomes: int) -> int:
+        """How many more tasks a call carrying ``outcomes`` outcomes may ask for (0: none)."""
+        ...
+
+    def sending(self, request_id: str, max_tasks: int) -> None:
+        """A call asking for ``max_tasks`` under ``request_id`` is about to go."""
+        ...
+
+    def granted(self, grants: list[Any], sent: float) -> None:
+        """What that call granted (monotonic ``sent``: when it went), possibly nothing."""
+        ...
+
+
 class _Pending:
     __slots__ = ("alone", "answer", "done", "error", "report")
 
@@ -97,13 +122,21 @@ class OutcomeBatcher:
     """Thread-safe. ``complete`` has the transport's ``complete`` contract."""
 
     def __init__(
-        self, transport: Any, worker_id: str, running: Sized = (), *, linger: float = LINGER
+        self,
+        transport: Any,
+        worker_id: str,
+        running: Sized = (),
+        *,
+        linger: float = LINGER,
+        leasing: Leasing | None = None,
     ) -> None:
         self.transport = transport
         self.worker_id = worker_id
         self.running = running  # the worker's attempts under way (their outcomes included)
         self.linger = linger
+        self.leasing = leasing
         self._many = getattr(transport, "complete_many", None)
+        self._and_lease = getattr(transport, "complete_and_lease", None)
         self._cond = threading.Condition()
         self._waiting: deque[_Pending] = deque()
         self._started = False
@@ -198,7 +231,12 @@ class OutcomeBatcher:
 
     def _send(self, batch: list[_Pending]) -> None:
         self.calls += 1
-        answers = self._many([p.report for p in batch])
+        reports = [p.report for p in batch]
+        more = self.leasing.slots(len(batch)) if self.leasing is not None else 0
+        if more > 0 and callable(self._and_lease):
+            answers = self._send_and_lease(reports, more)
+        else:
+            answers = self._many(reports)
         if answers is None:  # an older cluster: per outcome, for a while
             log.info("the cluster has no CompleteBatch: outcomes go one call each")
             self._unsupported_until = time.monotonic() + RETRY_BATCH_AFTER
@@ -214,3 +252,19 @@ class OutcomeBatcher:
             else:
                 pending.answer = bool(answer)
             pending.done.set()
+
+    def _send_and_lease(self, reports: list[Report], more: int) -> Any:
+        assert self.leasing is not None
+        request_id = uuid.uuid4().hex
+        self.leasing.sending(request_id, more)
+        sent = time.monotonic()
+        grants: list[Any] = []
+        try:
+            answers, grants = self._and_lease(reports, request_id, more)
+        finally:  # unanswered: what it may have granted expires (or the death report hands
+            # it back, should this process die now); answered: held before anything starts
+            try:
+                self.leasing.granted(grants, sent)
+            except Exception:
+                log.exception("starting what an outcome's call leased failed")
+        return answers

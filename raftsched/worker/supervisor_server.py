@@ -46,7 +46,9 @@ class Server:
         # here so that no fork of this process (a task) has the worker's token in its memory.
         self.held: dict[str, dict[str, Any]] = {}
         self.report_fd: int | None = None
-        self.poll: dict[str, Any] | None = None  # the worker's latest Lease (``poll``)
+        # The worker's calls in flight that may grant leases (``poll``), by slot: its latest
+        # Lease ("lease") and its latest CompleteBatch that asks for more ("outcomes")
+        self.polls: dict[str, dict[str, Any]] = {}
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -106,7 +108,7 @@ class Server:
         for pid in self.forkservers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        armed = self.report_fd is not None and (self.held or self.poll) and not self.is_forkserver
+        armed = self.report_fd is not None and (self.held or self.polls) and not self.is_forkserver
         if armed and self._all_gone():
             self._report_death()
         os._exit(0)
@@ -140,7 +142,8 @@ class Server:
         """Start the reporter, detached: it gets the armed memfd and the held leases."""
         assert self.report_fd is not None
         try:
-            data = json.dumps({"held": list(self.held.values()), "poll": self.poll}).encode()
+            polls = list(self.polls.values())
+            data = json.dumps({"held": list(self.held.values()), "polls": polls}).encode()
             leases = os.memfd_create("raftsched-held", 0)
             view = memoryview(data)
             while view:
@@ -248,9 +251,11 @@ class Server:
         elif op == "hold" and isinstance(message.get("lease"), dict):
             self.held[str(message.get("ref"))] = message["lease"]
         elif op == "poll":  # an empty request id: the poll was answered, nothing in flight
-            rid = str(message.get("request_id") or "")
-            self.poll = {"request_id": rid, "max_tasks": int(message.get("max_tasks") or 0)}
-            self.poll = self.poll if rid else None
+            rid, slot = str(message.get("request_id") or ""), str(message.get("slot") or "lease")
+            if rid:
+                self.polls[slot] = {"request_id": rid, "max_tasks": int(message["max_tasks"] or 0)}
+            else:
+                self.polls.pop(slot, None)
         elif op == "drop":
             self.held.pop(str(message.get("ref")), None)
         elif op == "arm" and fds and not self.is_forkserver:

@@ -4,8 +4,9 @@ a real attempt (with a daemon it forked), kill -9 of the "worker".
 
 - The held lease is reported as a failed attempt, fenced by its token and the worker's id,
   and only once every process of the attempt is gone (checked when the report arrives).
-- The worker's last poll is replayed with its request id and wait 0; what it grants that was
-  not held is handed back with Release; a held lease is not.
+- The worker's calls in flight that lease (its last poll, its last CompleteBatch asking for
+  more) are replayed with their request ids and wait 0; what they grant that was not held is
+  handed back with Release; a held lease is not.
 - The transport names each poll's request id before sending it; a node's long poll whose
   caller has gone proposes no further LeaseTasks.
 """
@@ -67,7 +68,8 @@ class Recording(worker_pb2_grpc.WorkerServiceServicer):
 
     def Release(self, request: Any, context: grpc.ServicerContext) -> Any:
         self.releases.append(request)
-        self.done.set()
+        if len(self.releases) == 2:  # one per call in flight: the poll, the outcomes' call
+            self.done.set()
         return worker_pb2.ReleaseResponse(released=list(request.leases))
 
 
@@ -86,6 +88,9 @@ WORKER = """\
     ex.spawn(kind="bash", env={"PATH": os.environ["PATH"]}, cwd=workdir, stdout=null,
              stderr=null, command=command)
     ex.polling("rid-1", 2)
+    ex.polling("rid-2", 1, slot="outcomes")  # a CompleteBatch asking for one more task
+    ex.polling("rid-0", 3, slot="gone")
+    ex.polling("", 0, slot="gone")  # answered: nothing of it to replay
     print("ready", flush=True)
     time.sleep(1000)
     """
@@ -133,10 +138,11 @@ def test_a_dead_workers_attempt_is_reported_once_it_is_dead(
     assert (complete.worker_id, complete.key.task_id, complete.token) == ("w", "t", 5)
     assert not complete.success and "died while the attempt ran" in complete.message
     assert alive_then == [False, False], "reported before every process of the attempt died"
-    (lease,) = servicer.leases
-    assert (lease.request_id, lease.worker_id, lease.max_tasks) == ("rid-1", "w", 2)
-    assert lease.wait_seconds == 0 and lease.lease_ttl_seconds == 10
-    (release,) = servicer.releases
+    replayed = sorted((x.request_id, x.worker_id, x.max_tasks) for x in servicer.leases)
+    assert replayed == [("rid-1", "w", 2), ("rid-2", "w", 1)]
+    assert all(x.wait_seconds == 0 and x.lease_ttl_seconds == 10 for x in servicer.leases)
+    assert len(servicer.releases) == 2
+    release = servicer.releases[0]
     assert release.worker_id == "w"
     assert [(r.key.task_id, r.token) for r in release.leases] == [("never", 7)]
 

@@ -163,14 +163,16 @@ class CompleteResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[_common_pb2.TaskState, str]] = ...) -> None: ...
 
 class CompleteBatchRequest(_message.Message):
-    __slots__ = ("worker_id", "outcomes", "request_id")
+    __slots__ = ("worker_id", "outcomes", "request_id", "next")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     outcomes: _containers.RepeatedCompositeFieldContainer[CompleteRequest]
     request_id: str
-    def __init__(self, worker_id: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[CompleteRequest, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+    next: LeaseRequest
+    def __init__(self, worker_id: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[CompleteRequest, _Mapping]]] = ..., request_id: _Optional[str] = ..., next: _Optional[_Union[LeaseRequest, _Mapping]] = ...) -> None: ...
 
 class CompleteAnswer(_message.Message):
     __slots__ = ("code", "message", "state")
@@ -183,10 +185,12 @@ class CompleteAnswer(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ...) -> None: ...
 
 class CompleteBatchResponse(_message.Message):
-    __slots__ = ("answers",)
+    __slots__ = ("answers", "leases")
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
     answers: _containers.RepeatedCompositeFieldContainer[CompleteAnswer]
-    def __init__(self, answers: _Optional[_Iterable[_Union[CompleteAnswer, _Mapping]]] = ...) -> None: ...
+    leases: _containers.RepeatedCompositeFieldContainer[TaskLease]
+    def __init__(self, answers: _Optional[_Iterable[_Union[CompleteAnswer, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[TaskLease, _Mapping]]] = ...) -> None: ...
 
 class AppendLogsRequest(_message.Message):
     __slots__ = ("worker_id", "key", "token", "chunks", "request_id")

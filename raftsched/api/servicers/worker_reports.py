@@ -7,8 +7,15 @@ with its first result, whichever call or entry carried it) and gets its own answ
 status its own Complete would have ended with. They are handed to the node's
 ``CommandBatcher`` together, so they share one Raft entry.
 
-The call itself fails only when it cannot be read (INVALID_ARGUMENT: too many outcomes);
-an outcome past a bound is answered INVALID_ARGUMENT alone, the others are applied.
+The call itself fails only when it cannot be read (INVALID_ARGUMENT: too many outcomes, a
+malformed ``next``); an outcome past a bound is answered INVALID_ARGUMENT alone, the others
+are applied.
+
+``next`` (the slots these outcomes free): a LeaseTasks for the worker goes in the same entry,
+after the outcomes, so the task a success queued (a chain's next step) is leased in the
+commit round of its upstream's outcome, whether or not the worker's long poll is open at
+that moment; the grants come back with the answers. Its failure costs the outcomes nothing:
+the call then answers them with no grants (the worker's poll leases as before).
 """
 
 from __future__ import annotations
@@ -35,6 +42,12 @@ class ReportRpcs:
     def _complete_command(self, request: Any) -> Any:  # pragma: no cover - WorkerServicer's
         raise NotImplementedError
 
+    def _next_lease_command(self, request: Any, worker_id: str) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _granted(self, grants: tuple[Any, ...], worker_id: str, base: str) -> Any:
+        raise NotImplementedError  # pragma: no cover - WorkerServicer's
+
     @translate_errors
     def CompleteBatch(self, request: Any, context: grpc.ServicerContext) -> Any:
         outcomes = list(request.outcomes)
@@ -49,10 +62,25 @@ class ReportRpcs:
                 answers[i] = _failed(err)
                 continue
             where.append(i)
-        results = self.batcher.propose_all(commands, context) if commands else []
-        for i, command, result in zip(where, commands, results, strict=True):
+        lease = self._next_lease_command(request, request.worker_id) if commands else None
+        asked = [*commands, lease] if lease is not None else commands
+        results = self.batcher.propose_all(asked, context) if asked else []
+        for i, command, result in zip(where, commands, results, strict=False):
             answers[i] = _answer(result, command.key, outcomes[i].token)
-        return worker_pb2.CompleteBatchResponse(answers=answers)
+        response = worker_pb2.CompleteBatchResponse(answers=answers)
+        if lease is not None:
+            response.leases.extend(self._next_leases(lease, results[-1]))
+        return response
+
+    def _next_leases(self, lease: Any, result: Any) -> list[Any]:
+        """What ``next``'s LeaseTasks granted, as Lease answers it; none if it failed."""
+        grants = getattr(result, "value", None) if getattr(result, "ok", False) else None
+        if not isinstance(grants, tuple) or not grants:
+            if not isinstance(result, Exception) and not getattr(result, "ok", False):
+                log.debug("CompleteBatch's next lease granted nothing: %s", result.reason)
+            return []
+        base = lease.request_id.rpartition("#")[0]
+        return list(self._granted(grants, lease.worker_id, base).leases)
 
 
 def _answer(result: Any, key: Any, token: int) -> Any:

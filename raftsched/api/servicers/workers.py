@@ -56,6 +56,8 @@ MIN_LEASE_TTL = limits.MIN_LEASE_TTL_SECONDS
 MAX_LEASE_TTL = limits.MAX_LEASE_TTL_SECONDS
 MAX_REFS = limits.MAX_ITEMS_PER_COMMAND
 CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
+# A poll rides at once only on a node that heard from its leader this recently (seconds)
+LEADER_CONTACT = 1.0
 
 
 class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServicer):
@@ -92,7 +94,10 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
                 queues=queues,
             )
 
-        rode = False  # the last LeaseTasks rode in another call's entry (worker_batch.Rider)
+        # the last LeaseTasks rode in another call's entry (worker_batch.Rider); a poll that
+        # finds nothing queued for it here rides at once (see _nothing_to_lease)
+        seen = self.signal.generation
+        rode = wait > 0 and self._nothing_to_lease(queues, make().request_id)
         while True:
             if attempt and not context.is_active():
                 # The caller left while we waited (a dead worker): grant it nothing more.
@@ -123,6 +128,25 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
                     return worker_pb2.LeaseResponse()
             elif not woke:
                 return worker_pb2.LeaseResponse()
+
+    def _nothing_to_lease(self, queues: tuple[str, ...], first_request_id: str) -> bool:
+        """True when this replica holds no task queued in ``queues`` and the poll's first
+        LeaseTasks was never applied here: its proposal could grant nothing, yet would cost a
+        Raft entry and a commit round during which an outcome's entry carries no rider for it
+        (a chain's next step then waits for another round). Read after ``seen``: a task queued
+        since wakes the poll, and a task this replica has not yet applied wakes it when it
+        does. A retried poll whose first LeaseTasks was applied proposes as before (its
+        grants are replayed, not waited for)."""
+        wanted = frozenset(queues or (DEFAULT_QUEUE,))
+
+        def check(st: Any) -> bool:
+            queued = st.task_queue.queued_by_queue()
+            return wanted.isdisjoint(queued) and not st.remembers(first_request_id)
+
+        contact = getattr(self.ctx.node, "last_leader_contact", None)
+        if contact is None or time.time() - contact > LEADER_CONTACT:
+            return False  # cut off, perhaps: propose, so that the worker hears it and moves on
+        return bool(self.ctx.node.read(check))
 
     @staticmethod
     def _grants(result: r.Result) -> tuple[Any, ...]:
@@ -252,6 +276,28 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
         items = result.value if isinstance(result.value, tuple) else ()
         released = [pb for pb, item in zip(request.leases, items, strict=False) if item.ok]
         return worker_pb2.ReleaseResponse(released=released)
+
+    def _next_lease_command(self, request: Any, worker_id: str) -> c.LeaseTasks | None:
+        """CompleteBatch's ``next``: the LeaseTasks that rides after the outcomes, or None
+        (not asked). Bounded as Lease's request is (INVALID_ARGUMENT)."""
+        if not request.HasField("next") or request.next.max_tasks == 0:
+            return None
+        ask, worker_id = request.next, _worker_id(worker_id)
+        if ask.worker_id and ask.worker_id != worker_id:
+            raise invalid_argument("next.worker_id", ask.worker_id, "must be the outcomes' worker")
+        base = bounds.request_id(ask.request_id)
+        if not base:
+            raise invalid_argument("next.request_id", ask.request_id, "must not be empty")
+        queues = _queues(ask.queues)
+        self._seen(worker_id, queues)
+        return self.ctx.make(
+            c.LeaseTasks,
+            f"{base}#0",  # what a Lease with ``base`` proposes first: a replay returns it
+            worker_id=worker_id,
+            max_tasks=bounds.count("next.max_tasks", ask.max_tasks, 1, MAX_TASKS),
+            lease_ttl_seconds=self._ttl(ask.lease_ttl_seconds, "next.lease_ttl_seconds"),
+            queues=queues,
+        )
 
     def _ttl(self, value: float, field: str) -> float:
         """0: the server's default; else MIN_LEASE_TTL..MAX_LEASE_TTL seconds (finite)."""

@@ -1,0 +1,229 @@
+"""A chain's next step is leased in its upstream's commit round (issue #11).
+
+- CompleteBatch's ``next``: the LeaseTasks rides in the outcomes' entry, after them, so it
+  grants the task the success queued; its request id is ``next.request_id#0``, so a Lease
+  replayed with ``next.request_id`` (the death report) returns the same grants.
+- A long poll that finds nothing queued for it rides at once (no LeaseTasks of its own, no
+  entry), and still gets the task an outcome queues; a poll whose first LeaseTasks was already
+  applied (a retry) proposes as before and gets its grants back at once.
+- The worker's OutcomeBatcher asks for its outcomes' slots and starts what they granted.
+
+The servicers run over a real SchedulerState (test_api_bounds' stand-ins for the node and the
+proposer), as in test_batch_worker_calls.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from test_api_bounds import Aborted
+from test_batch_worker_calls import WAIT, Call, GatedApi, in_threads, lease, trigger, wait_until
+from test_state_harness import dag, task
+
+from raftsched.api.gen import common_pb2, worker_pb2
+from raftsched.core import commands as c
+from raftsched.core.model import TaskKey
+from raftsched.store.engine import create_engine_for
+from raftsched.store.migrate import init_db
+from raftsched.worker.reports import OutcomeBatcher
+
+
+@pytest.fixture
+def api(sqlite_url: str) -> Iterator[GatedApi]:
+    engine = create_engine_for(sqlite_url)
+    init_db(engine)
+    instance = GatedApi(engine)
+    instance.sim.register(dag("flat", *(task(f"t{i}") for i in range(4))))
+    try:
+        yield instance
+    finally:
+        instance.close()
+        engine.dispose()
+
+
+def _outcome(grant: Any, request_id: str) -> Any:
+    k = grant.key
+    return worker_pb2.CompleteRequest(
+        worker_id="w1",
+        key=common_pb2.TaskKey(dag_id=k.dag_id, run_id=k.run_id, task_id=k.task_id),
+        token=grant.token,
+        success=True,
+        exit_code=0,
+        request_id=request_id,
+    )
+
+
+def _complete_and_lease(api: GatedApi, grant: Any, lease_id: str, more: int = 1) -> Any:
+    request = worker_pb2.CompleteBatchRequest(
+        worker_id="w1",
+        outcomes=[_outcome(grant, f"o-{grant.key.task_id}")],
+        next=worker_pb2.LeaseRequest(worker_id="w1", max_tasks=more, request_id=lease_id),
+    )
+    return api.workers.CompleteBatch(request, Call())
+
+
+def test_an_outcome_call_leases_the_task_its_success_queues_in_the_same_entry(
+    api: GatedApi,
+) -> None:
+    trigger(api, "d")  # d: t >> u
+    (grant,) = lease(api, 1)
+    response = _complete_and_lease(api, grant, "next-1")
+    assert response.answers[0].state == common_pb2.TASK_STATE_SUCCESS
+    assert [g.key.task_id for g in response.leases] == ["u"]
+    (batch,) = api.entries(c.Batch)  # one entry: the outcome, then its LeaseTasks
+    assert [type(x) for x in batch.commands] == [c.CompleteAttempt, c.LeaseTasks]
+    assert batch.commands[1].request_id.endswith("next-1#0")  # scoped to the caller
+    index = next(i for cmd, i in api.sim.log if cmd is batch)
+    assert response.leases[0].token == index  # fenced by that entry's index
+    # The death report replays it as a Lease with the same request id: the same grant
+    replayed = api.workers.Lease(
+        worker_pb2.LeaseRequest(worker_id="w1", max_tasks=1, request_id="next-1"), Call()
+    )
+    assert [(g.key.task_id, g.token) for g in replayed.leases] == [("u", index)]
+
+
+def test_an_outcome_call_without_next_leases_nothing(api: GatedApi) -> None:
+    trigger(api, "d")
+    (grant,) = lease(api, 1)
+    request = worker_pb2.CompleteBatchRequest(worker_id="w1", outcomes=[_outcome(grant, "o")])
+    response = api.workers.CompleteBatch(request, Call())
+    assert response.answers[0].state == common_pb2.TASK_STATE_SUCCESS and not response.leases
+    assert not [x for x in api.entries(c.LeaseTasks) if x.request_id.startswith("o")]
+
+
+def test_next_for_another_worker_is_refused(api: GatedApi) -> None:
+    trigger(api, "d")
+    (grant,) = lease(api, 1)
+    request = worker_pb2.CompleteBatchRequest(
+        worker_id="w1",
+        outcomes=[_outcome(grant, "o")],
+        next=worker_pb2.LeaseRequest(worker_id="w2", max_tasks=1, request_id="n"),
+    )
+    with pytest.raises(Aborted) as raised:
+        api.workers.CompleteBatch(request, Call())
+    assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "next.worker_id" in raised.value.details
+    assert not api.entries(c.CompleteAttempt) and not api.entries(c.Batch)  # nothing applied
+
+
+def _in_contact(api: GatedApi) -> None:
+    api.node.last_leader_contact = time.time() + 3600  # type: ignore[attr-defined]
+
+
+def test_a_poll_with_nothing_queued_rides_at_once_and_gets_what_an_outcome_queues(
+    api: GatedApi,
+) -> None:
+    _in_contact(api)
+    trigger(api, "d")  # d: t >> u
+    (grant,) = lease(api, 1)
+    before = len(api.entries(c.LeaseTasks))
+    polls, leased = in_threads(lambda: lease(api, 1, wait=5.0))
+    wait_until(lambda: api.workers.batcher._riders)
+    assert len(api.entries(c.LeaseTasks)) == before  # it proposed nothing of its own
+    request = worker_pb2.CompleteBatchRequest(worker_id="w1", outcomes=[_outcome(grant, "o")])
+    api.workers.CompleteBatch(request, Call())
+    polls[0].join(WAIT)
+    assert len(leased) == 1 and [g.key.task_id for g in leased[0]] == ["u"]
+    (batch,) = api.entries(c.Batch)  # the outcome, then the poll's first LeaseTasks
+    assert [type(x) for x in batch.commands] == [c.CompleteAttempt, c.LeaseTasks]
+
+
+def test_a_poll_proposes_first_when_tasks_are_queued_or_the_leader_is_not_heard(
+    api: GatedApi,
+) -> None:
+    trigger(api, "flat")
+    _in_contact(api)
+    assert len(lease(api, 1, wait=5.0)) == 1  # queued here: proposed and granted at once
+    assert len(lease(api, 3)) == 3  # nothing is queued any more
+    proposed = len(api.entries(c.LeaseTasks))
+    assert lease(api, 1, wait=0.2) == []  # nothing to lease: it only waited
+    assert len(api.entries(c.LeaseTasks)) == proposed
+    api.node.last_leader_contact = time.time() - 60  # type: ignore[attr-defined]
+    assert lease(api, 1, wait=0.2) == []  # cut off, perhaps: it proposes (the worker hears)
+    assert len(api.entries(c.LeaseTasks)) == proposed + 1
+
+
+def test_a_retried_poll_whose_first_lease_was_applied_gets_its_grants_at_once(
+    api: GatedApi,
+) -> None:
+    _in_contact(api)
+    trigger(api, "flat")
+    first = api.workers.Lease(
+        worker_pb2.LeaseRequest(worker_id="w1", max_tasks=4, request_id="poll-1"), Call()
+    )
+    assert len(first.leases) == 4  # every task of flat: nothing is queued any more
+    started = time.monotonic()
+    again = api.workers.Lease(
+        worker_pb2.LeaseRequest(worker_id="w1", max_tasks=4, wait_seconds=5.0, request_id="poll-1"),
+        Call(),
+    )
+    assert [g.token for g in again.leases] == [g.token for g in first.leases]
+    assert time.monotonic() - started < WAIT  # answered, not left to wait out its poll
+
+
+# -- the worker's side ----------------------------------------------------------------------
+
+
+class _Transport:
+    def __init__(self, grants: list[Any]) -> None:
+        self.grants = grants
+        self.calls: list[tuple[int, str, int]] = []
+
+    def complete(self, *args: Any, **kwargs: Any) -> bool:  # pragma: no cover - not used
+        raise AssertionError("CompleteBatch is there")
+
+    def complete_many(self, reports: Any) -> list[bool]:
+        self.calls.append((len(reports), "", 0))
+        return [True] * len(reports)
+
+    def complete_and_lease(
+        self, reports: Any, request_id: str, max_tasks: int
+    ) -> tuple[list[bool], list[Any]]:
+        self.calls.append((len(reports), request_id, max_tasks))
+        return [True] * len(reports), self.grants
+
+
+class _Leasing:
+    def __init__(self, slots: int) -> None:
+        self.free = slots
+        self.events: list[tuple[str, Any]] = []
+
+    def slots(self, outcomes: int) -> int:
+        return min(outcomes, self.free)
+
+    def sending(self, request_id: str, max_tasks: int) -> None:
+        self.events.append(("sending", (request_id, max_tasks)))
+
+    def granted(self, grants: list[Any], sent: float) -> None:
+        self.events.append(("granted", list(grants)))
+
+
+def test_the_worker_asks_for_its_outcomes_slots_and_is_handed_the_grants() -> None:
+    transport = _Transport(grants=["next-task"])
+    leasing = _Leasing(slots=1)
+    batcher = OutcomeBatcher(transport, "w1", leasing=leasing)
+    key = TaskKey("d", "r", "t")
+    assert batcher.complete(key, 5, success=True, exit_code=0, message="") is True
+    ((count, request_id, more),) = transport.calls
+    assert (count, more) == (1, 1) and request_id
+    assert leasing.events == [("sending", (request_id, 1)), ("granted", ["next-task"])]
+    leasing.free = 0  # stopping: no more leases
+    assert batcher.complete(key, 6, success=True, exit_code=0, message="") is True
+    assert transport.calls[-1] == (1, "", 0)  # complete_many: nothing asked
+
+
+def test_grants_are_handed_over_even_when_the_call_fails() -> None:
+    class Failing(_Transport):
+        def complete_and_lease(self, reports: Any, request_id: str, max_tasks: int) -> Any:
+            raise grpc.RpcError("unavailable")
+
+    leasing = _Leasing(slots=1)
+    batcher = OutcomeBatcher(Failing([]), "w1", leasing=leasing)
+    with pytest.raises(grpc.RpcError):
+        batcher.complete(TaskKey("d", "r", "t"), 5, success=True, exit_code=0, message="")
+    assert [e[0] for e in leasing.events] == ["sending", "granted"]  # the slot is cleared
+    assert leasing.events[1][1] == []
