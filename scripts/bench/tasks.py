@@ -3,6 +3,9 @@
 
 Phases (each a manual trigger of its own DAG; times read from ``dag_run``/``task_instance``):
 
+i. (only when asked: ``--phases iabcd``) ``--idle`` seconds of nothing with the worker attached:
+   the CPU the cluster burns per second whatever it runs.
+
 a. ``--tasks`` independent ``BashTask("true")``: trigger -> run success.
 b. ``--tasks`` independent no-op ``PythonTask``: trigger -> run success.
 c. ``--chains`` chains x ``--steps`` dependent ``true`` steps: median time per dependent step
@@ -311,6 +314,19 @@ def chains(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> None
     print_cpu(cpu, args.chains * args.steps)
 
 
+def idle(meter: CpuMeter, seconds: float) -> None:
+    """What the cluster, a worker attached and polling, burns doing nothing: the floor under
+    every per-task figure (it is paid per second, however few tasks run)."""
+    before = meter.sample()
+    time.sleep(seconds)
+    cpu = delta(before, meter.sample())
+    print(f"  idle {seconds:g} s, one worker attached")
+    print(
+        "    cpu s per second: "
+        + ", ".join(f"{k} {v / seconds:.3f}" for k, v in cpu.items() if k != "task children")
+    )
+
+
 def kill_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> None:
     dag_id = "b_kill"
     before = meter.sample()
@@ -424,8 +440,11 @@ def main() -> int:
     parser.add_argument("--lease-ttl", type=float, default=5.0)
     parser.add_argument("--limit", type=float, default=600, help="max seconds per phase")
     parser.add_argument(
-        "--phases", default="abcd", help="which phases to run, e.g. 'ab' (default: abcd)"
+        "--phases",
+        default="abcd",
+        help="which phases to run, e.g. 'ab' (default: abcd; i, idle, only when named)",
     )
+    parser.add_argument("--idle", type=float, default=10.0, help="phase i: seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
     args = parser.parse_args()
 
@@ -452,6 +471,8 @@ def main() -> int:
                 f" lease_ttl {args.lease_ttl:g}s",
                 flush=True,
             )
+            if "i" in args.phases:
+                idle(meter, args.idle)
             if "a" in args.phases:
                 flat(cluster, client, meter, "b_bash", args)
             if "b" in args.phases:
