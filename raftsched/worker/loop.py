@@ -232,7 +232,16 @@ class Worker(DeathReport, Heartbeats):
         log.info(
             "noop %s try %d token %d arrived %.6f", describe(a.key), a.try_number, a.token, arrived
         )
-        self._report(None, a, Outcome(True, 0, "noop"))
+
+        def answered(answer: bool | BaseException) -> None:
+            if answer is not True:
+                why = "the lease is no longer ours" if answer is False else answer
+                log.info("noop outcome of %s not applied: %s", describe(a.key), why)
+
+        # Not waited for: this may be the thread that sends outcomes (what its call granted)
+        self.outcomes.submit(
+            a.key, a.token, answered, success=True, exit_code=0, message=outcome_message("noop")
+        )
 
     def _attempt(self, r: _Running) -> None:
         a = r.assignment

@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -108,7 +108,7 @@ class Leasing(Protocol):
 
 
 class _Pending:
-    __slots__ = ("alone", "answer", "done", "error", "report")
+    __slots__ = ("alone", "answer", "done", "error", "on_done", "report")
 
     def __init__(self, report: Report) -> None:
         self.report = report
@@ -116,6 +116,15 @@ class _Pending:
         self.answer = False
         self.error: BaseException | None = None
         self.alone = False  # send it with complete() (the cluster lacks CompleteBatch)
+        self.on_done: Callable[[_Pending], None] | None = None  # submit()'s, on the sender
+
+    def settle(self) -> None:
+        self.done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done(self)
+            except Exception:
+                log.exception("handling the answer to an outcome failed")
 
 
 class OutcomeBatcher:
@@ -155,7 +164,51 @@ class OutcomeBatcher:
         follow: Sequence[str] | None = None,
         skipped: bool = False,
     ) -> bool:
-        report = Report(
+        report = self._report(key, token, success, exit_code, message, result_json, follow, skipped)
+        if self._direct(report):
+            return self._alone(report)
+        pending = self._enqueue(_Pending(report))
+        pending.done.wait()  # the sender always settles it: its call has a deadline
+        return self._answer(pending)
+
+    def submit(
+        self,
+        key: TaskKey,
+        token: int,
+        answered: Callable[[bool | BaseException], None],
+        *,
+        success: bool,
+        exit_code: int | None,
+        message: str,
+    ) -> None:
+        """``complete`` without waiting: ``answered`` gets its answer (or the error it would
+        have raised) on the sender thread, or on this one when it is sent at once. For a
+        caller that must not block, such as a noop worker starting what an outcome's call
+        granted on the sender thread itself."""
+        report = self._report(key, token, success, exit_code, message, "", None, False)
+        if self._direct(report):
+            try:
+                answer: bool | BaseException = self._alone(report)
+            except Exception as err:
+                answer = err
+            answered(answer)
+            return
+        pending = _Pending(report)
+        pending.on_done = lambda p: answered(self._answer_or_error(p))
+        self._enqueue(pending)
+
+    def _report(
+        self,
+        key: TaskKey,
+        token: int,
+        success: bool,
+        exit_code: int | None,
+        message: str,
+        result_json: str,
+        follow: Sequence[str] | None,
+        skipped: bool,
+    ) -> Report:
+        return Report(
             key,
             token,
             success,
@@ -166,23 +219,39 @@ class OutcomeBatcher:
             None if follow is None else tuple(follow),
             skipped,
         )
-        if not callable(self._many):  # a transport without it (tests' fakes): as before
-            return bool(self.transport.complete(key, token, **report.fields()))
-        if time.monotonic() < self._unsupported_until or report.size() > MAX_CHARS:
-            return self._alone(report)
-        pending = _Pending(report)
+
+    def _direct(self, report: Report) -> bool:
+        """Whether it goes alone, by ``complete``: a transport without CompleteBatch (tests'
+        fakes), a cluster without it (for a while), or too large to share a call."""
+        return (
+            not callable(self._many)
+            or time.monotonic() < self._unsupported_until
+            or report.size() > MAX_CHARS
+        )
+
+    def _enqueue(self, pending: _Pending) -> _Pending:
         with self._cond:
             self._start()
             self._waiting.append(pending)
             self._cond.notify_all()
-        pending.done.wait()  # the sender always settles it: its call has a deadline
+        return pending
+
+    def _answer(self, pending: _Pending) -> bool:
         if pending.alone:
-            return self._alone(report)
+            return self._alone(pending.report)
         if pending.error is not None:
             raise pending.error
         return pending.answer
 
+    def _answer_or_error(self, pending: _Pending) -> bool | BaseException:
+        try:
+            return self._answer(pending)
+        except Exception as err:
+            return err
+
     def _alone(self, report: Report) -> bool:
+        if not callable(self._many):  # a transport without request ids of ours (tests' fakes)
+            return bool(self.transport.complete(report.key, report.token, **report.fields()))
         return bool(
             self.transport.complete(
                 report.key, report.token, request_id=report.request_id, **report.fields()
@@ -205,7 +274,7 @@ class OutcomeBatcher:
                 for pending in batch:
                     if not pending.done.is_set():
                         pending.error = err
-                        pending.done.set()
+                        pending.settle()
 
     def _take(self) -> list[_Pending]:
         with self._cond:
@@ -242,7 +311,7 @@ class OutcomeBatcher:
             self._unsupported_until = time.monotonic() + RETRY_BATCH_AFTER
             for pending in batch:
                 pending.alone = True
-                pending.done.set()
+                pending.settle()
             return
         if len(answers) != len(batch):
             raise RuntimeError(f"CompleteBatch answered {len(answers)} of {len(batch)} outcomes")
@@ -251,7 +320,7 @@ class OutcomeBatcher:
                 pending.error = answer
             else:
                 pending.answer = bool(answer)
-            pending.done.set()
+            pending.settle()
 
     def _send_and_lease(self, reports: list[Report], more: int) -> Any:
         assert self.leasing is not None

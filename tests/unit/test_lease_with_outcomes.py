@@ -14,6 +14,7 @@ proposer), as in test_batch_worker_calls.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -23,12 +24,15 @@ import pytest
 from test_api_bounds import Aborted
 from test_batch_worker_calls import WAIT, Call, GatedApi, in_threads, lease, trigger, wait_until
 from test_state_harness import dag, task
+from test_worker_loop import FakeTransport
+from test_worker_loop import task as worker_task
 
 from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core import commands as c
 from raftsched.core.model import TaskKey
 from raftsched.store.engine import create_engine_for
 from raftsched.store.migrate import init_db
+from raftsched.worker.loop import Worker, WorkerSettings
 from raftsched.worker.reports import OutcomeBatcher
 
 
@@ -227,3 +231,55 @@ def test_grants_are_handed_over_even_when_the_call_fails() -> None:
         batcher.complete(TaskKey("d", "r", "t"), 5, success=True, exit_code=0, message="")
     assert [e[0] for e in leasing.events] == ["sending", "granted"]  # the slot is cleared
     assert leasing.events[1][1] == []
+
+
+# -- a real Worker over a transport whose outcome calls lease --------------------------------
+
+
+class _LeasingTransport(FakeTransport):
+    """FakeTransport with CompleteBatch and ``next``: each call completes its outcomes, then
+    takes up to ``max_tasks`` offered tasks, as the cluster's LeaseTasks after them would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.granted_with_outcomes: list[TaskKey] = []
+
+    def complete_many(self, reports: Any) -> list[bool]:
+        return self.complete_and_lease(reports, "", 0)[0]
+
+    def complete_and_lease(
+        self, reports: Any, request_id: str, max_tasks: int
+    ) -> tuple[list[bool], list[Any]]:
+        answers = [
+            self.complete(
+                r.key, r.token, success=r.success, exit_code=r.exit_code, message=r.message
+            )
+            for r in reports
+        ]
+        with self.cond:
+            taken, self.queue = self.queue[:max_tasks], self.queue[max_tasks:]
+            self.granted_with_outcomes.extend(a.key for a in taken)
+            self.cond.notify_all()
+        return answers, taken
+
+
+@pytest.mark.parametrize("noop", [False, True])
+def test_a_worker_starts_what_its_outcome_calls_lease(noop: bool) -> None:
+    """One slot: the poll leases the first task; each outcome's call leases the next one,
+    which starts as a polled one would (a noop worker's too: its outcome of that task is not
+    waited for on the thread that sends outcomes, which would wait for itself)."""
+    transport = _LeasingTransport()
+    settings = WorkerSettings(concurrency=1, heartbeat_interval=0.1, lease_wait=0.1, noop=noop)
+    worker = Worker(transport, settings, worker_id="w1")  # type: ignore[arg-type]
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        tasks = [worker_task(f"s{i}", "true") for i in range(5)]
+        transport.offer(*tasks)
+        assert transport.wait_for(lambda: len(transport.completed) == 5)
+        assert all(transport.completed[t.key][0] for t in tasks)
+        assert transport.granted_with_outcomes  # not every one came from the poll
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive(), "the worker did not stop"
