@@ -287,8 +287,13 @@ class CommandBatcher:
         return items
 
     def _board(self, items: list[_Item]) -> None:
-        """Riders' LeaseTasks join this entry (after its outcomes: they see what those queued)."""
-        for rider in list(self._riders)[: max(0, MAX_COMMANDS - len(items))][:MAX_RIDERS]:
+        """Riders' LeaseTasks join this entry (after its outcomes: they see what those queued).
+        Not the poll of a worker whose outcomes' call leases in this entry already
+        (CompleteBatch's ``next``): that lease takes what the outcomes queued for it, and a
+        task left queued wakes the poll anyway."""
+        leasing = {i.command.worker_id for i in items if isinstance(i.command, c.LeaseTasks)}
+        riders = [x for x in self._riders if x.command.worker_id not in leasing]
+        for rider in riders[: max(0, MAX_COMMANDS - len(items))][:MAX_RIDERS]:
             self._riders.remove(rider)
             try:
                 if not rider.active():
