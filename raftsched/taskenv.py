@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ctypes
 import fnmatch
+import functools
 import os
 import sys
 from collections.abc import Iterable, Mapping
@@ -69,7 +70,13 @@ def scrubbed(
     """The allowed part of ``env`` (default: this process's environment)."""
     names = tuple(_allowlist if patterns is None else patterns)
     source = os.environ if env is None else env
-    return {k: v for k, v in source.items() if allowed(k, names)}
+    return {k: v for k, v in source.items() if _allowed(k, names)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _allowed(name: str, patterns: tuple[str, ...]) -> bool:
+    """``allowed``, remembered: every attempt scrubs the same environment (issue #11)."""
+    return allowed(name, patterns)
 
 
 PR_SET_DUMPABLE = 4

@@ -89,6 +89,7 @@ class LogBuffer:
         self.dropped_total = 0
         self._lock = threading.Lock()
         self.ready = threading.Event()  # set when a full chunk is waiting
+        self.on_first_write: Callable[[], None] | None = None  # called once, on first text
 
     def write(self, stream: str, text: str) -> None:
         if not text:
@@ -109,6 +110,9 @@ class LogBuffer:
             self.peak_bytes = max(self.peak_bytes, self._size)
             if self._size >= self.chunk_bytes:
                 self.ready.set()
+            first, self.on_first_write = self.on_first_write, None
+        if first is not None:
+            first()
 
     def _drop(self, stream: str, nbytes: int) -> None:
         self._dropped += nbytes
@@ -179,7 +183,9 @@ class LogBuffer:
 
 
 class LogShipper:
-    """Ships one attempt's :class:`LogBuffer` from a daemon thread until :meth:`close`."""
+    """Ships one attempt's :class:`LogBuffer` from a daemon thread until :meth:`close`. The
+    thread starts with the attempt's first output: most tasks print little or nothing, and a
+    thread per attempt was a tenth of a busy worker's CPU (issue #11)."""
 
     def __init__(
         self,
@@ -201,17 +207,35 @@ class LogShipper:
         self._closing = threading.Event()
         self._deadline = float("inf")
         self._thread = threading.Thread(target=self._run, name=f"logs-{key.task_id}", daemon=True)
+        self._started = False
+        self._start_lock = threading.Lock()
 
     def start(self) -> LogShipper:
-        self._thread.start()
+        """Ship from now on: the thread starts at the first output (or at once if some is
+        waiting already)."""
+        self.buffer.on_first_write = self._run_thread
+        if len(self.buffer):
+            self._run_thread()
         return self
+
+    def _run_thread(self) -> None:
+        with self._start_lock:
+            if not self._started:
+                self._started = True
+                self._thread.start()
 
     def close(self, timeout: float = 10.0) -> None:
         """Ship what is left (trying for up to ``timeout`` seconds), then stop the thread."""
         self._deadline = time.monotonic() + timeout
         self._closing.set()
         self.buffer.ready.set()
-        self._thread.join(timeout + 1.0)
+        self.buffer.on_first_write = None
+        if len(self.buffer):
+            self._run_thread()
+        with self._start_lock:
+            started = self._started
+        if started:
+            self._thread.join(timeout + 1.0)
 
     def _run(self) -> None:
         while not self.refused:
