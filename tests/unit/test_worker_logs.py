@@ -98,3 +98,43 @@ def test_a_refused_append_stops_shipping_and_calls_on_refused() -> None:
     assert refused.wait(10)
     shipper.close(timeout=5)
     assert shipper.refused and transport.calls == 1
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    def append_logs(self, key: TaskKey, token: int, chunks: list[tuple[str, str]]) -> bool:
+        self.sent.extend(chunks)
+        return True
+
+
+def test_an_attempt_that_prints_nothing_starts_no_shipper_thread() -> None:
+    before = threading.active_count()
+    transport = RecordingTransport()
+    shipper = LogShipper(transport, KEY, 1, LogBuffer(), flush_interval=0.01).start()  # type: ignore[arg-type]
+    assert threading.active_count() == before
+    shipper.close(timeout=1.0)
+    assert not shipper._started and transport.sent == []
+
+
+def test_the_shipper_thread_starts_with_the_first_output_and_ships_it_all() -> None:
+    transport = RecordingTransport()
+    buffer = LogBuffer()
+    shipper = LogShipper(transport, KEY, 1, buffer, flush_interval=0.01).start()  # type: ignore[arg-type]
+    assert not shipper._started
+    buffer.write("stdout", "hello\n")
+    assert shipper._started
+    buffer.write("stderr", "done\n")
+    shipper.close(timeout=5.0)
+    assert "".join(text for _, text in transport.sent) == "hello\ndone\n"
+
+
+def test_output_written_before_start_is_shipped() -> None:
+    transport = RecordingTransport()
+    buffer = LogBuffer()
+    buffer.write("stdout", "early\n")
+    shipper = LogShipper(transport, KEY, 1, buffer, flush_interval=0.01).start()  # type: ignore[arg-type]
+    assert shipper._started
+    shipper.close(timeout=5.0)
+    assert transport.sent == [("stdout", "early\n")]
