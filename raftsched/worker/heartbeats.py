@@ -53,6 +53,7 @@ class _Running:
     last_ok: float = field(default_factory=time.monotonic)
     lost: bool = False  # the lease is gone: report nothing
     fenced: str = ""  # why it was killed for want of an accepted heartbeat: report a failure
+    ended: bool = False  # its process is over and its outcome on the way: nothing to kill
     thread: threading.Thread | None = None
 
     @property
@@ -191,5 +192,7 @@ class Heartbeats:
             ok = answers.get(r.assignment.key)
             if ok is True:  # only an explicit yes extends (a missing key is not a refusal)
                 self._extend(r, sent)
+            elif ok is False and r.ended:  # most likely its own outcome ended the lease
+                log.debug("%s ended; its lease is no longer held", describe(r.assignment.key))
             elif ok is False:
                 self._lose(r, "the cluster refused its lease token (the lease went elsewhere)")

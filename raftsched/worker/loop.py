@@ -268,6 +268,7 @@ class Worker(DeathReport, Heartbeats):
             self._finish(r, outcome)
 
     def _finish(self, r: _Running, outcome: Outcome) -> None:
+        r.ended = True
         a, took = r.assignment, time.monotonic() - r.started
         try:
             if r.lost:
