@@ -154,6 +154,8 @@ def main(argv: list[str]) -> int:
             raise ValueError("expected JSON objects (config; held leases and last poll)")
         leases = [x for x in state.get("held") or () if isinstance(x, dict)]
         polls = [x for x in state.get("polls") or () if isinstance(x, dict)]
+        if isinstance(state.get("poll"), dict):  # a supervisor of the release before
+            polls.append(state["poll"])
         report(config, leases, worker_pid, polls)
     except Exception:
         log.exception("the dead worker's attempts could not be reported; their leases expire")

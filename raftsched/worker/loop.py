@@ -40,7 +40,7 @@ from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.logging_setup import task_context
 from raftsched.worker.callback_runner import CallbackRunner
-from raftsched.worker.death_report import OUTCOMES, DeathReport
+from raftsched.worker.death_report import DeathReport
 from raftsched.worker.heartbeats import (
     MAX_BEATS_IN_FLIGHT,
     SUPERVISOR_LAG,
@@ -49,6 +49,7 @@ from raftsched.worker.heartbeats import (
     _Running,
 )
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
+from raftsched.worker.next_leases import NextLeases
 from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
 from raftsched.worker.task_secrets import with_secrets
@@ -87,7 +88,7 @@ class WorkerSettings:
     noop: bool = False
 
 
-class Worker(DeathReport, Heartbeats):
+class Worker(NextLeases, DeathReport, Heartbeats):
     def __init__(
         self,
         transport: WorkerTransport,
@@ -158,20 +159,6 @@ class Worker(DeathReport, Heartbeats):
                 self.callbacks.finish(self._grace_ends)
             self._stopped.set()
             beats.join(SHUTDOWN_CALL_TIMEOUT)  # a daemon: a beat sent before stop() may hang
-
-    # -- what an outcome's call leases (worker.reports.Leasing) --------------------------------
-    def slots(self, outcomes: int) -> int:
-        """The slots of attempts whose outcomes go now: asked for again in the same call."""
-        return 0 if self._stopping.is_set() else outcomes
-
-    def sending(self, request_id: str, max_tasks: int) -> None:
-        self._polling(request_id, max_tasks, OUTCOMES)
-
-    def granted(self, grants: list[Assignment], sent: float) -> None:
-        self._hold(grants)
-        self._polling("", 0, OUTCOMES)
-        for assignment, at in self._confirm(grants, sent):
-            self._start(assignment, at)
 
     def stop(self) -> None:
         """Stop leasing and begin the graceful shutdown. Safe from a signal handler of a thread
@@ -376,6 +363,8 @@ class Worker(DeathReport, Heartbeats):
     def _shutdown(self) -> None:
         grace = self.settings.grace_period
         deadline = min(self._grace_ends, time.monotonic() + grace)  # stop() set it, unless
+        if self.settings.noop:  # its outcomes are not waited for when sent (_noop): now they are
+            self.outcomes.drain(max(0.0, deadline - time.monotonic()))
         with self._changed:  # run() ended otherwise (WorkerRejected)
             if self._running:
                 log.info("stopping: waiting up to %gs for %d attempt(s)", grace, len(self._running))

@@ -47,7 +47,9 @@ log = logging.getLogger(__name__)
 # waits for this outcome).
 BUSY_RUNNING = 8
 LINGER = 0.015
-MAX_OUTCOMES = 64  # per call: the node's CommandBatcher puts at most 64 commands in an entry
+# Per call: the node's CommandBatcher puts at most 64 commands in an entry, and the call's
+# own LeaseTasks (``next``) must fit in it too, after them
+MAX_OUTCOMES = 63
 MAX_CHARS = 512 * 1024  # text per call (messages, return values): well under gRPC's 4 MiB
 RETRY_BATCH_AFTER = 60.0
 
@@ -150,6 +152,11 @@ class OutcomeBatcher:
         self._waiting: deque[_Pending] = deque()
         self._started = False
         self._unsupported_until = 0.0  # monotonic: per-outcome calls until then
+        # The lease of a call that went unanswered (request id, max_tasks, when it was first
+        # sent): asked again, with the same id, by the next call, so that what it may have
+        # granted comes back instead of expiring (and costing each task a try)
+        self._unanswered: tuple[str, int, float] | None = None
+        self._sending = False  # a call is in flight (drain)
         self.calls = 0  # complete_many calls made (tests read them)
 
     def complete(
@@ -265,6 +272,18 @@ class OutcomeBatcher:
             self._started = True
             threading.Thread(target=self._run, name="outcomes", daemon=True).start()
 
+    def drain(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until every outcome handed over was sent and
+        answered; False if some still wait."""
+        end = time.monotonic() + timeout
+        with self._cond:
+            while self._waiting or self._sending:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
     def _run(self) -> None:
         while True:
             batch = self._take()
@@ -275,6 +294,10 @@ class OutcomeBatcher:
                     if not pending.done.is_set():
                         pending.error = err
                         pending.settle()
+            finally:
+                with self._cond:
+                    self._sending = False
+                    self._cond.notify_all()
 
     def _take(self) -> list[_Pending]:
         with self._cond:
@@ -296,13 +319,14 @@ class OutcomeBatcher:
                     break
                 batch.append(self._waiting.popleft())
                 size += nxt
+            self._sending = True
             return batch
 
     def _send(self, batch: list[_Pending]) -> None:
         self.calls += 1
         reports = [p.report for p in batch]
         more = self.leasing.slots(len(batch)) if self.leasing is not None else 0
-        if more > 0 and callable(self._and_lease):
+        if callable(self._and_lease) and (more > 0 or self._unanswered is not None):
             answers = self._send_and_lease(reports, more)
         else:
             answers = self._many(reports)
@@ -324,16 +348,22 @@ class OutcomeBatcher:
 
     def _send_and_lease(self, reports: list[Report], more: int) -> Any:
         assert self.leasing is not None
-        request_id = uuid.uuid4().hex
+        if self._unanswered is not None:  # that lease again: its grants, if it committed
+            request_id, more, sent = self._unanswered
+        else:
+            request_id, sent = uuid.uuid4().hex, time.monotonic()
         self.leasing.sending(request_id, more)
-        sent = time.monotonic()
-        grants: list[Any] = []
         try:
             answers, grants = self._and_lease(reports, request_id, more)
-        finally:  # unanswered: what it may have granted expires (or the death report hands
-            # it back, should this process die now); answered: held before anything starts
-            try:
-                self.leasing.granted(grants, sent)
-            except Exception:
-                log.exception("starting what an outcome's call leased failed")
+        except BaseException:
+            # Unanswered: it may have committed. The death report still names it (sending),
+            # and the next call asks for it again, with ``sent`` kept: every grant of it is
+            # later than its first sending (the worker's fence is counted from there).
+            self._unanswered = (request_id, more, sent)
+            raise
+        self._unanswered = None
+        try:  # held before anything of them starts, and before the outcomes are answered
+            self.leasing.granted(grants, sent)
+        except Exception:
+            log.exception("starting what an outcome's call leased failed")
         return answers

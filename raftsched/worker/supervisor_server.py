@@ -253,7 +253,10 @@ class Server:
         elif op == "poll":  # an empty request id: the poll was answered, nothing in flight
             rid, slot = str(message.get("request_id") or ""), str(message.get("slot") or "lease")
             if rid:
-                self.polls[slot] = {"request_id": rid, "max_tasks": int(message["max_tasks"] or 0)}
+                self.polls[slot] = {
+                    "request_id": rid,
+                    "max_tasks": int(message.get("max_tasks") or 0),
+                }
             else:
                 self.polls.pop(slot, None)
         elif op == "drop":

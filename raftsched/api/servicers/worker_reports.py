@@ -7,9 +7,9 @@ with its first result, whichever call or entry carried it) and gets its own answ
 status its own Complete would have ended with. They are handed to the node's
 ``CommandBatcher`` together, so they share one Raft entry.
 
-The call itself fails only when it cannot be read (INVALID_ARGUMENT: too many outcomes, a
-malformed ``next``); an outcome past a bound is answered INVALID_ARGUMENT alone, the others
-are applied.
+The call itself fails only when it cannot be read (INVALID_ARGUMENT: too many outcomes);
+an outcome past a bound is answered INVALID_ARGUMENT alone, the others are applied; a
+malformed ``next`` is ignored (logged), the outcomes are applied.
 
 ``next`` (the slots these outcomes free): a LeaseTasks for the worker goes in the same entry,
 after the outcomes, so the task a success queued (a chain's next step) is leased in the
@@ -62,7 +62,7 @@ class ReportRpcs:
                 answers[i] = _failed(err)
                 continue
             where.append(i)
-        lease = self._next_lease_command(request, request.worker_id) if commands else None
+        lease = self._next_lease(request) if commands else None
         asked = [*commands, lease] if lease is not None else commands
         results = self.batcher.propose_all(asked, context) if asked else []
         for i, command, result in zip(where, commands, results, strict=False):
@@ -71,6 +71,17 @@ class ReportRpcs:
         if lease is not None:
             response.leases.extend(self._next_leases(lease, results[-1]))
         return response
+
+    def _next_lease(self, request: Any) -> Any:
+        """``next``'s LeaseTasks, or None: not asked, or malformed (logged: the outcomes are
+        applied all the same, a worker's slots refill through its long poll)."""
+        try:
+            return self._next_lease_command(request, request.worker_id)
+        except Exception as err:
+            log.warning(
+                "CompleteBatch of %r: its next lease is ignored: %s", request.worker_id, err
+            )
+            return None
 
     def _next_leases(self, lease: Any, result: Any) -> list[Any]:
         """What ``next``'s LeaseTasks granted, as Lease answers it; none if it failed."""

@@ -97,7 +97,8 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
         # the last LeaseTasks rode in another call's entry (worker_batch.Rider); a poll that
         # finds nothing queued for it here rides at once (see _nothing_to_lease)
         seen = self.signal.generation
-        rode = wait > 0 and self._nothing_to_lease(queues, make().request_id)
+        first = make().request_id
+        rode = wait > 0 and self._nothing_to_lease(queues, first)
         while True:
             if attempt and not context.is_active():
                 # The caller left while we waited (a dead worker): grant it nothing more.
@@ -127,6 +128,11 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
                 if time.monotonic() >= end:
                     return worker_pb2.LeaseResponse()
             elif not woke:
+                if not attempt and self.ctx.node.read(lambda st: st.remembers(first)):
+                    # A retry of a poll whose first LeaseTasks this replica had not applied
+                    # when it rode at once: proposed again now, it is answered its grants
+                    rode = False
+                    continue
                 return worker_pb2.LeaseResponse()
 
     def _nothing_to_lease(self, queues: tuple[str, ...], first_request_id: str) -> bool:
