@@ -19,10 +19,13 @@ def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> d
 
     def instances(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
         try:
-            found = gw.task_instances(dag_id, run["run_id"])["task_instances"]
+            found = gw.task_instances(dag_id, run["run_id"])
         except NotFound:  # evicted or gone between the two calls: show it without cells
             return {}
-        return {ti["task_id"]: ti for ti in found}
+        # The run as read with its cells (one read): the list above may be older, and every
+        # cell green beside a run still "running" would be a state that never was
+        run.update(state=found["run"]["state"], end_date=found["run"]["end_date"])
+        return {ti["task_id"]: ti for ti in found["task_instances"]}
 
     if runs:
         with ThreadPoolExecutor(max_workers=min(8, len(runs))) as pool:

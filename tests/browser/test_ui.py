@@ -77,8 +77,7 @@ def test_trigger_watch_read_log_and_pause(
                 cells.nth(i).evaluate("c => getComputedStyle(c).backgroundColor")
             )
             assert green > red and green > blue, f"cell {i} is not green: {red, green, blue}"
-        # The run's state and its cells come from two reads (grid.build): the refresh that
-        # first shows every cell green may have listed the run a moment before it finished
+        # The run's bar: green with its cells (grid.build reads the run with them)
         page.wait_for_selector("#grid .run-head .run-bar.state-success", timeout=30_000)
         assert page.locator("#grid .run-head .run-bar.state-success").count() == 1
         page.screenshot(path=str(artifacts / "grid.png"), full_page=True)
