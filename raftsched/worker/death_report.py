@@ -48,7 +48,7 @@ class DeathReport:
             )
             self._armed = True
             if hasattr(self.transport, "on_poll"):
-                self.transport.on_poll = lambda rid, n: executor().polling(rid, n)
+                self.transport.on_poll = self._polling
 
     def _polling(self, request_id: str, max_tasks: int, slot: str = LEASE) -> None:
         """A call of ``slot`` that may grant leases is about to go (""): none in flight."""

@@ -15,10 +15,10 @@
   only until the grace period ends, and no thread is awaited past that.
 - Death report (docs/architecture.md §11): with a transport that says how to reach the cluster
   (``last_words``), the worker arms its task supervisor, tells it each lease it holds as soon as
-  the Lease call returns (before anything of it starts) and drops it once it is over, and names
-  each poll's request id before sending it. Should this process die (kill -9 included), the
-  supervisor reports the held leases as failed once every process of them is gone, and hands back
-  what the poll in flight was granted.
+  the call that granted it returns (before anything of it starts) and drops it once it is over,
+  and names each leasing call's request id before sending it (``death_report.py``). Should this
+  process die (kill -9 included), the supervisor reports the held leases as failed once every
+  process of them is gone, and hands back what the calls in flight were granted.
 - ``noop``: every lease is completed at once as a success without starting a process; the
   moment it arrived is recorded (``arrivals``, and ``record`` if given) for the benchmarks.
 """

@@ -48,6 +48,10 @@ class ReportRpcs:
     def _granted(self, grants: tuple[Any, ...], worker_id: str, base: str) -> Any:
         raise NotImplementedError  # pragma: no cover - WorkerServicer's
 
+    @staticmethod
+    def _grants(result: Any) -> tuple[Any, ...]:  # pragma: no cover - WorkerServicer's
+        raise NotImplementedError
+
     @translate_errors
     def CompleteBatch(self, request: Any, context: grpc.ServicerContext) -> Any:
         outcomes = list(request.outcomes)
@@ -85,10 +89,14 @@ class ReportRpcs:
 
     def _next_leases(self, lease: Any, result: Any) -> list[Any]:
         """What ``next``'s LeaseTasks granted, as Lease answers it; none if it failed."""
-        grants = getattr(result, "value", None) if getattr(result, "ok", False) else None
-        if not isinstance(grants, tuple) or not grants:
-            if not isinstance(result, Exception) and not getattr(result, "ok", False):
-                log.debug("CompleteBatch's next lease granted nothing: %s", result.reason)
+        try:
+            if isinstance(result, Exception):
+                raise result
+            grants = self._grants(result)
+        except Exception as err:  # the outcomes keep their own answers
+            log.debug("CompleteBatch's next lease granted nothing: %s", err)
+            return []
+        if not grants:
             return []
         base = lease.request_id.rpartition("#")[0]
         return list(self._granted(grants, lease.worker_id, base).leases)
