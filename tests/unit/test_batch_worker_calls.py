@@ -59,8 +59,9 @@ class GatedApi(Api):
         return [x for x in self.proposer.proposed if isinstance(x, kind)]
 
 
-@pytest.fixture
-def api(sqlite_url: str) -> Iterator[GatedApi]:
+def gated_api(sqlite_url: str) -> Iterator[GatedApi]:
+    """A GatedApi on a fresh SQLite DB with DAG "flat" (4 independent tasks) registered: the
+    body of the ``api`` fixture of this module and of the modules that import it."""
     engine = create_engine_for(sqlite_url)
     init_db(engine)
     instance = GatedApi(engine)
@@ -70,6 +71,11 @@ def api(sqlite_url: str) -> Iterator[GatedApi]:
     finally:
         instance.close()
         engine.dispose()
+
+
+@pytest.fixture
+def api(sqlite_url: str) -> Iterator[GatedApi]:
+    yield from gated_api(sqlite_url)
 
 
 def trigger(api: GatedApi, dag_id: str) -> None:

@@ -21,8 +21,17 @@ from typing import Any
 
 import grpc
 import pytest
-from test_batch_worker_calls import WAIT, Call, GatedApi, in_threads, lease, trigger, wait_until
-from test_state_harness import dag, task
+from test_batch_worker_calls import (
+    WAIT,
+    Call,
+    GatedApi,
+    gated_api,
+    in_threads,
+    lease,
+    trigger,
+    wait_until,
+)
+from test_worker_complete_batch import _outcome
 from test_worker_loop import FakeTransport
 from test_worker_loop import task as worker_task
 
@@ -30,35 +39,13 @@ from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core import commands as c
 from raftsched.core.model import TaskKey
 from raftsched.errors import NoQuorumError
-from raftsched.store.engine import create_engine_for
-from raftsched.store.migrate import init_db
 from raftsched.worker.loop import Worker, WorkerSettings
 from raftsched.worker.reports import OutcomeBatcher
 
 
 @pytest.fixture
 def api(sqlite_url: str) -> Iterator[GatedApi]:
-    engine = create_engine_for(sqlite_url)
-    init_db(engine)
-    instance = GatedApi(engine)
-    instance.sim.register(dag("flat", *(task(f"t{i}") for i in range(4))))
-    try:
-        yield instance
-    finally:
-        instance.close()
-        engine.dispose()
-
-
-def _outcome(grant: Any, request_id: str) -> Any:
-    k = grant.key
-    return worker_pb2.CompleteRequest(
-        worker_id="w1",
-        key=common_pb2.TaskKey(dag_id=k.dag_id, run_id=k.run_id, task_id=k.task_id),
-        token=grant.token,
-        success=True,
-        exit_code=0,
-        request_id=request_id,
-    )
+    yield from gated_api(sqlite_url)
 
 
 def _complete_and_lease(api: GatedApi, grant: Any, lease_id: str, more: int = 1) -> Any:
@@ -268,25 +255,30 @@ class _LeasingTransport(FakeTransport):
         self.granted_with_outcomes: list[TaskKey] = []
         self.chain: list[Any] = []  # steps queued one by one, each by the outcome before it
         self.delay = 0.0  # seconds each outcome call takes
+        self.peak = 0  # most leases out at once (leased, not completed)
 
-    def complete_many(self, reports: Any) -> list[bool]:
+    def complete_many(self, reports: Any) -> list[Any]:
         return self.complete_and_lease(reports, "", 0)[0]
+
+    def answer(self, report: Any) -> Any:
+        """One outcome's answer (True, False or the error its own call would raise)."""
+        r = report
+        return self.complete(
+            r.key, r.token, success=r.success, exit_code=r.exit_code, message=r.message
+        )
 
     def complete_and_lease(
         self, reports: Any, request_id: str, max_tasks: int
-    ) -> tuple[list[bool], list[Any]]:
+    ) -> tuple[list[Any], list[Any]]:
         time.sleep(self.delay)
         with self.cond:  # one step, as one Raft entry: nothing else leases in between
-            answers = [
-                self.complete(
-                    r.key, r.token, success=r.success, exit_code=r.exit_code, message=r.message
-                )
-                for r in reports
-            ]
+            answers = [self.answer(r) for r in reports]
             if self.chain:  # a success queues the next step of the chain
                 self.queue.extend(self.chain[: len(reports)])
                 del self.chain[: len(reports)]
             taken, self.queue = self.queue[:max_tasks], self.queue[max_tasks:]
+            self.outstanding.update(a.key for a in taken)
+            self.peak = max(self.peak, len(self.outstanding))
             self.granted_with_outcomes.extend(a.key for a in taken)
             self.cond.notify_all()
         return answers, taken
@@ -323,29 +315,12 @@ class _FlakyOutcomes(_LeasingTransport):
     def __init__(self) -> None:
         super().__init__()
         self.unanswered = 2
-        self.peak = 0  # most leases out at once (leased, not completed)
 
-    def complete_and_lease(
-        self, reports: Any, request_id: str, max_tasks: int
-    ) -> tuple[list[Any], list[Any]]:
-        answers: list[Any] = []
-        for r in reports:
-            if r.key.task_id == "s0" and self.unanswered:
-                self.unanswered -= 1
-                answers.append(NoQuorumError("no quorum (fake)"))
-            else:
-                answers.append(
-                    self.complete(
-                        r.key, r.token, success=r.success, exit_code=r.exit_code, message=r.message
-                    )
-                )
-        with self.cond:
-            taken, self.queue = self.queue[:max_tasks], self.queue[max_tasks:]
-            self.outstanding.update(a.key for a in taken)
-            self.peak = max(self.peak, len(self.outstanding))
-            self.granted_with_outcomes.extend(a.key for a in taken)
-            self.cond.notify_all()
-        return answers, taken
+    def answer(self, report: Any) -> Any:
+        if report.key.task_id == "s0" and self.unanswered:
+            self.unanswered -= 1
+            return NoQuorumError("no quorum (fake)")
+        return super().answer(report)
 
 
 def test_an_outcome_retried_does_not_lease_its_slot_again() -> None:

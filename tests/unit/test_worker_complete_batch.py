@@ -20,15 +20,12 @@ from typing import Any
 
 import grpc
 import pytest
-from test_batch_worker_calls import WAIT, Call, GatedApi, in_threads, lease, tis, trigger
-from test_state_harness import dag, task
+from test_batch_worker_calls import WAIT, Call, GatedApi, gated_api, in_threads, lease, tis, trigger
 
 from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2, worker_pb2_grpc
 from raftsched.core import commands as c
 from raftsched.core.model import TaskKey
-from raftsched.store.engine import create_engine_for
-from raftsched.store.migrate import init_db
 from raftsched.worker.grpc_transport import GrpcWorkerTransport
 from raftsched.worker.reports import BUSY_RUNNING, OutcomeBatcher, Report, outcome_request_id
 
@@ -38,15 +35,7 @@ STALE = 99
 
 @pytest.fixture
 def api(sqlite_url: str) -> Iterator[GatedApi]:
-    engine = create_engine_for(sqlite_url)
-    init_db(engine)
-    instance = GatedApi(engine)
-    instance.sim.register(dag("flat", *(task(f"t{i}") for i in range(4))))
-    try:
-        yield instance
-    finally:
-        instance.close()
-        engine.dispose()
+    yield from gated_api(sqlite_url)
 
 
 def _outcome(grant: Any, request_id: str, **fields: Any) -> Any:
