@@ -14,6 +14,9 @@ starts them at 0, Prometheus' ``rate()`` handles the reset):
 - ``raftsched_snapshot_duration_seconds``: writing one snapshot (serialise, gzip, fsync), in
   a forked child while the node goes on applying
 - ``raftsched_snapshot_pause_seconds``: what a snapshot stops this node for (the fork)
+- ``raftsched_snapshot_failures_total``: snapshots not written (the writer failed, was killed
+  as stuck, or was refused); the log is kept and compaction retried. Alert on any increase:
+  a log that is never compacted grows, and so does a restart's replay
 - ``raftsched_leases_granted_total``, ``raftsched_leases_expired_total``: from the applied
   LeaseTasks and ExpireLeases results (every replica counts the same committed entries)
 - ``raftsched_schedule_lag_seconds``: for a scheduled run, its first lease's commit time (the
@@ -78,6 +81,12 @@ class NodeInstruments:
             "raftsched_snapshot_pause_seconds",
             "Time a snapshot stops the Raft tick thread (the fork of the writer).",
             buckets=_APPLY_BUCKETS,
+            registry=r,
+        )
+        self.snapshot_failures = Counter(
+            "raftsched_snapshot_failures",
+            "Snapshots not written (writer failed, killed as stuck, or refused); the log is"
+            " kept and compaction retried.",
             registry=r,
         )
         self.leases_granted = Counter(

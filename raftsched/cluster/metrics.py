@@ -129,6 +129,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "raftsched_leases_granted_total",
     "raftsched_leases_expired_total",
     "raftsched_dag_parse_errors_total",
+    "raftsched_snapshot_failures_total",
     *(
         f"{base}{suffix}"
         for base in (

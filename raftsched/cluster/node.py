@@ -333,7 +333,7 @@ class SchedulerNode(Handover, DurableTicks, ReleaseMixin, SyncObj):
         if self.apply_error is not None:
             # Keep the whole log: a release with the fix must be able to replay the entry
             # that stopped the state machine (pysyncobj retries compaction later).
-            raise RuntimeError(
+            self._snapshots.refuse(
                 f"no snapshot while the state machine is stopped: {self.apply_error}"
             )
         self._snapshots.start(self._state, tuple(raft_data), self._lock, filename)

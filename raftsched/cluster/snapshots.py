@@ -13,16 +13,27 @@ Contract of :class:`ForkedSnapshotWriter` (one per node, used on the tick thread
   and returns at once; RuntimeError while a writer runs.
 - ``progress()`` is pysyncobj's ``serializeChecker``: SERIALIZING while the child runs, then
   SUCCESS once the file is durably in place (pysyncobj then compacts the log), or FAILED
-  (logged with the child's reason; the log is kept and compaction retried later).
+  (logged with the child's reason; the log is kept). After a failure it says SERIALIZING for
+  ``retry_after`` seconds more: pysyncobj retries at its next tick otherwise, and a failure
+  that comes at once (a full disk) would fork a writer every tick.
+- A child still running ``timeout`` seconds after the fork is stuck (a lock that a thread of
+  the parent held when it forked, say: that thread does not exist in the child, so nothing
+  ever releases it). It is asked for its stack (``DUMP_SIGNAL``, which the child's
+  faulthandler writes to ``<dump>.error``), killed ``DUMP_GRACE`` later, and reported FAILED
+  with that stack. Before this, a stuck writer stopped compaction for good, silently.
+- ``refuse(reason)`` raises instead of starting (the node's state machine is stopped, a fork
+  failed): pysyncobj's serializer then waits for a FAILED before it ever serializes again,
+  which ``progress()`` gives once, logged.
 - ``stop()`` kills a running child (node shutdown).
 
-The child runs nothing but the serialization: it closes every inherited descriptor first (a
-restarted node must find its ports free even while the child still writes), never logs, never
-touches gRPC or the DB, and reports a failure in ``<dump>.error``, a success in
-``<dump>.done`` (its pid: how the parent knows, when a ``waitpid(-1)`` elsewhere in the
-process reaped the child first). gRPC's fork handlers would restart gRPC's threads in the
-child, which then aborts: ``raftsched scheduler`` turns them off before gRPC loads
-(``GRPC_ENABLE_FORK_SUPPORT=false``).
+The child runs nothing but the serialization: it turns the cyclic GC off (a collection would
+run the finalizers of other threads' garbage, which may wait for locks no thread of the child
+will release), closes every inherited descriptor (a restarted node must find its ports free
+even while the child still writes), never logs, never touches gRPC or the DB, and reports a
+failure in ``<dump>.error``, a success in ``<dump>.done`` (its pid: how the parent knows, when
+a ``waitpid(-1)`` elsewhere in the process reaped the child first). gRPC's fork handlers
+would restart gRPC's threads in the child, which then aborts: ``raftsched scheduler`` turns
+them off before gRPC loads (``GRPC_ENABLE_FORK_SUPPORT=false``).
 
 pysyncobj renames its temporary path over the dump file as soon as the serializer returns.
 The child never writes there (it writes ``<dump>.writing`` and renames it itself): pysyncobj's
@@ -32,13 +43,15 @@ rename then finds nothing, fails quietly, and ``progress`` decides.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import gc
 import gzip
 import logging
 import os
 import pickle
 import signal
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from pysyncobj.config import SERIALIZER_STATE
 
@@ -49,17 +62,39 @@ log = logging.getLogger(__name__)
 
 SNAPSHOT_FORMAT = 1
 _MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
+# A snapshot of 100,000 DAGs takes seconds; one still running after ten minutes is stuck.
+WRITER_TIMEOUT = 600.0
+RETRY_AFTER = 30.0  # seconds between a failed snapshot and the next try
+DUMP_SIGNAL = signal.SIGUSR1  # a stuck child's faulthandler writes its stack on this
+DUMP_GRACE = 1.0  # seconds between asking a stuck child for its stack and killing it
 
 
 class ForkedSnapshotWriter:
-    def __init__(self, dump: str, instruments: Any) -> None:
+    def __init__(
+        self,
+        dump: str,
+        instruments: Any,
+        *,
+        timeout: float = WRITER_TIMEOUT,
+        retry_after: float = RETRY_AFTER,
+    ) -> None:
         self.dump = dump
+        self.timeout = timeout
+        self.retry_after = retry_after
         self._instruments = instruments
         self._child: tuple[int, float, Any] | None = None
+        self._stack_asked: float | None = None  # when a stuck child was asked for its stack
+        self._refusal: str | None = None
+        self._retry_at = 0.0
 
     @property
     def running(self) -> bool:
         return self._child is not None
+
+    def refuse(self, reason: str) -> NoReturn:
+        """Write no snapshot this time (pysyncobj's serializer sees the error)."""
+        self._refusal = reason
+        raise RuntimeError(reason)
 
     def start(self, state: Any, raft: tuple[Any, ...], lock: Any, tmp_path: str) -> None:
         if self._child is not None:
@@ -68,38 +103,71 @@ class ForkedSnapshotWriter:
             os.unlink(tmp_path)  # a leftover must not be renamed over the dump by pysyncobj
         started = time.perf_counter()
         with lock:
-            pid = os.fork()
-            if pid == 0:  # the child: serialize, then leave without running anything else
-                os.closerange(3, _MAX_FD)
-                os._exit(write_snapshot_file(state, raft, self.dump))
+            try:
+                pid = os.fork()
+            except OSError as err:
+                self.refuse(f"cannot fork the snapshot writer: {err}")
+            if pid == 0:
+                _child_main(state, raft, self.dump)
         self._child = (pid, started, entry_index(raft))
+        self._stack_asked = None
         self._instruments.snapshot_pause.observe(time.perf_counter() - started)
 
     def progress(self) -> int:
+        now = time.perf_counter()
+        if self._refusal is not None:
+            log.warning(
+                "no snapshot this time: %s; the log is kept and compaction is retried in %gs",
+                self._refusal,
+                self.retry_after,
+            )
+            self._refusal = None
+            return self._failed(now)
         child = self._child
         if child is None:
-            return SERIALIZER_STATE.NOT_SERIALIZING
+            waiting = now < self._retry_at
+            return SERIALIZER_STATE.SERIALIZING if waiting else SERIALIZER_STATE.NOT_SERIALIZING
         pid, started, index = child
         try:
             done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:  # reaped by a waitpid(-1) elsewhere in the process
             done, status = pid, 0 if _done_marker(self.dump) == pid else -1
         if done == 0:
+            self._watch(pid, now - started, now)
             return SERIALIZER_STATE.SERIALIZING
         self._child = None
-        took = time.perf_counter() - started
+        took = now - started
         if status == 0:
             self._instruments.snapshot_duration.observe(took)
             log.info("snapshot written at log index %s in %.3fs (forked writer)", index, took)
             return SERIALIZER_STATE.SUCCESS
+        stuck = self._stack_asked is not None
         log.error(
-            "writing the snapshot at log index %s failed (status %s): %s; the log is kept and"
-            " compaction is retried later",
+            "writing the snapshot at log index %s failed (%s): %s; the log is kept and"
+            " compaction is retried in %gs",
             index,
-            status,
+            f"stuck for over {self.timeout:g}s, killed" if stuck else _how_it_ended(status),
             _read_error_file(self.dump) or "no reason recorded",
+            self.retry_after,
         )
+        return self._failed(now)
+
+    def _failed(self, now: float) -> int:
+        self._instruments.snapshot_failures.inc()
+        self._retry_at = now + self.retry_after
         return SERIALIZER_STATE.FAILED
+
+    def _watch(self, pid: int, running_for: float, now: float) -> None:
+        """A child past its time: ask for its stack, then kill it."""
+        if running_for <= self.timeout:
+            return
+        if self._stack_asked is None:
+            self._stack_asked = now
+            with contextlib.suppress(OSError):
+                os.kill(pid, DUMP_SIGNAL)
+        elif now - self._stack_asked > DUMP_GRACE:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def stop(self) -> None:
         child, self._child = self._child, None
@@ -108,6 +176,26 @@ class ForkedSnapshotWriter:
         with contextlib.suppress(OSError):
             os.kill(child[0], signal.SIGKILL)
             os.waitpid(child[0], 0)
+
+
+def _how_it_ended(status: int) -> str:
+    try:
+        code = os.waitstatus_to_exitcode(status)
+    except ValueError:
+        return f"wait status {status}"
+    return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+
+
+def _child_main(state: Any, raft: tuple[Any, ...], dump: str) -> NoReturn:
+    """The forked child: serialize, then leave without running anything else."""
+    gc.disable()
+    os.closerange(3, _MAX_FD)
+    try:  # where it hangs, if it does: the parent asks with DUMP_SIGNAL
+        stack = open(f"{dump}.error", "w")  # noqa: SIM115 (open until os._exit)
+        faulthandler.register(DUMP_SIGNAL, file=stack, all_threads=True, chain=False)
+    except (OSError, RuntimeError, ValueError):
+        pass
+    os._exit(write_snapshot_file(state, raft, dump))
 
 
 def write_snapshot_file(state: Any, raft: tuple[Any, ...], dump: str) -> int:

@@ -65,6 +65,7 @@ def test_the_key_series_have_a_panel() -> None:
         "raftsched_apply_latency_seconds",
         "raftsched_raft_log_entries",
         "raftsched_snapshot_duration_seconds",
+        "raftsched_snapshot_failures_total",
         "raftsched_outbox_backlog",
         "raftsched_outbox_quarantined_total",
         "raftsched_runs",

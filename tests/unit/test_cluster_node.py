@@ -258,3 +258,43 @@ def test_restart_between_snapshot_and_compaction_keeps_the_entries_after_it(
     finally:
         for node in nodes:
             node.close()
+
+
+class HaltableState(FakeState):
+    """A fake state that can say its state machine stopped (``halted``), as a real one does."""
+
+    halted: str | None = None
+
+
+def test_a_refused_snapshot_does_not_stop_compaction_for_good(tmp_path: Path) -> None:
+    """While the state machine is stopped the node writes no snapshot (pysyncobj sees its
+    serializer raise); once it could write again, it does. Before, pysyncobj's serializer
+    waited for a FAILED that never came and the node never compacted again."""
+    nodes = [SchedulerNode(s, state_factory=HaltableState) for s in cluster_settings(tmp_path)]
+    try:
+        leader = wait_for(lambda: leader_of(nodes), timeout=20, what="a leader")
+        proposer = Proposer(leader, commit_timeout=2.0)
+        for _ in range(5):
+            proposer.propose(command())
+        victim = next(n for n in nodes if n is not leader)
+        victim._snapshots.retry_after = 0.1
+        wait_for(
+            lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="victim caught up"
+        )
+        victim._state.halted = "a handler raised (test)"
+        victim.forceLogCompaction()
+        wait_for(
+            lambda: victim.instruments.registry.get_sample_value(
+                "raftsched_snapshot_failures_total"
+            ),
+            timeout=10,
+            what="the refused snapshot",
+        )
+        assert not victim.settings.dump_file.exists()
+        victim._state.halted = None
+        proposer.propose(command())  # something new to snapshot
+        victim.forceLogCompaction()
+        wait_for(victim.settings.dump_file.exists, timeout=10, what="a snapshot file")
+    finally:
+        for node in nodes:
+            node.close()

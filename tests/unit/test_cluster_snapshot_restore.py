@@ -70,6 +70,23 @@ class Feeder:
         return result
 
 
+def snapshot_now(node: SchedulerNode) -> None:
+    """Force a snapshot and wait for its file. A writer that fails (one stuck is killed after
+    15 s: cluster/snapshots.py, its stack in the log) is forced again: what this module checks
+    is what a written snapshot holds; the writer's own failures are tested beside it."""
+    node._snapshots.timeout, node._snapshots.retry_after = 15.0, 0.1
+    node.forceLogCompaction()
+
+    def written() -> bool:
+        if node.settings.dump_file.exists():  # in place before the writer is reaped
+            return True
+        if not node._snapshots.running:  # not started yet, or failed: force (again)
+            node.forceLogCompaction()
+        return False
+
+    wait_for(written, timeout=60, what="a snapshot file")
+
+
 def agree(nodes: list[SchedulerNode]) -> bool:
     return len({node.digest() for node in nodes}) == 1
 
@@ -101,8 +118,7 @@ def test_snapshot_while_applying_is_the_state_at_its_index_and_a_restored_node_a
         thread = threading.Thread(target=keep_feeding, daemon=True)
         thread.start()
         try:
-            victim.forceLogCompaction()
-            wait_for(victim.settings.dump_file.exists, timeout=30, what="a snapshot file")
+            snapshot_now(victim)
             applied_when_written = victim.raftLastApplied
         finally:
             stop.set()
