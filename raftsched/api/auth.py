@@ -23,11 +23,12 @@ scheduler on a network would let anyone run commands on the workers.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import hmac
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -269,23 +270,35 @@ def _as_caller(
     if handler.request_streaming:  # no raftsched call streams requests
         return handler
 
+    # Set for the call and reset after it: a caller's scope never outlives its call in the
+    # thread (a servicer called directly afterwards, as tests do, saw a stale scope).
     def unary(behaviour: Behaviour) -> Behaviour:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
-            _CALLER.set(scope)  # every call sets it first: no stale scope survives a call
-            _ROLE.set(role)
-            return behaviour(request, context)
+            with _as(scope, role):
+                return behaviour(request, context)
 
         return call
 
     def stream(behaviour: Behaviour) -> Behaviour:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
-            _CALLER.set(scope)
-            _ROLE.set(role)
-            yield from behaviour(request, context)
+            with _as(scope, role):
+                yield from behaviour(request, context)
 
         return call
 
     return with_behaviour(handler, unary, stream)
+
+
+@contextlib.contextmanager
+def _as(scope: str, role: Role) -> Iterator[None]:
+    caller, as_role = _CALLER.set(scope), _ROLE.set(role)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # a stream closed in another context
+            _ROLE.reset(as_role)
+        with contextlib.suppress(ValueError):
+            _CALLER.reset(caller)
 
 
 def _deny(

@@ -297,6 +297,7 @@ def test_request_ids_are_scoped_by_the_callers_token() -> None:
         _auth._as_caller(handler, _auth.caller_scope_of(token)).unary_unary(None, None)
     assert seen[0] == seen[2] != seen[1] and all(s.startswith("c") for s in seen)
     assert "alice" not in seen[0]  # the scope never shows the token
+    assert _auth.caller_scope() == ""  # and it does not outlive the call in this thread
 
     def stream(request: object, context: object):  # type: ignore[no-untyped-def]
         yield _auth.caller_scope()
@@ -304,3 +305,4 @@ def test_request_ids_are_scoped_by_the_callers_token() -> None:
     streaming = _grpc.unary_stream_rpc_method_handler(stream)
     scope = _auth.caller_scope_of("carol-token")
     assert list(_auth._as_caller(streaming, scope).unary_stream(None, None)) == [scope]
+    assert _auth.caller_scope() == ""

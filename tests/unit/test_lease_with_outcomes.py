@@ -67,7 +67,7 @@ def test_an_outcome_call_leases_the_task_its_success_queues_in_the_same_entry(
     assert [g.key.task_id for g in response.leases] == ["u"]
     (batch,) = api.entries(c.Batch)  # one entry: the outcome, then its LeaseTasks
     assert [type(x) for x in batch.commands] == [c.CompleteAttempt, c.LeaseTasks]
-    assert batch.commands[1].request_id.endswith("next-1#0")  # scoped to the caller
+    assert batch.commands[1].request_id == "next-1#0"  # open mode: no caller scope
     index = next(i for cmd, i in api.sim.log if cmd is batch)
     assert response.leases[0].token == index  # fenced by that entry's index
     # The death report replays it as a Lease with the same request id: the same grant
