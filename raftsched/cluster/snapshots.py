@@ -187,15 +187,20 @@ def _how_it_ended(status: int) -> str:
 
 
 def _child_main(state: Any, raft: tuple[Any, ...], dump: str) -> NoReturn:
-    """The forked child: serialize, then leave without running anything else."""
-    gc.disable()
-    os.closerange(3, _MAX_FD)
-    try:  # where it hangs, if it does: the parent asks with DUMP_SIGNAL
-        stack = open(f"{dump}.error", "w")  # noqa: SIM115 (open until os._exit)
-        faulthandler.register(DUMP_SIGNAL, file=stack, all_threads=True, chain=False)
-    except (OSError, RuntimeError, ValueError):
-        pass
-    os._exit(write_snapshot_file(state, raft, dump))
+    """The forked child: serialize, then leave without running anything else (whatever
+    happens, it never returns into the parent's code: that would be a second tick thread)."""
+    status = 1
+    try:
+        gc.disable()
+        os.closerange(3, _MAX_FD)
+        try:  # where it hangs, if it does: the parent asks with DUMP_SIGNAL
+            stack = open(f"{dump}.error", "w")  # noqa: SIM115 (open until os._exit)
+            faulthandler.register(DUMP_SIGNAL, file=stack, all_threads=True, chain=False)
+        except (OSError, RuntimeError, ValueError):
+            pass
+        status = write_snapshot_file(state, raft, dump)
+    finally:
+        os._exit(status)
 
 
 def write_snapshot_file(state: Any, raft: tuple[Any, ...], dump: str) -> int:
