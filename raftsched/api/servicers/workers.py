@@ -72,11 +72,9 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
     @translate_errors
     def Lease(self, request: Any, context: grpc.ServicerContext) -> Any:
         worker_id = _worker_id(request.worker_id)
-        max_tasks = bounds.count("max_tasks", request.max_tasks, 1, MAX_TASKS)
+        terms = self._lease_terms(request, worker_id)
+        queues = terms[2]
         wait = bounds.wait_seconds("wait_seconds", request.wait_seconds, MAX_WAIT)
-        ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
-        queues = _queues(request.queues)
-        self._seen(worker_id, queues)
         remaining = context.time_remaining()
         if remaining is not None:
             wait = min(wait, max(0.0, remaining - 1.0))  # leave time to answer
@@ -85,14 +83,7 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
         attempt = 0
 
         def make() -> c.LeaseTasks:
-            return self.ctx.make(
-                c.LeaseTasks,
-                f"{base}#{attempt}",
-                worker_id=worker_id,
-                max_tasks=max_tasks,
-                lease_ttl_seconds=ttl,
-                queues=queues,
-            )
+            return self._lease_tasks(f"{base}#{attempt}", worker_id, terms)
 
         # the last LeaseTasks rode in another call's entry (worker_batch.Rider); a poll that
         # finds nothing queued for it here rides at once (see _nothing_to_lease)
@@ -294,14 +285,32 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
         base = bounds.request_id(ask.request_id)
         if not base:
             raise invalid_argument("next.request_id", ask.request_id, "must not be empty")
+        terms = self._lease_terms(ask, worker_id, field_prefix="next.")
+        # what a Lease with ``base`` proposes first: a replay returns it
+        return self._lease_tasks(f"{base}#0", worker_id, terms)
+
+    def _lease_terms(
+        self, ask: Any, worker_id: str, *, field_prefix: str = ""
+    ) -> tuple[int, float, tuple[str, ...]]:
+        """A LeaseRequest's (max_tasks, TTL, queues), bounded (INVALID_ARGUMENT naming
+        ``field_prefix`` + the field), for Lease and for CompleteBatch's ``next`` alike; the
+        worker is noted as serving those queues."""
+        max_tasks = bounds.count(f"{field_prefix}max_tasks", ask.max_tasks, 1, MAX_TASKS)
+        ttl = self._ttl(ask.lease_ttl_seconds, f"{field_prefix}lease_ttl_seconds")
         queues = _queues(ask.queues)
         self._seen(worker_id, queues)
+        return max_tasks, ttl, queues
+
+    def _lease_tasks(
+        self, request_id: str, worker_id: str, terms: tuple[int, float, tuple[str, ...]]
+    ) -> c.LeaseTasks:
+        max_tasks, ttl, queues = terms
         return self.ctx.make(
             c.LeaseTasks,
-            f"{base}#0",  # what a Lease with ``base`` proposes first: a replay returns it
+            request_id,
             worker_id=worker_id,
-            max_tasks=bounds.count("next.max_tasks", ask.max_tasks, 1, MAX_TASKS),
-            lease_ttl_seconds=self._ttl(ask.lease_ttl_seconds, "next.lease_ttl_seconds"),
+            max_tasks=max_tasks,
+            lease_ttl_seconds=ttl,
             queues=queues,
         )
 
