@@ -156,10 +156,11 @@ def _dummy_hash() -> str:
     return generate_password_hash("raftsched-no-such-user")
 
 
-def check_login(username: str, password: str) -> str | None:
-    """The user's role if ``password`` is right, else None. The scrypt check runs in this
-    process; the cluster only reads the stored hash (never VerifyUser: no login makes a node
-    compute scrypt)."""
+def check_login(guard: LoginGuard, client: str, username: str, password: str) -> str | None:
+    """The user's role if ``password`` is right, else None; LoginThrottled past ``guard``'s
+    limits. The scrypt check runs in this process; the cluster only reads the stored hash
+    (never VerifyUser: no login makes a node compute scrypt)."""
+    guard.admit(client, username)
     try:
         found = gateway().password_hash(username) if USERNAME.fullmatch(username) else None
     except Refused as err:
@@ -167,7 +168,11 @@ def check_login(username: str, password: str) -> str | None:
             raise
         raise Refused(OLD_CLUSTER, err.code) from None
     stored, role = found if found is not None else (_dummy_hash(), "")
-    return role if check_password_hash(stored, password) and role in ROLES else None
+    with guard.checking():
+        ok = check_password_hash(stored, password) and role in ROLES
+    if not ok:
+        guard.failed(username)
+    return role if ok else None
 
 
 def _guard() -> LoginGuard:
@@ -196,9 +201,8 @@ def login() -> Any:
     if form.validate_on_submit():
         username, password = form.username.data or "", form.password.data or ""
         try:
-            role = _guard().check(
-                client_key(request.remote_addr), username, lambda: check_login(username, password)
-            )
+            client = client_key(request.remote_addr)
+            role = check_login(_guard(), client, username, password)
         except LoginThrottled as err:
             form.form_errors.append(str(err))
             page = render_template("login.html", form=form)

@@ -26,11 +26,12 @@ keeps at most :data:`MAX_KEYS` keys (least recently used leave first).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from raftsched.errors import LoginThrottled
 
@@ -101,24 +102,31 @@ class LoginGuard:
         self._slots = threading.BoundedSemaphore(max(1, concurrency))
         self._busy_wait = busy_wait
 
-    def check(self, client: str, username: str, verify: Callable[[], str | None]) -> str | None:
-        """``verify()`` (the role, or None for a bad login) if the limits allow it; raises
-        LoginThrottled (its ``retry_after``) when they do not."""
+    def admit(self, client: str, username: str) -> None:
+        """Take the client's token for this login; LoginThrottled (its ``retry_after``) when
+        the client has none left, or when the user name is locked by its failures."""
         wait = self.clients.take(client)
         if wait:
             raise LoginThrottled("client", wait)
         wait = self.users.wait(username)
         if wait:
             raise LoginThrottled("user", wait)
+
+    @contextlib.contextmanager
+    def checking(self) -> Iterator[None]:
+        """Hold one of the process's check slots for the password check (only the check: a
+        slow cluster answering the hash does not take one); LoginThrottled("busy") when none
+        frees within the busy wait."""
         if not self._slots.acquire(timeout=self._busy_wait):
             raise LoginThrottled("busy", self._busy_wait)
         try:
-            role = verify()
+            yield
         finally:
             self._slots.release()
-        if role is None:
-            self.users.take(username)
-        return role
+
+    def failed(self, username: str) -> None:
+        """A wrong password (or no such user): one of the name's tokens goes."""
+        self.users.take(username)
 
 
 def client_key(address: str | None) -> str:

@@ -9,13 +9,14 @@ import dataclasses
 
 import pytest
 from raftsched.web import auth
-from raftsched.web.login_limits import TokenBuckets, client_key
+from raftsched.web.login_limits import LoginGuard, TokenBuckets, client_key
 from web_support import PASSWORDS, TOKEN, csrf_token, make_app
 from werkzeug.security import generate_password_hash
 
 from raftsched.api.gen import user_pb2_grpc
 from raftsched.api.server import build_server
 from raftsched.config import default_config
+from raftsched.errors import LoginThrottled
 
 
 @pytest.fixture
@@ -151,3 +152,17 @@ def test_a_cluster_older_than_the_webserver_is_named_not_asked_to_verify():
     finally:
         app.extensions["raftsched_gateway"].close()
         server.stop(grace=0)
+
+
+def test_past_the_check_slots_a_login_is_busy_not_queued_forever():
+    guard = LoginGuard(
+        client_burst=9, client_per_minute=9, user_burst=9, user_per_minute=9, concurrency=1,
+        busy_wait=0.05,
+    )  # fmt: skip
+    # another login's scrypt is running
+    with guard.checking(), pytest.raises(LoginThrottled) as busy, guard.checking():
+        pass
+    assert busy.value.scope == "busy" and busy.value.retry_after >= 1
+    assert "busy checking other logins" in str(busy.value)
+    with guard.checking():  # the slot is free again
+        pass
