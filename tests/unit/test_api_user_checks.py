@@ -43,3 +43,23 @@ def test_a_node_checks_one_password_at_a_time(
     finally:
         channel.close()
         server.stop(grace=0)
+
+
+def test_get_password_hash_answers_hostile_names_with_no_such_user(db_engine: Engine) -> None:
+    users.create_user(db_engine, "ada", "correct horse", "operator")
+    servicer = user_rpcs.UserServicer(SimpleNamespace(require_engine=lambda: db_engine, node=None))  # type: ignore[arg-type]
+    server = build_server(default_config().api, [servicer], bind="127.0.0.1:0", max_workers=2)
+    server.start()
+    channel = grpc.insecure_channel(server.address)
+    stub = user_pb2_grpc.UserServiceStub(channel)
+    try:
+        for name in ("", "a" * 10_000, "ada\x00", "ada\n", "ADA", "ad a"):
+            answer = stub.GetPasswordHash(user_pb2.GetPasswordHashRequest(username=name))
+            assert not answer.found and not answer.password_hash and not answer.role
+        answer = stub.GetPasswordHash(user_pb2.GetPasswordHashRequest(username="ada"))
+        assert answer.found and answer.role == "operator"
+        assert answer.password_hash.startswith("scrypt:")
+        assert servicer.checks._value.get() == 0  # reading a hash checks no password
+    finally:
+        channel.close()
+        server.stop(grace=0)
