@@ -120,6 +120,11 @@ class ApiConfig(_Section):
     tls_ca: Path | None = setting("", s.path(optional=True))  # noqa: RUF009
     max_message_bytes: int = setting("4194304", s.integer(ge=1))
     max_conf_bytes: int = setting("65536", s.integer(ge=1, le=65536))  # core.limits caps it
+    # Threads of a node's gRPC server: short calls, and the long polls (Lease, LeaseCallbacks,
+    # followed logs), which wait on a pool of their own so they never delay a heartbeat
+    # (api/server.py)
+    grpc_max_workers: int = setting("64", s.integer(ge=1, le=10_000))
+    grpc_max_long_polls: int = setting("1024", s.integer(ge=1, le=100_000))
 
     @property
     def tls_enabled(self) -> bool:

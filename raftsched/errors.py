@@ -223,3 +223,34 @@ class MembershipUnconfirmed(RaftschedError):
         )
         self.address = address
         self.seconds = seconds
+
+
+class PasswordChecksBusy(RaftschedError):
+    """A scheduler node is already checking a password (VerifyUser): it checks one at a time,
+    so logins never take the CPU its Raft thread needs."""
+
+    status = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(
+            f"this node is checking another password; retry in {retry_after:g}s (webservers"
+            " check passwords themselves with GetPasswordHash and never need VerifyUser)"
+        )
+        self.retry_after = retry_after
+
+
+class LoginThrottled(RaftschedError):
+    """Too many login attempts: from one client (``scope`` "client"), for one user name
+    ("user"), or more logins at once than this webserver process checks ("busy")."""
+
+    status = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, scope: str, retry_after: float) -> None:
+        wait = max(1, round(retry_after))
+        what = {
+            "client": "Too many login attempts from your address.",
+            "user": "Too many failed logins for this user name.",
+        }.get(scope, "The server is busy checking other logins.")
+        super().__init__(f"{what} Try again in {wait} second{'s' if wait != 1 else ''}.")
+        self.scope = scope
+        self.retry_after = float(wait)

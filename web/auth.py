@@ -1,7 +1,11 @@
 """Login, logout, and who may do what.
 
-Users live in the cluster's UserService (passwords hashed there). Logging in asks
-VerifyUser; the session (a signed cookie) then holds the username and role. Roles are
+Users live in the cluster's UserService (passwords hashed there). Logging in fetches the
+user's hash (GetPasswordHash, the webserver's admin token) and checks the password here, so a
+login costs no scheduler node any CPU (scrypt takes longer than a Raft election timeout); an
+unknown user is checked against a dummy hash, so a name's existence does not show in the
+time taken. ``login_limits.py`` bounds the checks (HTTP 429 with Retry-After). The session (a
+signed cookie) then holds the username and role. Roles are
 ordered: viewer reads, operator also triggers, pauses, clears and marks, admin also manages
 users. Every ``RAFTSCHED_USER_RECHECK_SECONDS`` each process re-reads the user list, so a
 deleted user is logged out and a changed role applies without waiting for the cookie to end.
@@ -10,6 +14,7 @@ deleted user is logged out and a changed role applies without waiting for the co
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,13 +34,22 @@ from flask import (
     url_for,
 )
 from raftsched.web.forms import LoginForm
-from raftsched.web.gateway import SESSION_KEY, GatewayError, gateway
+from raftsched.web.gateway import SESSION_KEY, GatewayError, Refused, gateway
+from raftsched.web.login_limits import LoginGuard, client_key
+from werkzeug.security import check_password_hash, generate_password_hash
+
+from raftsched.errors import LoginThrottled
 
 bp = Blueprint("auth", __name__)
 
 ROLES = ("viewer", "operator", "admin")
 F = TypeVar("F", bound=Callable[..., Any])
 BAD_LOGIN = "Invalid username or password."
+USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")  # what the cluster accepts (user.proto)
+OLD_CLUSTER = (
+    "The scheduler nodes are older than this webserver (they lack GetPasswordHash): upgrade"
+    " them first, then log in."
+)
 
 
 def has_role(user: dict[str, str] | None, role: str) -> bool:
@@ -135,20 +149,71 @@ def safe_next(target: str | None) -> str:
     return url_for("dags.list_page")
 
 
+@functools.cache
+def _dummy_hash() -> str:
+    """Checked for a user that does not exist, with the parameters of a real hash (made by
+    the same function as the cluster's): an unknown name costs as much as a wrong password."""
+    return generate_password_hash("raftsched-no-such-user")
+
+
+def check_login(guard: LoginGuard, client: str, username: str, password: str) -> str | None:
+    """The user's role if ``password`` is right, else None; LoginThrottled past ``guard``'s
+    limits. The scrypt check runs in this process; the cluster only reads the stored hash
+    (never VerifyUser: no login makes a node compute scrypt)."""
+    guard.admit(client, username)
+    try:
+        found = gateway().password_hash(username) if USERNAME.fullmatch(username) else None
+    except Refused as err:
+        if err.code != "UNIMPLEMENTED":
+            raise
+        raise Refused(OLD_CLUSTER, err.code) from None
+    stored, role = found if found is not None else (_dummy_hash(), "")
+    with guard.checking():
+        ok = check_password_hash(stored, password) and role in ROLES
+    if not ok:
+        guard.failed(username)
+    return role if ok else None
+
+
+def _guard() -> LoginGuard:
+    """This process's login limits, from the app's settings."""
+    app = current_app
+    guard = app.extensions.get("raftsched_login")
+    if guard is None:
+        guard = app.extensions.setdefault(
+            "raftsched_login",
+            LoginGuard(
+                client_burst=app.config["LOGIN_CLIENT_BURST"],
+                client_per_minute=app.config["LOGIN_CLIENT_PER_MINUTE"],
+                user_burst=app.config["LOGIN_USER_BURST"],
+                user_per_minute=app.config["LOGIN_USER_PER_MINUTE"],
+                concurrency=app.config["LOGIN_CONCURRENCY"],
+            ),
+        )
+    return guard
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
     form = LoginForm()
     if request.method == "GET":
         form.next.data = request.args.get("next", "")
     if form.validate_on_submit():
-        role = gateway().verify_user(form.username.data or "", form.password.data or "")
-        if role is None or role not in ROLES:
+        username, password = form.username.data or "", form.password.data or ""
+        try:
+            client = client_key(request.remote_addr)
+            role = check_login(_guard(), client, username, password)
+        except LoginThrottled as err:
+            form.form_errors.append(str(err))
+            page = render_template("login.html", form=form)
+            return page, 429, {"Retry-After": str(int(err.retry_after))}
+        if role is None:
             form.form_errors.append(BAD_LOGIN)
             return render_template("login.html", form=form), 401
         seen = session.get(SESSION_KEY)  # what this browser has seen stays seen
         session.clear()
         session.permanent = True
-        session["user"], session["role"] = form.username.data, role
+        session["user"], session["role"] = username, role
         if seen is not None:
             session[SESSION_KEY] = seen
         _cache().forget()

@@ -330,11 +330,11 @@ class Gateway:
 
     # -- users -------------------------------------------------------------------------------
 
-    def verify_user(self, username: str, password: str) -> str | None:
-        """The user's role if the name and password match, else None."""
-        request = user_pb2.VerifyUserRequest(username=username, password=password)
-        response = self._call("users", "VerifyUser", request)
-        return response.role if response.ok else None
+    def password_hash(self, username: str) -> tuple[str, str] | None:
+        """(stored hash, role) of a user, None if none: auth.py checks logins, not a node."""
+        request = user_pb2.GetPasswordHashRequest(username=username)
+        response = self._call("users", "GetPasswordHash", request)
+        return (response.password_hash, response.role) if response.found else None
 
     def list_users(self) -> list[dict[str, Any]]:
         response = self._call("users", "ListUsers", user_pb2.ListUsersRequest())

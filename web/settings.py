@@ -14,7 +14,11 @@ be), e.g. ``RAFTSCHED_WEB_SESSION_COOKIE_SECURE=true`` behind HTTPS,
 ``RAFTSCHED_WEB_PROXY_FIX=1`` to trust one proxy's X-Forwarded-* headers, or
 ``RAFTSCHED_WEB_RAFTSCHED_DEADLINE=3`` for the seconds one page may wait on the cluster, or
 ``RAFTSCHED_WEB_READ_CACHE_SECONDS=0`` to turn off the read cache (``read_cache.py``: read
-answers reused for 0.2 s, never against a caller's read-your-writes index).
+answers reused for 0.2 s, never against a caller's read-your-writes index). The login limits
+of each process (``login_limits.py``): ``RAFTSCHED_WEB_LOGIN_CLIENT_BURST`` /
+``_LOGIN_CLIENT_PER_MINUTE`` (checked logins per client address), ``_LOGIN_USER_BURST`` /
+``_LOGIN_USER_PER_MINUTE`` (failed logins per user name), ``_LOGIN_CONCURRENCY`` (password
+checks at once).
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ DEFAULTS: dict[str, Any] = {
     "GRID_RUNS": 12,
     "PROXY_FIX": False,
     "READ_CACHE_SECONDS": 0.2,  # read_cache.DEFAULT_TTL
+    "LOGIN_CLIENT_BURST": 20,
+    "LOGIN_CLIENT_PER_MINUTE": 20,
+    "LOGIN_USER_BURST": 5,
+    "LOGIN_USER_PER_MINUTE": 2,
+    "LOGIN_CONCURRENCY": 2,
 }
 
 

@@ -99,6 +99,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _W + "CompleteCallback": Role.WORKER,
     _U + "CreateUser": Role.ADMIN,
     _U + "VerifyUser": Role.ADMIN,
+    _U + "GetPasswordHash": Role.ADMIN,  # hashes: only the webserver needs them
     _U + "ListUsers": Role.ADMIN,
     _U + "DeleteUser": Role.ADMIN,
     _S + "SetSecret": Role.ADMIN,

@@ -46,7 +46,7 @@ class NodeApi:
         *,
         engine: Any = None,
         default_lease_ttl: float = 30.0,
-        max_workers: int = 64,
+        max_workers: int | None = None,
     ) -> None:
         node, proposer = runtime.node, runtime.proposer
         assert node is not None and proposer is not None, "NodeApi after the node started"
@@ -71,7 +71,7 @@ class NodeApi:
             UserServicer(self.ctx),
             SecretServicer(self.ctx, getattr(runtime, "fernet_keys", ())),
         ]
-        self.server: ApiServer = build_server(
+        self.server: ApiServer = build_server(  # pools: [api] grpc_max_workers, _long_polls
             api, servicers, bind=self.bind, max_workers=max_workers, gate=self.ctx
         )
         self._stop = threading.Event()

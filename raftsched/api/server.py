@@ -2,7 +2,18 @@
 
 It adds the bearer-token interceptor (:mod:`raftsched.api.auth`), the standard
 ``grpc.health.v1.Health`` service, server reflection, TLS when ``[api] tls_cert`` is set, and
-the ``[api] max_message_bytes`` limit. Servicers are instances of the generated
+the ``[api] max_message_bytes`` limit.
+
+Two thread pools. Short calls (heartbeats, outcomes, reads, writes) run on ``[api]
+grpc_max_workers`` threads; the calls that wait for something to happen (:data:`LONG_POLLS`:
+a worker's ``Lease`` and ``LeaseCallbacks`` wait up to 30 s for work, a followed log for its
+task's end) run on ``[api] grpc_max_long_polls`` threads of their own. With one pool, 32 idle
+workers (one Lease and one LeaseCallbacks each) filled 64 threads and a running attempt's
+heartbeat queued behind them for seconds, past its fence window, so the worker killed a
+healthy task. The split uses grpc's ``experimental_thread_pool`` attribute of a handler's
+behaviour (grpc >= 1.58; ``tests/integration/test_api_poll_pool.py`` checks it is honoured).
+A sleeping poll costs a thread's stack and no CPU; past ``grpc_max_long_polls`` a poll waits
+for a free thread (never a short call's). Servicers are instances of the generated
 ``*Servicer`` base classes; each is registered with its service by its type::
 
     server = build_server(config.api, [ClusterServicer(node), DagServicer(node, store)])
@@ -15,7 +26,7 @@ the ``[api] max_message_bytes`` limit. Servicers are instances of the generated
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from typing import Any
 
@@ -38,6 +49,7 @@ from raftsched.api.gen import (
     worker_pb2_grpc,
 )
 from raftsched.api.servicers.decoding import DecodeErrorInterceptor
+from raftsched.api.wrap import Behaviour, with_behaviour
 from raftsched.config import ApiConfig
 from raftsched.errors import ConfigError
 
@@ -90,9 +102,16 @@ class ApiServer:
     """A built, not yet started server. ``port`` is the bound port (useful with port 0)."""
 
     def __init__(
-        self, server: grpc.Server, port: int, host: str, services: list[str], secure: bool
+        self,
+        server: grpc.Server,
+        port: int,
+        host: str,
+        services: list[str],
+        secure: bool,
+        pools: tuple[futures.ThreadPoolExecutor, ...] = (),
     ) -> None:
         self.server = server
+        self.pools = pools
         self.port = port
         self.address = f"{host}:{port}"
         self.services = services
@@ -125,6 +144,8 @@ class ApiServer:
         """Refuse new calls, let running ones finish for ``grace`` seconds, then cancel them."""
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        for pool in self.pools:  # grpc shuts down only the pool it was given
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self.server.wait_for_termination(timeout)
@@ -137,9 +158,52 @@ class ApiServer:
         self.stop(grace=1.0)
 
 
-def _interceptors(api: ApiConfig, gate: Gate | None) -> list[grpc.ServerInterceptor]:
-    """Authentication first: a call that is refused never waits for the replica."""
+# Calls that wait for work or for a task's end: they run on the long-poll pool.
+LONG_POLLS = frozenset(
+    {
+        "/raftsched.v1.WorkerService/Lease",
+        "/raftsched.v1.WorkerService/LeaseCallbacks",
+        "/raftsched.v1.DagService/GetTaskLog",  # with follow, until the attempt ends
+    }
+)
+
+
+class PollPoolInterceptor(grpc.ServerInterceptor):
+    """Runs the :data:`LONG_POLLS` on ``pool`` instead of the server's own pool. First in the
+    chain: it marks the behaviour every other interceptor wrapped, which is what grpc runs
+    (denials of a long poll run there too). Thread-safe: it holds no mutable state."""
+
+    def __init__(self, pool: futures.ThreadPoolExecutor, methods: frozenset[str]) -> None:
+        self._pool = pool
+        self._methods = methods
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None or handler_call_details.method not in self._methods:
+            return handler
+        if handler.request_streaming:  # no raftsched call streams requests
+            return handler
+        return with_behaviour(handler, self._on_pool, self._on_pool)
+
+    def _on_pool(self, behaviour: Behaviour) -> Behaviour:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            return behaviour(request, context)
+
+        call.experimental_thread_pool = self._pool  # type: ignore[attr-defined]
+        return call
+
+
+def _interceptors(
+    api: ApiConfig, gate: Gate | None, polls: futures.ThreadPoolExecutor
+) -> list[grpc.ServerInterceptor]:
+    """The long-poll pool's marker outermost; then authentication: a call that is refused
+    never waits for the replica."""
     chain: list[grpc.ServerInterceptor] = [
+        PollPoolInterceptor(polls, LONG_POLLS),
         auth.AuthInterceptor(auth.TokenTable.from_config(api)),
         DecodeErrorInterceptor(),  # undecodable bytes: INVALID_ARGUMENT, not INTERNAL
     ]
@@ -153,25 +217,32 @@ def build_server(
     servicers: Iterable[object],
     *,
     bind: str | None = None,
-    max_workers: int = 64,
+    max_workers: int | None = None,
+    max_long_polls: int | None = None,
     gate: Gate | None = None,
 ) -> ApiServer:
     """A server for ``servicers`` on ``bind`` (default ``[api] grpc_bind``; port 0 picks one).
 
-    ``max_workers`` bounds concurrent calls: each long-polling worker and each followed log
-    holds a thread while it waits. ``gate`` (a node's ``ApiContext``) adds the consistency
-    interceptor (:mod:`raftsched.api.consistency`): calls wait until this node applied what
-    their caller has seen, and every answer carries its applied index. Raises ConfigError
+    ``max_workers`` (default ``[api] grpc_max_workers``) bounds the short calls running at
+    once, ``max_long_polls`` (default ``[api] grpc_max_long_polls``) the long polls waiting at
+    once (each holds a thread of its own pool while it waits). ``gate`` (a node's
+    ``ApiContext``) adds the consistency interceptor (:mod:`raftsched.api.consistency`): calls
+    wait until this node applied what their caller has seen, and every answer carries its
+    applied index. Raises ConfigError
     when there is no token and the bind is not loopback (see :mod:`raftsched.api.auth`), when
     a TLS file cannot be read, when a servicer is of no known service, or when the address
     cannot be bound.
     """
     bind = bind or api.grpc_bind
     auth.check_open_allowed(api, bind)
+    calls = futures.ThreadPoolExecutor(
+        max_workers=max_workers or api.grpc_max_workers, thread_name_prefix="grpc"
+    )
+    polls = futures.ThreadPoolExecutor(
+        max_workers=max_long_polls or api.grpc_max_long_polls, thread_name_prefix="grpc-poll"
+    )
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        interceptors=_interceptors(api, gate),
-        options=server_options(api),
+        calls, interceptors=_interceptors(api, gate, polls), options=server_options(api)
     )
     services = []
     for servicer in servicers:
@@ -206,4 +277,4 @@ def build_server(
             value=bind,
         )
     host = bind.rsplit(":", 1)[0]
-    return ApiServer(server, port, host, services, secure)
+    return ApiServer(server, port, host, services, secure, (calls, polls))

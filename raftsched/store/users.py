@@ -81,15 +81,23 @@ def create_user(
 
 def verify_user(engine: Engine, username: str, password: str) -> str | None:
     """The user's role if ``password`` is right, else None (unknown user or wrong password)."""
+    found = password_hash(engine, username)
+    if found is None:
+        check_password_hash(_dummy_hash(), password)
+        return None
+    stored, role = found
+    return role if check_password_hash(stored, password) else None
+
+
+def password_hash(engine: Engine, username: str) -> tuple[str, str] | None:
+    """(the stored password hash, the role) of ``username``, or None when there is no such
+    user. For the webserver, which checks passwords itself (``check_password_hash``)."""
     table = t.users
     with translate_errors(engine), engine.connect() as conn:
         found = conn.execute(
             sa.select(table.c.password_hash, table.c.role).where(table.c.username == username)
         ).one_or_none()
-    if found is None:
-        check_password_hash(_dummy_hash(), password)
-        return None
-    return found.role if check_password_hash(found.password_hash, password) else None
+    return None if found is None else (found.password_hash, found.role)
 
 
 def list_users(engine: Engine) -> list[User]:

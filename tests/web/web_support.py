@@ -8,10 +8,7 @@ change what the cluster says (``leaderless``, ``users``...). ``reset()`` restore
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import json
-import os
 import re
 import socket
 from datetime import UTC, datetime, timedelta
@@ -19,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 from raftsched.web import create_app
+from werkzeug.security import check_password_hash, generate_password_hash
 
 from raftsched.api.gen import (
     cluster_pb2,
@@ -51,8 +49,9 @@ def _ts(value: datetime) -> Any:
     return stamp
 
 
-def _hash(password: str, salt: bytes) -> bytes:
-    return hashlib.pbkdf2_hmac("sha256", password.encode(), salt, 1000)
+def _hash(password: str) -> str:
+    # werkzeug's format, as the cluster stores it; a cheap method keeps the tests fast
+    return generate_password_hash(password, method="pbkdf2:sha256:1000")
 
 
 class CannedCluster:
@@ -64,10 +63,10 @@ class CannedCluster:
         self.leaderless = False
         self.paused: dict[str, bool] = {"etl_daily": False, "paused_dag": True}
         self.paused.update({f"bulk_{i:03d}": i % 2 == 0 for i in range(BULK)})
-        self.users: dict[str, tuple[str, bytes, bytes, datetime]] = {}
+        self.users: dict[str, tuple[str, str, datetime]] = {}
+        self.verified = 0  # VerifyUser calls: logins check passwords on the webserver
         for name, password in PASSWORDS.items():
-            salt = os.urandom(8)
-            self.users[name] = (ROLES[name], salt, _hash(password, salt), T0)
+            self.users[name] = (ROLES[name], _hash(password), T0)
         self.runs: dict[str, list[dict[str, Any]]] = {
             "etl_daily": [
                 {"run_id": f"scheduled__2024-01-0{d}", "day": d, "state": s}
@@ -312,14 +311,21 @@ class UserServicer(user_pb2_grpc.UserServiceServicer):
         self.canned = canned
 
     def _user(self, name: str) -> user_pb2.User:
-        role, _, _, created = self.canned.users[name]
+        role, _, created = self.canned.users[name]
         return user_pb2.User(username=name, role=role, created_at=_ts(created))
 
     def VerifyUser(self, request: Any, context: Any) -> Any:
+        self.canned.verified += 1
         found = self.canned.users.get(request.username)
-        if found and hmac.compare_digest(found[2], _hash(request.password, found[1])):
+        if found and check_password_hash(found[1], request.password):
             return user_pb2.VerifyUserResponse(ok=True, role=found[0])
         return user_pb2.VerifyUserResponse(ok=False)
+
+    def GetPasswordHash(self, request: Any, context: Any) -> Any:
+        found = self.canned.users.get(request.username)
+        if found is None:
+            return user_pb2.GetPasswordHashResponse(found=False)
+        return user_pb2.GetPasswordHashResponse(found=True, password_hash=found[1], role=found[0])
 
     def ListUsers(self, request: Any, context: Any) -> Any:
         return user_pb2.ListUsersResponse(users=[self._user(n) for n in sorted(self.canned.users)])
@@ -328,13 +334,7 @@ class UserServicer(user_pb2_grpc.UserServiceServicer):
         self.canned.calls.append(("CreateUser", request.username))
         if request.username in self.canned.users and not request.replace:
             context.abort(grpc.StatusCode.ALREADY_EXISTS, f"user {request.username!r} exists")
-        salt = os.urandom(8)
-        self.canned.users[request.username] = (
-            request.role,
-            salt,
-            _hash(request.password, salt),
-            T0,
-        )
+        self.canned.users[request.username] = (request.role, _hash(request.password), T0)
         return self._user(request.username)
 
     def DeleteUser(self, request: Any, context: Any) -> Any:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17raftsched/v1/user.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n\x04User\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"V\n\x11\x43reateUserRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0f\n\x07replace\x18\x04 \x01(\x08\"7\n\x11VerifyUserRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\".\n\x12VerifyUserResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0c\n\x04role\x18\x02 \x01(\t\"\x12\n\x10ListUsersRequest\"6\n\x11ListUsersResponse\x12!\n\x05users\x18\x01 \x03(\x0b\x32\x12.raftsched.v1.User\"%\n\x11\x44\x65leteUserRequest\x12\x10\n\x08username\x18\x01 \x01(\t\"%\n\x12\x44\x65leteUserResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x32\xc0\x02\n\x0bUserService\x12\x41\n\nCreateUser\x12\x1f.raftsched.v1.CreateUserRequest\x1a\x12.raftsched.v1.User\x12O\n\nVerifyUser\x12\x1f.raftsched.v1.VerifyUserRequest\x1a .raftsched.v1.VerifyUserResponse\x12L\n\tListUsers\x12\x1e.raftsched.v1.ListUsersRequest\x1a\x1f.raftsched.v1.ListUsersResponse\x12O\n\nDeleteUser\x12\x1f.raftsched.v1.DeleteUserRequest\x1a .raftsched.v1.DeleteUserResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17raftsched/v1/user.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"V\n\x04User\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12.\n\ncreated_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"V\n\x11\x43reateUserRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x0f\n\x07replace\x18\x04 \x01(\x08\"7\n\x11VerifyUserRequest\x12\x10\n\x08username\x18\x01 \x01(\t\x12\x10\n\x08password\x18\x02 \x01(\t\".\n\x12VerifyUserResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0c\n\x04role\x18\x02 \x01(\t\"*\n\x16GetPasswordHashRequest\x12\x10\n\x08username\x18\x01 \x01(\t\"M\n\x17GetPasswordHashResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x15\n\rpassword_hash\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\"\x12\n\x10ListUsersRequest\"6\n\x11ListUsersResponse\x12!\n\x05users\x18\x01 \x03(\x0b\x32\x12.raftsched.v1.User\"%\n\x11\x44\x65leteUserRequest\x12\x10\n\x08username\x18\x01 \x01(\t\"%\n\x12\x44\x65leteUserResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\x32\xa0\x03\n\x0bUserService\x12\x41\n\nCreateUser\x12\x1f.raftsched.v1.CreateUserRequest\x1a\x12.raftsched.v1.User\x12O\n\nVerifyUser\x12\x1f.raftsched.v1.VerifyUserRequest\x1a .raftsched.v1.VerifyUserResponse\x12^\n\x0fGetPasswordHash\x12$.raftsched.v1.GetPasswordHashRequest\x1a%.raftsched.v1.GetPasswordHashResponse\x12L\n\tListUsers\x12\x1e.raftsched.v1.ListUsersRequest\x1a\x1f.raftsched.v1.ListUsersResponse\x12O\n\nDeleteUser\x12\x1f.raftsched.v1.DeleteUserRequest\x1a .raftsched.v1.DeleteUserResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,14 +40,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VERIFYUSERREQUEST']._serialized_end=305
   _globals['_VERIFYUSERRESPONSE']._serialized_start=307
   _globals['_VERIFYUSERRESPONSE']._serialized_end=353
-  _globals['_LISTUSERSREQUEST']._serialized_start=355
-  _globals['_LISTUSERSREQUEST']._serialized_end=373
-  _globals['_LISTUSERSRESPONSE']._serialized_start=375
-  _globals['_LISTUSERSRESPONSE']._serialized_end=429
-  _globals['_DELETEUSERREQUEST']._serialized_start=431
-  _globals['_DELETEUSERREQUEST']._serialized_end=468
-  _globals['_DELETEUSERRESPONSE']._serialized_start=470
-  _globals['_DELETEUSERRESPONSE']._serialized_end=507
-  _globals['_USERSERVICE']._serialized_start=510
-  _globals['_USERSERVICE']._serialized_end=830
+  _globals['_GETPASSWORDHASHREQUEST']._serialized_start=355
+  _globals['_GETPASSWORDHASHREQUEST']._serialized_end=397
+  _globals['_GETPASSWORDHASHRESPONSE']._serialized_start=399
+  _globals['_GETPASSWORDHASHRESPONSE']._serialized_end=476
+  _globals['_LISTUSERSREQUEST']._serialized_start=478
+  _globals['_LISTUSERSREQUEST']._serialized_end=496
+  _globals['_LISTUSERSRESPONSE']._serialized_start=498
+  _globals['_LISTUSERSRESPONSE']._serialized_end=552
+  _globals['_DELETEUSERREQUEST']._serialized_start=554
+  _globals['_DELETEUSERREQUEST']._serialized_end=591
+  _globals['_DELETEUSERRESPONSE']._serialized_start=593
+  _globals['_DELETEUSERRESPONSE']._serialized_end=630
+  _globals['_USERSERVICE']._serialized_start=633
+  _globals['_USERSERVICE']._serialized_end=1049
 # @@protoc_insertion_point(module_scope)

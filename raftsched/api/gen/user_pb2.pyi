@@ -47,6 +47,22 @@ class VerifyUserResponse(_message.Message):
     role: str
     def __init__(self, ok: _Optional[bool] = ..., role: _Optional[str] = ...) -> None: ...
 
+class GetPasswordHashRequest(_message.Message):
+    __slots__ = ("username",)
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    username: str
+    def __init__(self, username: _Optional[str] = ...) -> None: ...
+
+class GetPasswordHashResponse(_message.Message):
+    __slots__ = ("found", "password_hash", "role")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_HASH_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    password_hash: str
+    role: str
+    def __init__(self, found: _Optional[bool] = ..., password_hash: _Optional[str] = ..., role: _Optional[str] = ...) -> None: ...
+
 class ListUsersRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

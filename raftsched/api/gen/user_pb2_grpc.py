@@ -46,6 +46,11 @@ class UserServiceStub:
                 request_serializer=raftsched_dot_v1_dot_user__pb2.VerifyUserRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_user__pb2.VerifyUserResponse.FromString,
                 _registered_method=True)
+        self.GetPasswordHash = channel.unary_unary(
+                '/raftsched.v1.UserService/GetPasswordHash',
+                request_serializer=raftsched_dot_v1_dot_user__pb2.GetPasswordHashRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_user__pb2.GetPasswordHashResponse.FromString,
+                _registered_method=True)
         self.ListUsers = channel.unary_unary(
                 '/raftsched.v1.UserService/ListUsers',
                 request_serializer=raftsched_dot_v1_dot_user__pb2.ListUsersRequest.SerializeToString,
@@ -72,7 +77,17 @@ class UserServiceServicer:
 
     def VerifyUser(self, request, context):
         """Check a username and password; answers the user's role, or ok=false without saying which
-        part was wrong. Needs admin (the webserver's token).
+        part was wrong. Needs admin. Costs the node a password hash (scrypt) per call, at most one
+        at a time: the webserver uses GetPasswordHash and checks passwords itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPasswordHash(self, request, context):
+        """A user's salted password hash and role, so that the webserver checks a login's password
+        itself and no scheduler node spends CPU on it. Needs admin (the webserver's token); no
+        other role ever sees a hash.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -104,6 +119,11 @@ def add_UserServiceServicer_to_server(servicer, server):
                     servicer.VerifyUser,
                     request_deserializer=raftsched_dot_v1_dot_user__pb2.VerifyUserRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_user__pb2.VerifyUserResponse.SerializeToString,
+            ),
+            'GetPasswordHash': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPasswordHash,
+                    request_deserializer=raftsched_dot_v1_dot_user__pb2.GetPasswordHashRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_user__pb2.GetPasswordHashResponse.SerializeToString,
             ),
             'ListUsers': grpc.unary_unary_rpc_method_handler(
                     servicer.ListUsers,
@@ -172,6 +192,33 @@ class UserService:
             '/raftsched.v1.UserService/VerifyUser',
             raftsched_dot_v1_dot_user__pb2.VerifyUserRequest.SerializeToString,
             raftsched_dot_v1_dot_user__pb2.VerifyUserResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPasswordHash(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.UserService/GetPasswordHash',
+            raftsched_dot_v1_dot_user__pb2.GetPasswordHashRequest.SerializeToString,
+            raftsched_dot_v1_dot_user__pb2.GetPasswordHashResponse.FromString,
             options,
             channel_credentials,
             insecure,
