@@ -19,22 +19,27 @@ of ``[secrets] fernet_key`` (comma-separated; any of them decrypts, so a new key
 the old ones stay until ``raftsched secrets rotate`` re-encrypted everything). Without a key a
 node refuses to store or read values (:class:`SecretsNotConfigured` says how to make one).
 
-In logs: the worker replaces every value it injected (:func:`mask_values`) with ``***`` in
-the task's output before it ships it (:class:`StreamMasker`), values shorter than
-:data:`MIN_MASKED_CHARS` excepted (masking "1" would blank every digit of the log).
+Masked: the worker replaces every value it injected, and each credential part of a
+connection (:func:`mask_values`), with ``***`` in whatever the attempt hands back (its output,
+outcome message and return value: ``raftsched.masking``) before it leaves the worker; an
+operator sees a connection with the same parts masked (:func:`masked_connection`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from raftsched.core import limits
 from raftsched.errors import RaftschedError
+from raftsched.masking import MASK as MASK
+from raftsched.masking import MIN_MASKED_CHARS as MIN_MASKED_CHARS
+from raftsched.masking import StreamMasker as StreamMasker
+from raftsched.masking import mask_text as mask_text
+from raftsched.masking import maskable as maskable
 
 VARIABLE = "variable"
 CONNECTION = "connection"
@@ -46,8 +51,6 @@ DECLARATION_ENV = "RAFTSCHED_SECRETS"
 # The worker's own environment, read first by EnvSecretsBackend
 BACKEND_VAR_PREFIX = "RAFTSCHED_SECRET_VAR_"
 BACKEND_CONN_PREFIX = "RAFTSCHED_SECRET_CONN_"
-MASK = "***"
-MIN_MASKED_CHARS = 4
 GENERATE_KEY = (
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
@@ -210,31 +213,122 @@ def parse_connection(uri: str, conn_id: str = "") -> Connection:
     )
 
 
+# -- what of a connection is a credential -----------------------------------------------------
+#
+# A connection URI holds credentials in more places than its password: a webhook's path
+# (https://hooks.slack.com/services/T0/B0/SECRET), a query value (?api_key=..., the
+# connection's ``extra``), a fragment. Each such part is masked: for an operator's GetSecret
+# (the shape stays: which host, which keys) and in the logs of a task that declares the
+# connection. The rule, the same for every scheme (a URI does not say which parts its
+# service reads as a secret):
+#
+# - the password;
+# - every path segment after the first (the first is a database name, or an API's fixed
+#   prefix such as Slack's ``services``); a service that puts a token in the first segment
+#   needs it in the password or the query instead;
+# - every query value, except the setting words of SETTING_VALUES (``true``, ``require``...),
+#   which cannot hold a credential and would blank common words of a log; an item without
+#   ``=`` as a whole;
+# - the fragment.
+#
+# The login and the host are an identity, not a credential: shown.
+
+SETTING_VALUES = frozenset(
+    {"true", "false", "yes", "no", "on", "off"}  # flags
+    | {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}  # libpq's sslmode
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Split:
+    masked: str  # the URI with each credential part replaced by MASK
+    path: str  # the masked path and query, as an operator's ``Connection`` shows them
+    query: str
+    secrets: tuple[tuple[str, bool], ...]  # (a credential part as written, is a query value)
+
+
+def _split(uri: str) -> _Split:
+    """ValueError when ``uri`` is not a URI urlsplit reads."""
+    parts = urlsplit(uri)
+    found: list[tuple[str, bool]] = []
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        login, _, password = userinfo.partition(":")
+        netloc = f"{login}:{MASK}@{hostport}"
+        found.append((password, False))
+    path = parts.path
+    body = path.lstrip("/")
+    first, _, rest = body.partition("/")
+    if rest:
+        path = f"{path[: len(path) - len(body)]}{first}/{MASK}"
+        found += [(rest, False)] + [(segment, False) for segment in rest.split("/") if segment]
+    items = []
+    for item in parts.query.split("&") if parts.query else ():
+        name, eq, value = item.partition("=")
+        if not eq:
+            found.append((name, True))
+            items.append(MASK if name else item)
+        elif value and value.lower() not in SETTING_VALUES:
+            found.append((value, True))
+            items.append(f"{name}={MASK}")
+        else:
+            items.append(item)
+    query = "&".join(items)
+    fragment = MASK if parts.fragment else ""
+    if parts.fragment:
+        found.append((parts.fragment, False))
+    # by hand, not urlunsplit: it would turn sqlite:////abs/file.db into sqlite://abs/file.db
+    slashes = bool(netloc) or uri.lstrip()[len(parts.scheme) + 1 :].startswith("//")
+    masked = "".join(
+        (
+            parts.scheme + ":",
+            "//" + netloc if slashes else "",
+            path,
+            "?" + query if query else "",
+            "#" + fragment if fragment else "",
+        )
+    )
+    return _Split(masked, path, query, tuple((text, q) for text, q in found if text))
+
+
 def masked_uri(uri: str) -> str:
-    """The URI with its password replaced by ``***``."""
+    """The URI with each credential part (see above) replaced by ``***``."""
     try:
-        parts = urlsplit(uri)
-        password = parts.password
+        return _split(uri).masked
     except ValueError:
         return MASK
-    if password is None:
-        return uri
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    login = userinfo.partition(":")[0]
-    return parts._replace(netloc=f"{login}:{MASK}@{hostport}").geturl()
+
+
+def masked_connection(uri: str, conn_id: str = "") -> Connection:
+    """The connection's parts as an operator sees them: host, port and login, the password,
+    schema and extra with each credential part ``***``. ValueError when it is not a URI."""
+    conn = parse_connection(uri, conn_id)
+    split = _split(uri)
+    return replace(
+        conn,
+        password=MASK if conn.password else "",
+        schema=unquote(split.path.lstrip("/")),
+        extra=split.query,
+        uri=split.masked,
+    )
 
 
 def mask_values(kind: str, value: str) -> list[str]:
-    """The texts to mask in logs for one value: the value, and a connection's password (as
-    written in the URI and decoded)."""
+    """The texts to mask in logs for one value: the value, and each credential part of a
+    connection as written in the URI, decoded, and encoded again."""
     out = [value]
-    if kind == CONNECTION:
-        try:
-            conn = parse_connection(value)
-        except ValueError:
-            return out
-        if conn.password:
-            out += [conn.password, quote(conn.password, safe="")]
+    if kind != CONNECTION:
+        return out
+    try:
+        found = _split(value).secrets
+    except ValueError:
+        return out
+    for text, in_query in found:
+        decoded = [unquote(text)] + ([unquote_plus(text)] if in_query else [])
+        out.append(text)
+        for plain in decoded:
+            out += [plain, quote(plain, safe=""), quote_plus(plain, safe="")]
     return out
 
 
@@ -332,54 +426,3 @@ class EnvSecretsBackend:
     def get(self, kind: str, key: str) -> str | None:
         prefix = BACKEND_VAR_PREFIX if kind == VARIABLE else BACKEND_CONN_PREFIX
         return self.environ.get(prefix + key)
-
-
-# -- masking --------------------------------------------------------------------------------
-
-
-def maskable(values: Iterable[str]) -> list[str]:
-    """The values worth masking, longest first (so a value containing another goes whole)."""
-    return sorted({v for v in values if len(v) >= MIN_MASKED_CHARS}, key=len, reverse=True)
-
-
-def mask_text(text: str, values: Iterable[str]) -> str:
-    for value in maskable(values):
-        text = text.replace(value, MASK)
-    return text
-
-
-class StreamMasker:
-    """Masks values in a stream of text that arrives in pieces, so a value split between two
-    reads is masked all the same: it holds back the last ``longest - 1`` characters (none
-    after a newline, when no value spans lines) until more text or :meth:`flush` comes."""
-
-    def __init__(self, values: Iterable[str]) -> None:
-        self.values = maskable(values)
-        self.keep = max((len(v) for v in self.values), default=1) - 1
-        self.lines = not any("\n" in v for v in self.values)
-        self.pattern = (
-            re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
-        )
-        self.pending = ""
-
-    def feed(self, text: str) -> str:
-        if self.pattern is None:
-            return text
-        buf = self.pending + text
-        cut = len(buf) if self.lines and buf.endswith("\n") else max(0, len(buf) - self.keep)
-        out: list[str] = []
-        pos = 0
-        for match in self.pattern.finditer(buf):
-            if match.start() >= cut:
-                break
-            out += [buf[pos : match.start()], MASK]
-            pos = match.end()
-        if pos < cut:
-            out.append(buf[pos:cut])
-            pos = cut
-        self.pending = buf[pos:]
-        return "".join(out)
-
-    def flush(self) -> str:
-        rest, self.pending = self.pending, ""
-        return self.pattern.sub(MASK, rest) if self.pattern is not None else rest
