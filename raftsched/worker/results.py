@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from raftsched import masking
+from raftsched.core.xcom import check_result_json
 from raftsched.dags import xcom_args
 from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import Assignment
@@ -48,10 +49,12 @@ def settle_outcome(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
     values = masked_values(a)
     if not values:
         return settled
-    try:
-        result_json = masking.mask_json(settled.result_json, values)
-    except ValueError:  # read_result checked it is JSON: never here, but never in clear
-        message = "the return value is not JSON: it cannot be masked, so it is not kept"
+    try:  # checked again: a number masked as "***" may have grown it past the bound
+        result_json = check_result_json(
+            "the masked return value", masking.mask_json(settled.result_json, values)
+        )
+    except ValueError as err:  # never a value in the message: LimitExceeded names sizes
+        message = f"the return value cannot be kept once masked: {err}"
         return replace(settled, success=False, result_json="", message=message)
     return replace(
         settled, result_json=result_json, message=masking.mask_text(settled.message, values)
