@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from raftsched import masking
-from raftsched.core.xcom import check_result_json
+from raftsched.core.xcom import TASKFLOW_PREFIX, check_result_json
 from raftsched.dags import xcom_args
 from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import Assignment
@@ -55,7 +55,11 @@ def settle_outcome(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
         )
     except ValueError as err:  # never a value in the message: LimitExceeded names sizes
         message = f"the return value cannot be kept once masked: {err}"
-        return replace(settled, success=False, result_json="", message=message)
+        # as for any value past a bound: a TaskFlow attempt fails, a classic one keeps none
+        failed = a.callable_name.startswith(TASKFLOW_PREFIX)
+        return replace(
+            settled, success=settled.success and not failed, result_json="", message=message
+        )
     return replace(
         settled, result_json=result_json, message=masking.mask_text(settled.message, values)
     )
