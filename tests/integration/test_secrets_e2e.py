@@ -198,6 +198,11 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
         parts = json.loads(out.getvalue())
         assert (parts["host"], parts["port"], parts["password"]) == ("db.example", 5432, "***")
         assert PASSWORD not in out.getvalue()
+        with redirect_stdout(io.StringIO()) as out:
+            assert cli([*shown, "connections", "get", "alerts_hook"]) == 0
+        parts = json.loads(out.getvalue())
+        assert (parts["schema"], parts["extra"]) == ("services/***", "api_key=***&verbose=true")
+        assert HOOK_TOKEN not in out.getvalue() and API_KEY not in out.getvalue()
         for answer in answers:
             data = answer.SerializeToString()
             for plain in PLAIN:
