@@ -35,6 +35,8 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 from raftsched.core import limits
 from raftsched.errors import RaftschedError
+
+# masking lives in raftsched.masking; these names stay here for what imports them from here
 from raftsched.masking import MASK as MASK
 from raftsched.masking import MIN_MASKED_CHARS as MIN_MASKED_CHARS
 from raftsched.masking import StreamMasker as StreamMasker
