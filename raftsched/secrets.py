@@ -19,22 +19,34 @@ of ``[secrets] fernet_key`` (comma-separated; any of them decrypts, so a new key
 the old ones stay until ``raftsched secrets rotate`` re-encrypted everything). Without a key a
 node refuses to store or read values (:class:`SecretsNotConfigured` says how to make one).
 
-In logs: the worker replaces every value it injected (:func:`mask_values`) with ``***`` in
-the task's output before it ships it (:class:`StreamMasker`), values shorter than
-:data:`MIN_MASKED_CHARS` excepted (masking "1" would blank every digit of the log).
+Masked: the worker replaces every value it injected, and each credential part of a
+connection (:func:`mask_values`), with ``***`` in whatever the attempt hands back (its output,
+outcome message and return value: ``raftsched.masking``) before it leaves the worker; an
+operator sees a connection with the same parts masked (:func:`masked_connection`).
+
+Connection URIs (``raftsched.connection_uri``) and masking (``raftsched.masking``) are modules
+of their own; their names can be imported from here too.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
+from raftsched.connection_uri import Connection as Connection
+from raftsched.connection_uri import credential_parts
+from raftsched.connection_uri import masked_connection as masked_connection
+from raftsched.connection_uri import masked_uri as masked_uri
+from raftsched.connection_uri import parse_connection as parse_connection
 from raftsched.core import limits
 from raftsched.errors import RaftschedError
+from raftsched.masking import MASK as MASK
+from raftsched.masking import MIN_MASKED_CHARS as MIN_MASKED_CHARS
+from raftsched.masking import StreamMasker as StreamMasker
+from raftsched.masking import mask_text as mask_text
+from raftsched.masking import maskable as maskable
 
 VARIABLE = "variable"
 CONNECTION = "connection"
@@ -46,8 +58,6 @@ DECLARATION_ENV = "RAFTSCHED_SECRETS"
 # The worker's own environment, read first by EnvSecretsBackend
 BACKEND_VAR_PREFIX = "RAFTSCHED_SECRET_VAR_"
 BACKEND_CONN_PREFIX = "RAFTSCHED_SECRET_CONN_"
-MASK = "***"
-MIN_MASKED_CHARS = 4
 GENERATE_KEY = (
     'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
 )
@@ -164,77 +174,21 @@ def check_key(key: str) -> str:
     return key
 
 
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """A connection URI in parts. ``repr`` never shows the password."""
-
-    conn_id: str
-    conn_type: str
-    host: str = ""
-    port: int | None = None
-    login: str = ""
-    password: str = ""
-    schema: str = ""
-    extra: str = ""  # the query string
-    uri: str = ""
-
-    def __repr__(self) -> str:
-        return f"Connection({self.conn_id!r}, {masked_uri(self.uri)!r})"
-
-    __str__ = __repr__
-
-
-def parse_connection(uri: str, conn_id: str = "") -> Connection:
-    """``scheme://login:password@host:port/schema?extra``; ValueError when it is not a URI."""
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError as err:
-        raise ValueError(f"connection {conn_id or ''} is not a valid URI: {err}") from None
-    if not parts.scheme or not (parts.netloc or parts.path):
-        raise ValueError(
-            f"connection {conn_id or ''} is not a URI: expected"
-            " scheme://login:password@host:port/schema?extra, e.g."
-            " postgresql://user:pass@db.example:5432/app?sslmode=require"
-        )
-    return Connection(
-        conn_id=conn_id,
-        conn_type=parts.scheme,
-        host=unquote(parts.hostname or ""),
-        port=port,
-        login=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
-        schema=unquote(parts.path.lstrip("/")),
-        extra=parts.query,
-        uri=uri,
-    )
-
-
-def masked_uri(uri: str) -> str:
-    """The URI with its password replaced by ``***``."""
-    try:
-        parts = urlsplit(uri)
-        password = parts.password
-    except ValueError:
-        return MASK
-    if password is None:
-        return uri
-    userinfo, _, hostport = parts.netloc.rpartition("@")
-    login = userinfo.partition(":")[0]
-    return parts._replace(netloc=f"{login}:{MASK}@{hostport}").geturl()
-
-
 def mask_values(kind: str, value: str) -> list[str]:
-    """The texts to mask in logs for one value: the value, and a connection's password (as
-    written in the URI and decoded)."""
+    """The texts to mask in logs for one value: the value, and each credential part of a
+    connection as written in the URI, decoded, and encoded again."""
     out = [value]
-    if kind == CONNECTION:
-        try:
-            conn = parse_connection(value)
-        except ValueError:
-            return out
-        if conn.password:
-            out += [conn.password, quote(conn.password, safe="")]
+    if kind != CONNECTION:
+        return out
+    try:
+        found = credential_parts(value)
+    except ValueError:
+        return out
+    for text, in_query in found:
+        decoded = [unquote(text)] + ([unquote_plus(text)] if in_query else [])
+        out.append(text)
+        for plain in decoded:
+            out += [plain, quote(plain, safe=""), quote_plus(plain, safe="")]
     return out
 
 
@@ -332,54 +286,3 @@ class EnvSecretsBackend:
     def get(self, kind: str, key: str) -> str | None:
         prefix = BACKEND_VAR_PREFIX if kind == VARIABLE else BACKEND_CONN_PREFIX
         return self.environ.get(prefix + key)
-
-
-# -- masking --------------------------------------------------------------------------------
-
-
-def maskable(values: Iterable[str]) -> list[str]:
-    """The values worth masking, longest first (so a value containing another goes whole)."""
-    return sorted({v for v in values if len(v) >= MIN_MASKED_CHARS}, key=len, reverse=True)
-
-
-def mask_text(text: str, values: Iterable[str]) -> str:
-    for value in maskable(values):
-        text = text.replace(value, MASK)
-    return text
-
-
-class StreamMasker:
-    """Masks values in a stream of text that arrives in pieces, so a value split between two
-    reads is masked all the same: it holds back the last ``longest - 1`` characters (none
-    after a newline, when no value spans lines) until more text or :meth:`flush` comes."""
-
-    def __init__(self, values: Iterable[str]) -> None:
-        self.values = maskable(values)
-        self.keep = max((len(v) for v in self.values), default=1) - 1
-        self.lines = not any("\n" in v for v in self.values)
-        self.pattern = (
-            re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
-        )
-        self.pending = ""
-
-    def feed(self, text: str) -> str:
-        if self.pattern is None:
-            return text
-        buf = self.pending + text
-        cut = len(buf) if self.lines and buf.endswith("\n") else max(0, len(buf) - self.keep)
-        out: list[str] = []
-        pos = 0
-        for match in self.pattern.finditer(buf):
-            if match.start() >= cut:
-                break
-            out += [buf[pos : match.start()], MASK]
-            pos = match.end()
-        if pos < cut:
-            out.append(buf[pos:cut])
-            pos = cut
-        self.pending = buf[pos:]
-        return "".join(out)
-
-    def flush(self) -> str:
-        rest, self.pending = self.pending, ""
-        return self.pattern.sub(MASK, rest) if self.pattern is not None else rest

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -118,32 +119,121 @@ def write_result(return_json: str, follow: list[str] | None = None, skipped: boo
 
 def read_result(path: str) -> tuple[str, tuple[str, ...] | None, bool]:
     """(return value JSON text, follow, skipped) from a result file; ("", None, False) when
-    there is none. Raises XComError for a file past its bound or not in the format."""
+    there is none. Raises XComError for a file that is not a regular file, past its bound or
+    not in the format.
+
+    The worker reads what a task made, in its own process: nothing here may follow a link
+    (to ``/dev/zero``: an endless read), block (on a FIFO no one will ever write) or read past
+    the bound (a huge sparse file), whatever stands at ``path`` (:func:`read_bounded`)."""
     try:
-        size = os.path.getsize(path)
-    except OSError:
+        data = read_bounded(path, MAX_RESULT_FILE_BYTES)
+    except FileNotFoundError:
         return "", None, False
-    if size > MAX_RESULT_FILE_BYTES:
-        raise XComError(f"the result file is {size} bytes; the limit is {MAX_RESULT_FILE_BYTES}")
     try:
-        with open(path, encoding="utf-8") as src:
-            data = json.load(src)
-        text = data.get("return_value_json") or ""
-        follow = data.get("follow")
-        skipped = bool(data.get("skipped", False))
+        loaded = json.loads(data.decode("utf-8"))
+        text = loaded.get("return_value_json") or ""
+        follow = loaded.get("follow")
+        skipped = bool(loaded.get("skipped", False))
         if not isinstance(text, str):
             raise TypeError("return_value_json is not a string")
         if follow is not None:
             if not isinstance(follow, list) or not all(isinstance(t, str) for t in follow):
                 raise TypeError("follow is not a list of task ids")
             follow = tuple(follow)
-    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as err:
-        raise XComError(f"the result file is unreadable: {err}") from None
+    except (ValueError, TypeError, AttributeError, RecursionError) as err:
+        raise XComError(f"the result file is unreadable: {str(err)[:200]}") from None
     try:
         check_result_json("return value", text)
     except ValueError as err:
         raise XComError(f"{err}; {XCOM_HINT}") from None
     return text, follow, skipped
+
+
+_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+_LEAVE_ALONE = (
+    f"raftsched writes {RESULT_FILE_NAME} when the task returns; a task must not replace it"
+    " or its working directory"
+)
+
+
+def read_bounded(path: str, bound: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``bound``; XComError when it is
+    anything else (a link, even to a regular file; a directory, FIFO, socket or device) or
+    longer, FileNotFoundError when there is none. Never follows a link, never blocks: the
+    file is opened O_NOFOLLOW|O_NONBLOCK (a FIFO opens at once and is refused by its
+    ``fstat``), and at most ``bound`` + 1 bytes are read whatever the size says."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    folder, name = os.path.split(path)
+    try:  # the folder too: a task may have put a link in place of its working directory
+        dir_fd = os.open(folder or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as err:
+        raise _unopenable(err, folder) from None
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as err:
+        raise _unopenable(err, name, dir_fd) from None
+    finally:
+        os.close(dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise XComError(_not_regular(_kind(info.st_mode)))
+        if info.st_size > bound:
+            raise XComError(_too_large(info.st_size, bound))
+        chunks: list[bytes] = []
+        got = 0
+        while got <= bound:  # it may grow while it is read: the bound holds, not the size
+            chunk = os.read(fd, min(1 << 20, bound + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        if got > bound:
+            raise XComError(_too_large(got, bound, at_least=True))
+        return b"".join(chunks)
+    except OSError as err:
+        raise XComError(f"the result file cannot be read: {err.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _unopenable(err: OSError, name: str, dir_fd: int | None = None) -> OSError:
+    """What to raise when ``name`` (the file in ``dir_fd``, else its folder) did not open."""
+    if isinstance(err, FileNotFoundError):
+        return err
+    what = "the result file" if dir_fd is not None else "the attempt's working directory"
+    try:  # only to name what stands there: the open above decided
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except OSError:
+        return XComError(f"{what} cannot be opened: {err.strerror}")
+    expected = (
+        (stat.S_ISREG, "a regular file") if dir_fd is not None else (stat.S_ISDIR, "a directory")
+    )
+    if not expected[0](mode):
+        return XComError(f"{what} is not {expected[1]} (it is {_kind(mode)}): {_LEAVE_ALONE}")
+    return XComError(f"{what} cannot be opened: {err.strerror}")
+
+
+def _kind(mode: int) -> str:
+    return next((kind for test, kind in _KINDS if test(mode)), "not a file")
+
+
+def _not_regular(kind: str) -> str:
+    return f"the result file is not a regular file (it is {kind}): {_LEAVE_ALONE}"
+
+
+def _too_large(size: int, bound: int, at_least: bool = False) -> str:
+    return (
+        f"the result file is too large: {'more than ' if at_least else ''}"
+        f"{bound if at_least else size} bytes, {bound} bytes max; {XCOM_HINT}"
+    )
 
 
 def branch_follow(value: Any) -> list[str]:

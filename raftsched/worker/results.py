@@ -6,6 +6,9 @@
   in its working directory, removed with it).
 - :func:`settle_outcome`: the outcome with what the result file says (return value, branch
   choice, skipped), bounded; a bash exit code equal to ``skip_on_exit_code`` ends SKIPPED.
+  The return value and the message are masked (``raftsched.masking``) with the attempt's
+  secret values: what leaves the worker goes into the Raft log, snapshots, the DB row, the
+  task page and the API, forever, and to downstream tasks as their arguments.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from raftsched import masking
+from raftsched.core.xcom import TASKFLOW_PREFIX, check_result_json
 from raftsched.dags import xcom_args
+from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import Assignment
 
 if TYPE_CHECKING:
@@ -37,6 +43,29 @@ def result_env(a: Assignment, workdir: str) -> dict[str, str]:
 
 
 def settle_outcome(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
+    """The outcome as it leaves the worker: with the result file's return value, and with
+    each secret value the attempt was given masked in that value and in the message."""
+    settled = _settle(outcome, a, workdir)
+    values = masked_values(a)
+    if not values:
+        return settled
+    try:  # checked again: a number masked as "***" may have grown it past the bound
+        result_json = check_result_json(
+            "the masked return value", masking.mask_json(settled.result_json, values)
+        )
+    except ValueError as err:  # never a value in the message: LimitExceeded names sizes
+        message = f"the return value cannot be kept once masked: {err}"
+        # as for any value past a bound: a TaskFlow attempt fails, a classic one keeps none
+        failed = a.callable_name.startswith(TASKFLOW_PREFIX)
+        return replace(
+            settled, success=settled.success and not failed, result_json="", message=message
+        )
+    return replace(
+        settled, result_json=result_json, message=masking.mask_text(settled.message, values)
+    )
+
+
+def _settle(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
     if outcome.killed:
         return outcome
     code = a.skip_on_exit_code

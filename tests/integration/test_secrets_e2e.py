@@ -2,11 +2,13 @@
 
 A variable set through the CLI and a connection added through the client reach a BashTask and a
 PythonTask that declare them (they write digests of what they saw to files); the task logs in
-the DB show ``***`` where the tasks printed the values; and no answer (GetDag, ListSecrets,
-GetSecret without reveal), no /metrics page, no file of the test (the SQLite DB, the Raft
-journals and snapshots, every node's and the worker's log) holds a value in clear text.
-Roles: a viewer lists names only, an operator sees masked parts, only an admin reveals; a
-worker gets values only for a lease it holds.
+the DB show ``***`` where the tasks printed the values (a webhook connection's token alone
+too), and so does the value the PythonTask returns (in ListTaskInstances and the DB row); no
+answer (GetDag, ListSecrets, GetSecret without reveal), no /metrics page, no file of the test
+(the SQLite DB, the Raft journals and snapshots, every node's and the worker's log) holds a
+value in clear text. Roles: a viewer lists names only, an operator sees a connection's shape
+(every credential part ***: password, path past its first segment, query values), only an
+admin reveals; a worker gets values only for a lease it holds.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ pytestmark = pytest.mark.slow
 VALUE = f"var-{secrets.token_hex(8)}"
 PASSWORD = f"pw-{secrets.token_hex(8)}"
 URI = f"postgresql://bob:{PASSWORD}@db.example:5432/app?sslmode=require"
+HOOK_TOKEN = f"hook-{secrets.token_hex(8)}"
+API_KEY = f"key-{secrets.token_hex(8)}"
+HOOK = f"https://hooks.example/services/T0AB/{HOOK_TOKEN}?api_key={API_KEY}&verbose=true"
+PLAIN = (VALUE, PASSWORD, HOOK_TOKEN, API_KEY)
 
 
 def _dag(seen: Path) -> str:
@@ -50,11 +56,17 @@ def _dag(seen: Path) -> str:
         SEEN = Path({str(seen)!r})
 
 
-        def use() -> None:
+        def use() -> dict:
             conn = get_connection("warehouse")
             print("python sees", get_variable("MY_VAR"), "and password", conn.password)
             for name, text in (("py_var", get_variable("MY_VAR")), ("py_pw", conn.password)):
                 (SEEN / name).write_text(hashlib.sha256(text.encode()).hexdigest())
+            hook = get_connection("alerts_hook")
+            return {{
+                "var": get_variable("MY_VAR"),
+                "note": f"password {{conn.password}}",
+                "hook": [hook.schema.rsplit("/", 1)[-1], hook.extra],
+            }}
 
 
         with DAG("secret_user", schedule=None):
@@ -62,12 +74,15 @@ def _dag(seen: Path) -> str:
                 "bash",
                 command=(
                     'echo "bash sees $RAFTSCHED_VAR_MY_VAR"; echo "uri $RAFTSCHED_CONN_warehouse";'
-                    ' printf %s "$RAFTSCHED_VAR_MY_VAR" | sha256sum | cut -c1-64 > {seen}/bash_var'
+                    ' printf %s "$RAFTSCHED_VAR_MY_VAR" | sha256sum | cut -c1-64 > {seen}/bash_var;'
+                    ' h="${{RAFTSCHED_CONN_alerts_hook%%[?]*}}"; echo "hook ${{h##*/}}"'
                 ),
                 secrets=["MY_VAR"],
-                connections=["warehouse"],
+                connections=["warehouse", "alerts_hook"],
             )
-            py = PythonTask("py", fn=use, secrets=["MY_VAR"], connections=["warehouse"])
+            py = PythonTask(
+                "py", fn=use, secrets=["MY_VAR"], connections=["warehouse", "alerts_hook"]
+            )
             bash >> py
         """
     )
@@ -99,9 +114,10 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
         with redirect_stdout(io.StringIO()) as out:
             assert cli([*base, "variables", "set", "MY_VAR", VALUE]) == 0
         assert "set" in out.getvalue() and VALUE not in out.getvalue()
-        client.secrets.SetSecret(
-            secret_pb2.SetSecretRequest(kind="connection", key="warehouse", value=URI)
-        )
+        for conn_id, uri in (("warehouse", URI), ("alerts_hook", HOOK)):
+            client.secrets.SetSecret(
+                secret_pb2.SetSecretRequest(kind="connection", key=conn_id, value=uri)
+            )
         cluster.start_worker("w1")
         run_id = client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="secret_user")).run.run_id
         run = cluster.wait_run(client, "secret_user", run_id)
@@ -120,10 +136,25 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
             for task in ("bash", "py")
         }
         assert "bash sees ***" in logs["bash"] and "uri ***" in logs["bash"]
+        assert "hook ***" in logs["bash"]  # a webhook's token alone, not only the whole URI
         assert "python sees *** and password ***" in logs["py"]
+        # the return value too: in the state (the API), in the DB row
+        returned = {
+            "var": "***",
+            "note": "password ***",
+            "hook": ["***", "api_key=***&verbose=true"],
+        }
+        listed_tis = client.dags.ListTaskInstances(
+            dag_pb2.ListTaskInstancesRequest(dag_id="secret_user", run_id=run_id)
+        )
+        py_ti = next(ti for ti in listed_tis.task_instances if ti.key.task_id == "py")
+        assert json.loads(py_ti.result_json) == returned
+        rows = queries.list_task_instances(cluster.engine, "secret_user", run_id, task_id="py")
+        assert json.loads(rows[-1].result_json) == returned
 
         # answers: names and masked parts only, the value to an admin who asks
         answers = [
+            listed_tis,
             client.dags.GetDag(dag_pb2.GetDagRequest(dag_id="secret_user")),
             client.secrets.ListSecrets(secret_pb2.ListSecretsRequest(kind="variable")),
             client.secrets.ListSecrets(secret_pb2.ListSecretsRequest(kind="connection")),
@@ -135,7 +166,26 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
         masked = operator.secrets.GetSecret(get)
         assert masked.masked == "postgresql://bob:***@db.example:5432/app?sslmode=require"
         assert masked.connection.host == "db.example" and masked.connection.has_password
-        answers += [listed, masked]
+        # a webhook: its path past the first segment and its query values are credentials
+        get_hook = secret_pb2.GetSecretRequest(kind="connection", key="alerts_hook")
+        hook = operator.secrets.GetSecret(get_hook)
+        assert hook.masked == "https://hooks.example/services/***?api_key=***&verbose=true"
+        assert (hook.connection.host, hook.connection.schema, hook.connection.extra) == (
+            "hooks.example",
+            "services/***",
+            "api_key=***&verbose=true",
+        )
+        answers += [listed, masked, hook, client.secrets.GetSecret(get_hook)]
+        get_hook.reveal = True
+        revealed = client.secrets.GetSecret(get_hook)  # an admin who asks sees it all
+        assert (
+            revealed.value == HOOK
+            and revealed.connection.extra == f"api_key={API_KEY}&verbose=true"
+        )
+        assert revealed.connection.schema == f"services/T0AB/{HOOK_TOKEN}"
+        assert (
+            _code(lambda: operator.secrets.GetSecret(get_hook)) == grpc.StatusCode.PERMISSION_DENIED
+        )
         reveal = secret_pb2.GetSecretRequest(kind="connection", key="warehouse", reveal=True)
         assert (
             _code(lambda: operator.secrets.GetSecret(reveal)) == grpc.StatusCode.PERMISSION_DENIED
@@ -148,9 +198,15 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
         parts = json.loads(out.getvalue())
         assert (parts["host"], parts["port"], parts["password"]) == ("db.example", 5432, "***")
         assert PASSWORD not in out.getvalue()
+        with redirect_stdout(io.StringIO()) as out:
+            assert cli([*shown, "connections", "get", "alerts_hook"]) == 0
+        parts = json.loads(out.getvalue())
+        assert (parts["schema"], parts["extra"]) == ("services/***", "api_key=***&verbose=true")
+        assert HOOK_TOKEN not in out.getvalue() and API_KEY not in out.getvalue()
         for answer in answers:
             data = answer.SerializeToString()
-            assert VALUE.encode() not in data and PASSWORD.encode() not in data
+            for plain in PLAIN:
+                assert plain.encode() not in data, (plain, answer)
         # a worker token gets nothing for a lease it does not hold
         stale = secret_pb2.ResolveSecretsRequest(
             key=common_pb2.TaskKey(dag_id="secret_user", run_id=run_id, task_id="bash"),
@@ -167,7 +223,7 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
         metrics_url = f"http://{host}:{int(port) + ADMIN_PORT_OFFSET}/metrics"
         with urllib.request.urlopen(metrics_url, timeout=10) as page:
             metrics = page.read()
-        assert VALUE.encode() not in metrics and PASSWORD.encode() not in metrics
+        assert not any(plain.encode() in metrics for plain in PLAIN)
 
     # every file the cluster wrote: the DB, the Raft journals and snapshots, all the logs
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
@@ -176,5 +232,5 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
     assert any(p.suffix == ".db" for p in files)
     for path in files:
         data = path.read_bytes()
-        for plain in (VALUE, PASSWORD):
+        for plain in PLAIN:
             assert plain.encode() not in data, f"{plain} in {path}"

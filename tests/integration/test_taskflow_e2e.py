@@ -12,16 +12,20 @@ Everything is real (:class:`webstack.WebStack`, one per backend, shared by the m
   and before the downstream task may run (it also waits on a gate task that polls a file the
   test creates only after the kill); the downstream task, leased through the new leader, gets
   the value.
+- A return value that holds a variable the task declared is ``***`` in the REST API, the DB
+  row, the task page and the downstream task's argument; its clear text is in no file.
 """
 
 from __future__ import annotations
 
 import html
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from harness import wait_for
 from test_rest_api import _database
 from webstack import WebStack
@@ -102,6 +106,29 @@ tf_failover()
 """
 
 
+SECRET_DAG = """
+from raftsched import dag, task
+from raftsched.secrets import get_variable
+
+
+@dag(schedule=None)
+def tf_secret():
+    @task(secrets=["XCOM_TOKEN"])
+    def leak() -> dict:
+        return {"token": get_variable("XCOM_TOKEN"), "n": 1}
+
+    @task
+    def echo(token: str) -> str:
+        return f"got {token}"
+
+    echo(leak()["token"])
+
+
+tf_secret()
+"""
+XCOM_TOKEN = f"xcom-{secrets.token_hex(8)}"
+
+
 def _tasks(stack: WebStack, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
     status, page = stack.rest("GET", f"/dags/{dag_id}/runs/{run_id}/task-instances")
     assert status == 200, page
@@ -130,15 +157,17 @@ def stack(
 ) -> Iterator[WebStack]:
     workdir: Path = tmp_path_factory.mktemp(f"taskflow-{request.param}")
     failover = FAILOVER_DAG.format(out=str(workdir / "out"), gate=str(workdir / "gate"))
-    dags = {"branch.py": BRANCH_DAG, "failover.py": failover}
+    dags = {"branch.py": BRANCH_DAG, "failover.py": failover, "secret.py": SECRET_DAG}
+    config = {"secrets": {"fernet_key": Fernet.generate_key().decode()}}
     with (
         _database(request.param, workdir) as url,
-        WebStack(workdir, url, webservers=1, use_nginx=False, dags=dags) as web,
+        WebStack(workdir, url, webservers=1, use_nginx=False, dags=dags, config=config) as web,
     ):
         web.start()
         wait_for(
             lambda: all(
-                web.rest("GET", f"/dags/{d}")[0] == 200 for d in ("tf_branch", "tf_failover")
+                web.rest("GET", f"/dags/{d}")[0] == 200
+                for d in ("tf_branch", "tf_failover", "tf_secret")
             ),
             timeout=60,
             what="the TaskFlow DAGs registered",
@@ -206,3 +235,26 @@ def test_taskflow_branches_skips_and_a_value_across_a_leader_kill(stack: WebStac
     status, _, page = stack.login().get("/dags/tf_branch/runs/b1/tasks/big")
     assert status == 200
     assert "Return value (XCom)" in page and '"big:6"' in html.unescape(page)
+
+
+def test_a_return_value_that_holds_a_secret_is_masked_everywhere(stack: WebStack) -> None:
+    done = stack.cli("variables", "set", "XCOM_TOKEN", "--stdin", stdin=XCOM_TOKEN)
+    assert done.returncode == 0, done.stderr
+    done = stack.cli("dags", "trigger", "tf_secret", "--run-id", "s1")
+    assert done.returncode == 0, done.stderr
+    assert _finished(stack, "tf_secret", "s1") == "success"
+    tasks = _tasks(stack, "tf_secret", "s1")
+    assert tasks["leak"]["result_json"] == '{"token":"***","n":1}'
+    assert tasks["echo"]["result_json"] == '"got ***"'  # what reached it was masked already
+
+    def kept() -> str | None:
+        rows = queries.list_task_instances(stack.cluster.engine, "tf_secret", "s1", task_id="leak")
+        return rows[-1].result_json if rows and rows[-1].state == "success" else None
+
+    assert wait_for(kept, timeout=30, what="leak's row", interval=0.3) == '{"token":"***","n":1}'
+    status, _, page = stack.login().get("/dags/tf_secret/runs/s1/tasks/leak")
+    assert status == 200 and '"token":"***"' in html.unescape(page)
+    assert XCOM_TOKEN not in page
+    for path in stack.workdir.rglob("*"):  # the Raft journals, snapshots, the DB, every log
+        if path.is_file():
+            assert XCOM_TOKEN.encode() not in path.read_bytes(), path

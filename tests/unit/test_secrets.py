@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from raftsched import DAG, BashTask, PythonTask
+from raftsched import DAG, BashTask, PythonTask, masking
 from raftsched import secrets as sx
 from raftsched.core import commands as c
 from raftsched.core import handlers_secrets as hs
@@ -185,6 +185,71 @@ def test_a_connection_uri_in_parts_and_masked() -> None:
         sx.parse_connection("just words", "x")
 
 
+@pytest.mark.parametrize(
+    ("uri", "masked", "parts"),
+    [
+        (  # a webhook: every path segment after the first
+            "https://hooks.slack.com/services/T0AB/B0CD/XyZsecret9",
+            "https://hooks.slack.com/services/***",
+            {"T0AB/B0CD/XyZsecret9", "T0AB", "B0CD", "XyZsecret9"},
+        ),
+        (  # query values (the connection's extra), a flag excepted; a bare item whole
+            "https://api.example.com/v1?api_key=k%2By+z&verbose=true&tokenonly",
+            "https://api.example.com/v1?api_key=***&verbose=true&***",
+            {"k%2By+z", "k+y+z", "k+y z", "tokenonly"},
+        ),
+        (  # extra that holds a password; the fragment
+            "smtp://mail.example:587?password=hunter22&starttls=true#frag-secret",
+            "smtp://mail.example:587?password=***&starttls=true#***",
+            {"hunter22", "frag-secret"},
+        ),
+        (  # a database name is not a credential; a file path past its first segment is
+            "sqlite:////var/lib/app.db",
+            "sqlite:////var/***",
+            {"lib/app.db", "app.db"},
+        ),
+        ("mysql://ann@db/app", "mysql://ann@db/app", set()),
+    ],
+)
+def test_each_credential_part_of_a_connection_is_masked(
+    uri: str, masked: str, parts: set[str]
+) -> None:
+    assert sx.masked_uri(uri) == masked
+    conn = sx.masked_connection(uri, "c")
+    assert conn.uri == masked and f"{masked}" in repr(conn)
+    values = set(sx.mask_values("connection", uri))
+    assert parts <= values and uri in values
+    log = f"calling {uri} with {' '.join(sorted(parts))} done"
+    assert (
+        sx.mask_text(log, values)
+        == "calling *** with "
+        + " ".join("***" if len(p) >= sx.MIN_MASKED_CHARS else p for p in sorted(parts))
+        + " done"
+    )
+
+
+def test_an_operator_sees_the_shape_of_a_connection() -> None:
+    uri = "https://bot:p%40ss@hooks.example:8443/services/T0/B0/XXXX?api_key=abc123&ssl=on"
+    conn = sx.masked_connection(uri, "hook")
+    assert (conn.conn_type, conn.host, conn.port, conn.login) == (
+        "https",
+        "hooks.example",
+        8443,
+        "bot",
+    )
+    assert (conn.password, conn.schema, conn.extra) == ("***", "services/***", "api_key=***&ssl=on")
+    assert conn.uri == "https://bot:***@hooks.example:8443/services/***?api_key=***&ssl=on"
+    shown = repr(conn) + conn.schema + conn.extra + conn.uri
+    for secret in ("p@ss", "p%40ss", "XXXX", "abc123", "T0/B0"):
+        assert secret not in shown
+    plain = sx.parse_connection(uri, "hook")  # what the task (and an admin's reveal) gets
+    assert (plain.password, plain.schema, plain.extra) == (
+        "p@ss",
+        "services/T0/B0/XXXX",
+        "api_key=abc123&ssl=on",
+    )
+
+
 # -- masking --------------------------------------------------------------------------------
 
 
@@ -198,6 +263,32 @@ def test_values_are_masked_even_when_split_between_reads() -> None:
 
 def test_a_value_containing_another_is_masked_whole() -> None:
     assert sx.mask_text("x=longsecret", ["secret", "longsecret"]) == "x=***"
+
+
+def test_a_return_value_is_masked_inside_its_json() -> None:
+    values = ["hunter22", 's3cr"et', "482913", "abc"]
+    text = json.dumps(
+        {
+            "token": "hunter22",
+            "url": "https://x/?t=hunter22&u=1",
+            "quoted": 's3cr"et',
+            "hunter22": [1, 482913, 4829130, True, None, "abc"],
+        },
+        separators=(",", ":"),
+    )
+    out = masking.mask_json(text, values)
+    assert json.loads(out) == {
+        "token": "***",
+        "url": "https://x/?t=***&u=1",
+        "quoted": "***",
+        "***": [1, "***", "***", True, None, "abc"],  # numbers holding one, as text
+    }
+    escaped = '["\\u0068unter22"]'  # a task may escape what it writes
+    assert json.loads(masking.mask_json(escaped, values)) == ["***"]
+    unchanged = '{"n": 1.50, "s": "plain"}'
+    assert masking.mask_json(unchanged, values) is unchanged  # the same text, not re-encoded
+    assert masking.mask_json('"hunter22"', []) == '"hunter22"'
+    assert masking.mask_json("", values) == ""
 
 
 # -- the task's side ------------------------------------------------------------------------

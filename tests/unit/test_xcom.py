@@ -369,3 +369,27 @@ def test_the_worker_reads_the_outcome_a_bash_skip_code_and_the_result_file(tmp_p
     )
     done = results.settle_outcome(Outcome(True, 0, ""), python, str(tmp_path))
     assert done.results() == {"result_json": "[1]", "follow": ("a",)}
+
+
+def test_a_return_value_masked_past_its_bound_is_not_kept(tmp_path: Path) -> None:
+    from raftsched.worker import results
+    from raftsched.worker.runner import Outcome
+    from raftsched.worker.transport import Assignment
+
+    # 64,004 bytes: it fits; each 4829 masked as "***" takes one byte more
+    pins = json.dumps(["x" * 44_000] + [4829] * 4_000, separators=(",", ":"))
+    xcom.check_result_json("pins", pins)
+    (tmp_path / xcom_args.RESULT_FILE_NAME).write_text(json.dumps({"return_value_json": pins}))
+    for callable_name, fails in (("@taskflow:d:t", True), ("classic_fn", False)):
+        a = Assignment(
+            key=TaskKey("d", "r", "t"),
+            token=1,
+            try_number=1,
+            kind="python",
+            callable_name=callable_name,
+            secret_env=(("RAFTSCHED_VAR_PIN", "4829"),),
+        )
+        done = results.settle_outcome(Outcome(True, 0, ""), a, str(tmp_path))
+        assert done.success is not fails and done.result_json == ""  # the cluster refuses it
+        assert done.message.startswith("the return value cannot be kept once masked: ")
+        assert "4829" not in done.message

@@ -2,7 +2,9 @@
 
 This node holds the Fernet keys (``[secrets] fernet_key``): it encrypts a value it is given
 and proposes ``SetSecret`` with the ciphertext; it decrypts only for an admin's ``reveal`` and
-for a worker that holds the live lease of a task declaring the name (``ResolveSecrets``).
+for a worker that holds the live lease of a task declaring the name (``ResolveSecrets``). An
+operator's ``GetSecret`` of a connection shows its parts with every credential part (password,
+path past its first segment, query values, fragment: ``secrets.masked_connection``) masked.
 Nothing here logs a value, and no error message quotes one. A node without a key refuses every
 call that needs one with FAILED_PRECONDITION saying how to make a key (ListSecrets, which
 shows names only, works without).
@@ -113,14 +115,16 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
         )
         if kind == sx.CONNECTION:
             out.masked = sx.masked_uri(value)
-            conn = sx.parse_connection(value, key)
+            # an operator sees the shape (host, login, keys); every credential part is ***
+            shown = sx.parse_connection if request.reveal else sx.masked_connection
+            conn = shown(value, key)
             out.connection.CopyFrom(
                 secret_pb2.ConnectionParts(
                     conn_type=conn.conn_type,
                     host=conn.host,
                     port=conn.port or 0,
                     login=conn.login,
-                    has_password=bool(conn.password),
+                    has_password=bool(conn.password),  # *** when masked
                     schema=conn.schema,
                     extra=conn.extra,
                 )
