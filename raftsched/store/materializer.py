@@ -23,7 +23,10 @@ Contract of :meth:`Materializer.write` (the same for :class:`MemoryMaterializer`
 - Thread-safe; concurrent writers (even on other machines) serialize on the watermark lock.
 
 :meth:`Materializer.retry_quarantined` writes quarantined entries again, as they were (for
-``raftsched db quarantine retry``).
+``raftsched db quarantine retry``), but never over a newer row unless forced: every upserted
+row keeps the seq of the entry that wrote it (``tables.OUTBOX_SEQ``), and an entry older than
+the row of its key (or a row too old to say, or an import-error list, which replaces a table
+later parses rewrote) is left in quarantine with the reason.
 """
 
 from __future__ import annotations
@@ -39,7 +42,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from raftsched.core.model import OutboxEntry, OutboxKind
-from raftsched.core.rows import DagRow, ImportErrorsRow, LogRow, RunRow, TaskRow
+from raftsched.core.rows import (
+    CallbackJobRow,
+    DagRow,
+    ImportErrorsRow,
+    LogRow,
+    RunRow,
+    SecretRow,
+    TaskRow,
+)
 from raftsched.errors import RaftschedError, StoreUnavailable
 from raftsched.store import bulk
 from raftsched.store import quarantine as q
@@ -85,6 +96,7 @@ class RetryOutcome:
     kind: str | None  # None: no such seq in quarantine
     written: bool
     error: str | None
+    newer: bool = False  # not written: the DB holds a newer row of its key (force writes it)
 
 
 class Materializer:
@@ -145,12 +157,17 @@ class Materializer:
         with translate_errors(self.engine), self.engine.connect() as conn:
             return q.load(conn, seqs)
 
-    def retry_quarantined(self, seqs: Sequence[int] | None = None) -> list[RetryOutcome]:
+    def retry_quarantined(
+        self, seqs: Sequence[int] | None = None, *, force: bool = False
+    ) -> list[RetryOutcome]:
         """Write quarantined entries again (all, or ``seqs``), each in its own transaction.
 
-        Each is written as it was, with upsert semantics: it may overwrite a newer row of the
-        same key written after it was refused. Written: its quarantine row is deleted.
-        Refused again: it stays, with the new error. The watermark is not touched.
+        Each is written as it was, with upsert semantics, unless the DB holds a row of the
+        same key written by a later entry (or one that cannot say, see :func:`newer_row`):
+        then it stays in quarantine, untouched, with ``newer`` set, unless ``force``.
+        Written: its quarantine row is deleted. Refused again: it stays, with the new error.
+        The watermark is not touched (its row is locked, so no materializer writes between
+        the check and the write).
         """
         wanted = None if seqs is None else sorted(set(seqs))
         found = {e.seq: e for e in self.quarantined(wanted)}
@@ -160,17 +177,63 @@ class Materializer:
             if entry is None:
                 outcomes.append(RetryOutcome(seq, None, False, "not in quarantine"))
             else:
-                outcomes.append(self._retry_one(entry))
+                outcomes.append(self._retry_one(entry, force))
         return outcomes
 
-    def _retry_one(self, entry: q.QuarantinedEntry) -> RetryOutcome:
+    def _retry_one(self, entry: q.QuarantinedEntry, force: bool) -> RetryOutcome:
         with write_transaction(self.engine) as conn:
+            _read_watermark(conn, lock=True)  # serializes with the materializer
+            newer = None if force else newer_row(conn, entry.entry)
+            if newer is not None:
+                return RetryOutcome(entry.seq, entry.kind, False, newer, newer=True)
             reason = _try_apply(conn, [entry.entry])
             if reason is None:
                 q.delete(conn, entry.seq)
             else:
                 q.record_error(conn, entry.seq, reason)
         return RetryOutcome(entry.seq, entry.kind, reason is None, reason)
+
+
+def newer_row(conn: Connection, entry: OutboxEntry) -> str | None:
+    """Why writing ``entry`` again could overwrite a newer row, or None when it cannot.
+
+    An upsert's key holds a row written from a later seq, or from before rows carried their
+    seq (migration 0005: it may be newer); an import-error list replaces the whole table,
+    which later parses rewrote. A log chunk never overwrites (insert-or-skip).
+    """
+    kind = OutboxKind(entry.kind)
+    if kind is OutboxKind.IMPORT_ERRORS:
+        return (
+            "an import-error list replaces the whole import_error table, which every later"
+            " parse rewrote (the leader writes it again at its next parse)"
+        )
+    if kind not in UPSERTS:
+        return None
+    table = UPSERTS[kind][0]
+    try:
+        row = upsert_row(entry)
+    except (KeyError, TypeError, ValueError):
+        return None  # not a row at all: the write refuses it with the reason
+    keys = list(table.primary_key.columns)
+    query = sa.select(table.c[t.OUTBOX_SEQ]).where(*(c == row[c.name] for c in keys))
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update()
+    found = conn.execute(query).first()
+    if found is None:
+        return None
+    key = ", ".join(f"{c.name}={row[c.name]!r}" for c in keys)
+    written_by = found[0]
+    if written_by is None:
+        return (
+            f"the {table.name} row ({key}) was written before rows recorded their outbox seq"
+            " (migration 0005), so it may be newer than this entry"
+        )
+    if int(written_by) > entry.seq:
+        return (
+            f"the {table.name} row ({key}) was written from outbox seq {written_by}, newer"
+            f" than this entry (seq {entry.seq})"
+        )
+    return None
 
 
 def _apply_isolating(
@@ -245,19 +308,36 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
     in process: 72 -> 32 us of the writer's CPU per run, PostgreSQL's 36 -> 20 us); rows it
     does not take go the executemany way.
     """
-    by_kind: dict[OutboxKind, list[dict[str, Any]]] = {kind: [] for kind in OutboxKind}
+    by_kind: dict[OutboxKind, list[OutboxEntry]] = {kind: [] for kind in OutboxKind}
     for entry in entries:
-        by_kind[OutboxKind(entry.kind)].append(entry.data)
+        by_kind[OutboxKind(entry.kind)].append(entry)
     bulk_ok = conn.dialect.name == "postgresql"  # one statement per table (store.bulk)
-    for kind, (table, to_row) in UPSERTS.items():
-        rows = _last_per_key(map(to_row, by_kind[kind]), table)
+    for kind, (table, _to_row) in UPSERTS.items():
+        rows = _last_per_key((upsert_row(e) for e in by_kind[kind]), table)
+        if kind is OutboxKind.SECRET:  # a deleted variable or connection: its row goes
+            gone = [row for row in rows if row["ciphertext"] is None]
+            rows = [row for row in rows if row["ciphertext"] is not None]
+            _delete_secrets(conn, gone)
         if not (bulk_ok and bulk.write(conn, table, rows, update=True)):
             upsert(conn, table, rows)
-    logs = _last_per_key(map(log_row, by_kind[OutboxKind.TASK_LOG]), t.task_log)
+    logs = _last_per_key((log_row(e.data) for e in by_kind[OutboxKind.TASK_LOG]), t.task_log)
     if not (bulk_ok and bulk.write(conn, t.task_log, logs, update=False)):
         insert_ignore(conn, t.task_log, logs)  # a chunk is immutable once written
     if by_kind[OutboxKind.IMPORT_ERRORS]:
-        _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1])
+        _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1].data)
+
+
+def upsert_row(entry: OutboxEntry) -> dict[str, Any]:
+    """The row an upserted entry writes, versioned with its seq (``tables.OUTBOX_SEQ``)."""
+    row = UPSERTS[OutboxKind(entry.kind)][1](entry.data)
+    row[t.OUTBOX_SEQ] = entry.seq
+    return row
+
+
+def _delete_secrets(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    table = t.secret
+    for row in rows:
+        conn.execute(sa.delete(table).where(table.c.kind == row["kind"], table.c.key == row["key"]))
 
 
 def _last_per_key(rows: Iterable[dict[str, Any]], table: sa.Table) -> list[dict[str, Any]]:
@@ -284,6 +364,14 @@ def log_row(d: dict[str, Any]) -> dict[str, Any]:
     return LogRow.from_wire(d).columns()
 
 
+def secret_row(d: dict[str, Any]) -> dict[str, Any]:
+    return SecretRow.from_wire(d).columns()
+
+
+def callback_job_row(d: dict[str, Any]) -> dict[str, Any]:
+    return CallbackJobRow.from_wire(d).columns()
+
+
 def import_error_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """The import_error table's new content (the last error per file wins)."""
     return ImportErrorsRow.from_wire(data).columns()
@@ -303,4 +391,6 @@ UPSERTS: dict[OutboxKind, tuple[sa.Table, RowBuilder]] = {
     OutboxKind.DAG: (t.dags, dag_row),
     OutboxKind.DAG_RUN: (t.dag_run, run_row),
     OutboxKind.TASK_INSTANCE: (t.task_instance, task_row),
+    OutboxKind.SECRET: (t.secret, secret_row),  # ciphertext None: the row is deleted
+    OutboxKind.CALLBACK_JOB: (t.callback_job, callback_job_row),
 }
