@@ -99,16 +99,18 @@ class Server:
 
     def _die(self) -> NoReturn:
         """The worker is gone: every attempt dies (each guard kills its own tree). When the
-        worker armed a death report and held leases, wait (bounded) until no process of any
-        attempt is left, then have :mod:`raftsched.worker._last_words` report those attempts
-        as failed, so the cluster retries them now instead of after their lease TTL."""
+        worker armed a death report, wait (bounded) until no process of any attempt is left,
+        then have :mod:`raftsched.worker._last_words` report the attempts it held as failed,
+        so the cluster retries them now instead of after their lease TTL, and sign the worker
+        off (the workers page lists it as lost, with why)."""
         for pid in self.guards:
             with contextlib.suppress(OSError):
                 os.kill(pid, _guard.DEATH_SIGNAL)
         for pid in self.forkservers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        armed = self.report_fd is not None and (self.held or self.polls) and not self.is_forkserver
+        # with nothing held or in flight it still runs: the worker signs off (workers page)
+        armed = self.report_fd is not None and not self.is_forkserver
         if armed and self._all_gone():
             self._report_death()
         os._exit(0)
