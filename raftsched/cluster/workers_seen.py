@@ -68,7 +68,7 @@ class WorkersSeen:
         """``worker_id`` signed off now, for ``reason`` (bounded by the caller)."""
         now = self._clock()
         with self._lock:
-            queues, at, said = self._seen.pop(worker_id, ((), now, {}))
+            queues, at, said = self._seen.pop(worker_id, ((), None, {}))  # None: not seen here
             self._put_lost(worker_id, dict(info or said), queues, at, now, reason, silent=False)
 
     def _put_lost(
@@ -76,7 +76,7 @@ class WorkersSeen:
         worker_id: str,
         info: dict[str, Any],
         queues: Iterable[str],
-        seen: float,
+        seen: float | None,
         at: float,
         reason: str,
         *,
@@ -152,10 +152,13 @@ def roster(
         back_after = data.get("seen") if data.get("silent") else data["at"]
         if not isinstance(back_after, int | float):
             back_after = data["at"]
-        if _at(seen, worker_id, "seen") > back_after:
+        last = _at(seen, worker_id, "seen")
+        if last > back_after:
             del gone[worker_id]
-        else:
-            seen.pop(worker_id, None)
+        elif worker_id in seen:  # its last call, whichever node took it
+            mine = data.get("seen")
+            data["seen"] = max(last, mine) if isinstance(mine, int | float) else last
+            del seen[worker_id]
     return dict(sorted(seen.items())), dict(sorted(gone.items(), key=lambda x: -x[1]["at"]))
 
 

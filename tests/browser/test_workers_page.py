@@ -39,7 +39,7 @@ def _rows(page: Any, selector: str) -> dict[str, Any]:
 
 
 def test_workers_page_lists_a_worker_and_then_why_it_was_lost(
-    tmp_path: Path, sqlite_url: str, browser_context: Any
+    tmp_path: Path, sqlite_url: str, browser_context: Any, artifacts: Path
 ) -> None:
     with WebStack(tmp_path / "stack", sqlite_url, dags={"slow.py": SLOW_DAG}) as stack:
         stack.start(worker=True)
@@ -78,7 +78,7 @@ def test_workers_page_lists_a_worker_and_then_why_it_was_lost(
         assert cells[5] == "1/2"  # [worker] concurrency = 2
         link = row.locator("td.running a").first
         assert link.get_attribute("href").startswith("/dags/ui_slow/runs/")
-        page.screenshot(path=str(tmp_path / "workers.png"), full_page=True)
+        page.screenshot(path=str(artifacts / "workers.png"), full_page=True)
 
         # The same through the CLI and REST.
         listed = stack.cli("workers", "list", "--output", "json")
@@ -100,4 +100,5 @@ def test_workers_page_lists_a_worker_and_then_why_it_was_lost(
         assert f"the worker process (pid {pid}) died" in reason, reason
         assert "reported 1 attempt(s) as failed" in reason, reason
         assert worker_id not in _rows(page, "#workers tr.worker-row")
+        page.screenshot(path=str(artifacts / "workers-lost.png"), full_page=True)
         assert not errors, f"JavaScript errors: {errors}"

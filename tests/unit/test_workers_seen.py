@@ -80,8 +80,10 @@ def test_signed_off_and_silent_workers_are_lost_with_why() -> None:
     lost = seen.lost()
     assert lost["w2"]["reason"] == ws.SILENT and lost["w2"]["silent"]
     assert seen.published() == {}
+    seen.gone("w9", "died")  # a sign-off for a worker this node never saw
+    assert seen.lost()["w9"]["seen"] is None and seen.lost()["w9"]["queues"] == []
     seen.seen("w1", ["default"])  # restarted under the same id: live again
-    assert list(seen.lost()) == ["w2"]
+    assert list(seen.lost()) == ["w2", "w9"]
     clock.now += ws.LOST_SECONDS + 1  # w2's loss is forgotten; w1 fell silent meanwhile
     assert list(seen.lost()) == ["w1"] and seen.published() == {}
 
@@ -112,4 +114,4 @@ def test_the_roster_merges_nodes_and_a_later_sighting_undoes_a_loss() -> None:
     live, gone = ws.roster(published, lost, now)
     assert list(live) == ["w1", "w3"] and live["w1"]["host"] == "h1"
     assert list(gone) == ["w4", "w5"]  # most recent loss first
-    assert gone["w4"]["reason"] == "died"
+    assert gone["w4"]["reason"] == "died" and gone["w4"]["seen"] == now - 9  # B's sighting
