@@ -99,18 +99,19 @@ class Server:
 
     def _die(self) -> NoReturn:
         """The worker is gone: every attempt dies (each guard kills its own tree). When the
-        worker armed a death report, wait (bounded) until no process of any attempt is left,
-        then have :mod:`raftsched.worker._last_words` report the attempts it held as failed,
-        so the cluster retries them now instead of after their lease TTL, and sign the worker
-        off (the workers page lists it as lost, with why)."""
+        worker armed a death report and held leases (or had a call in flight that leases),
+        wait (bounded) until no process of any attempt is left, then have
+        :mod:`raftsched.worker._last_words` report those attempts as failed, so the cluster
+        retries them now instead of after their lease TTL, and sign the worker off (the
+        workers page lists it as lost, with why). A worker that stopped on its own holds
+        nothing and signed itself off: nothing to say for it."""
         for pid in self.guards:
             with contextlib.suppress(OSError):
                 os.kill(pid, _guard.DEATH_SIGNAL)
         for pid in self.forkservers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        # with nothing held or in flight it still runs: the worker signs off (workers page)
-        armed = self.report_fd is not None and not self.is_forkserver
+        armed = self.report_fd is not None and (self.held or self.polls) and not self.is_forkserver
         if armed and self._all_gone():
             self._report_death()
         os._exit(0)

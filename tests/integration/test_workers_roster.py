@@ -1,0 +1,60 @@
+"""WorkerService.ListWorkers and SignOff against a real cluster: a worker stopped by SIGTERM
+signs off and is listed as lost with that reason; what a worker says about itself is bounded
+like everything a client sends. (The kill -9 case, through the page: tests/browser.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from api_harness import VIEWER, WORKER, ApiCluster
+from harness import wait_for
+
+from raftsched.api.client import ApiError
+from raftsched.api.gen import worker_pb2
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_stopped_worker_signs_off_and_bad_info_is_refused(
+    tmp_path: Path, sqlite_url: str
+) -> None:
+    with ApiCluster(tmp_path, sqlite_url) as cluster:
+        cluster.start()
+        cluster.wait_leader(timeout=60)
+        viewer = cluster.client(VIEWER)
+        worker = cluster.client(WORKER)
+        proc = cluster.start_worker("w-term", concurrency=3, queues="default,io")
+
+        def listed() -> list[worker_pb2.WorkerSummary]:
+            response = viewer.workers.ListWorkers(worker_pb2.ListWorkersRequest())
+            return [w for w in response.workers if w.worker_id == "w-term"]
+
+        [live] = wait_for(listed, timeout=30, what="w-term among the live workers")
+        assert live.info.pid == proc.pid and live.info.slots == 3
+        assert list(live.queues) == ["default", "io"] and live.HasField("last_seen")
+
+        proc.stop()  # SIGTERM: the worker signs off on its way out
+
+        def lost() -> list[worker_pb2.WorkerSummary]:
+            response = viewer.workers.ListWorkers(worker_pb2.ListWorkersRequest())
+            return [w for w in response.lost if w.worker_id == "w-term"]
+
+        [gone] = wait_for(lost, timeout=30, what="w-term among the lost workers")
+        assert gone.lost_reason == "stopped (SIGTERM)" and gone.info.pid == proc.pid
+        assert not listed()
+
+        # What a worker says about itself is bounded: INVALID_ARGUMENT naming the field.
+        too_long = worker_pb2.WorkerInfo(host="h" * 256)
+        lease = worker_pb2.LeaseRequest(worker_id="w-bad", max_tasks=1, info=too_long)
+        with pytest.raises(ApiError) as info:
+            worker.workers.Lease(lease)
+        assert info.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert "info.host" in str(info.value)
+        with pytest.raises(ApiError) as info:
+            worker.workers.SignOff(worker_pb2.SignOffRequest(worker_id=""))
+        assert info.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        with pytest.raises(ApiError) as info:  # a viewer may read, not sign a worker off
+            viewer.workers.SignOff(worker_pb2.SignOffRequest(worker_id="w-x", reason="no"))
+        assert info.value.code is grpc.StatusCode.PERMISSION_DENIED
