@@ -50,7 +50,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         {
             **w,
             "slots": f"{w['slots_used']}/{w['slots_total'] or '?'}",
-            "running": [f"{r['dag_id']}/{r['run_id']}/{r['task_id']}" for r in w["running"]],
+            "running": [f"{r['dag_id']}/{r['run_id']}/{r['task_id']}" for r in w["running"]]
+            or None,  # "-"
             "last_seen": _seconds(w["last_seen"]),
         }
         for w in found["workers"]

@@ -11,7 +11,7 @@ slow task's old token is refused (its attempt was closed as lost and retried).
 
 Run with ``-s`` to see the counts.
 
-A second test checks what lived only in the Raft state before (issue #22): a variable, a
+A second test checks what lived only in the Raft state before: a variable, a
 connection and a pending callback job survive the same loss and rebuild, the values never
 in the DB in clear text.
 """

@@ -11,14 +11,16 @@ import pytest
 from api_harness import VIEWER, WORKER, ApiCluster
 from harness import wait_for
 
+from raftsched import __version__
 from raftsched.api.client import ApiError
 from raftsched.api.gen import worker_pb2
+from raftsched.cli.main import main
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_stopped_worker_signs_off_and_bad_info_is_refused(
-    tmp_path: Path, sqlite_url: str
+    tmp_path: Path, sqlite_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with ApiCluster(tmp_path, sqlite_url) as cluster:
         cluster.start()
@@ -35,6 +37,15 @@ def test_a_stopped_worker_signs_off_and_bad_info_is_refused(
         assert live.info.pid == proc.pid and live.info.slots == 3
         assert list(live.queues) == ["default", "io"] and live.HasField("last_seen")
 
+        base = ["--config", str(cluster.config_path), "--token", VIEWER, "workers", "list"]
+        assert main(base) == 0
+        table = capsys.readouterr().out.splitlines()
+        assert table[0].split() == [
+            *("WORKER_ID", "HOST", "PID", "VERSION", "QUEUES", "SLOTS", "RUNNING", "LAST_SEEN")
+        ]
+        [row] = [line.split() for line in table if line.startswith("w-term ")]
+        assert row[2:6] == [str(proc.pid), __version__, "default,io", "0/3"] and row[6] == "-"
+
         proc.stop()  # SIGTERM: the worker signs off on its way out
 
         def lost() -> list[worker_pb2.WorkerSummary]:
@@ -44,6 +55,9 @@ def test_a_stopped_worker_signs_off_and_bad_info_is_refused(
         [gone] = wait_for(lost, timeout=30, what="w-term among the lost workers")
         assert gone.lost_reason == "stopped (SIGTERM)" and gone.info.pid == proc.pid
         assert not listed()
+        assert main(base) == 0
+        out = capsys.readouterr().out
+        assert "lost in the last 10 minutes" in out and "stopped (SIGTERM)" in out
 
         # What a worker says about itself is bounded: INVALID_ARGUMENT naming the field.
         too_long = worker_pb2.WorkerInfo(host="h" * 256)
