@@ -1,6 +1,7 @@
-"""WorkerService.ListWorkers and SignOff against a real cluster: a worker stopped by SIGTERM
-signs off and is listed as lost with that reason; what a worker says about itself is bounded
-like everything a client sends. (The kill -9 case, through the page: tests/browser.)"""
+"""WorkerService.ListWorkers and SignOff against a real cluster, on SQLite and PostgreSQL: a
+worker stopped by SIGTERM signs off and is listed as lost with that reason (gRPC and `raftsched
+workers list`); what a worker says about itself is bounded like everything a client sends.
+(The kill -9 case, through the page: tests/browser/test_workers_page.py.)"""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_stopped_worker_signs_off_and_bad_info_is_refused(
-    tmp_path: Path, sqlite_url: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, db_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with ApiCluster(tmp_path, sqlite_url) as cluster:
+    with ApiCluster(tmp_path, db_url) as cluster:
         cluster.start()
         cluster.wait_leader(timeout=60)
         viewer = cluster.client(VIEWER)
