@@ -312,8 +312,8 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
     for entry in entries:
         by_kind[OutboxKind(entry.kind)].append(entry)
     bulk_ok = conn.dialect.name == "postgresql"  # one statement per table (store.bulk)
-    for kind, (table, _to_row) in UPSERTS.items():
-        rows = _last_per_key((upsert_row(e) for e in by_kind[kind]), table)
+    for kind, (table, to_row) in UPSERTS.items():
+        rows = _last_per_key((_versioned(to_row(e.data), e.seq) for e in by_kind[kind]), table)
         if kind is OutboxKind.SECRET:  # a deleted variable or connection: its row goes
             gone = [row for row in rows if row["ciphertext"] is None]
             rows = [row for row in rows if row["ciphertext"] is not None]
@@ -329,8 +329,11 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
 
 def upsert_row(entry: OutboxEntry) -> dict[str, Any]:
     """The row an upserted entry writes, versioned with its seq (``tables.OUTBOX_SEQ``)."""
-    row = UPSERTS[OutboxKind(entry.kind)][1](entry.data)
-    row[t.OUTBOX_SEQ] = entry.seq
+    return _versioned(UPSERTS[OutboxKind(entry.kind)][1](entry.data), entry.seq)
+
+
+def _versioned(row: dict[str, Any], seq: int) -> dict[str, Any]:
+    row[t.OUTBOX_SEQ] = seq
     return row
 
 
