@@ -24,19 +24,16 @@ Contract of :meth:`Materializer.write` (the same for :class:`MemoryMaterializer`
 
 :meth:`Materializer.retry_quarantined` writes quarantined entries again, as they were (for
 ``raftsched db quarantine retry``), but never over a newer row unless forced: every upserted
-row keeps the seq of the entry that wrote it (``tables.OUTBOX_SEQ``), and an entry older than
-the row of its key (or a row too old to say, or an import-error list, which replaces a table
-later parses rewrote) is left in quarantine with the reason.
+row keeps the seq of the entry that wrote it (``tables.OUTBOX_SEQ``; ``store.quarantine_retry``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -57,6 +54,9 @@ from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors, write_transaction
 from raftsched.store.upsert import insert_ignore, upsert
+
+if TYPE_CHECKING:
+    from raftsched.store.quarantine_retry import RetryOutcome
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +85,6 @@ def pending(entries: Sequence[OutboxEntry], watermark: int) -> list[OutboxEntry]
         if entry.seq != watermark + offset:
             raise OutboxGap(watermark, [e.seq for e in new])
     return new
-
-
-@dataclass(frozen=True, slots=True)
-class RetryOutcome:
-    """What ``retry_quarantined`` did with one seq: written (and out of quarantine), or the
-    database's refusal (still quarantined), or not in quarantine at all."""
-
-    seq: int
-    kind: str | None  # None: no such seq in quarantine
-    written: bool
-    error: str | None
-    newer: bool = False  # not written: the DB holds a newer row of its key (force writes it)
 
 
 class Materializer:
@@ -160,80 +148,11 @@ class Materializer:
     def retry_quarantined(
         self, seqs: Sequence[int] | None = None, *, force: bool = False
     ) -> list[RetryOutcome]:
-        """Write quarantined entries again (all, or ``seqs``), each in its own transaction.
+        """``store.quarantine_retry.retry``: write quarantined entries again, never over a
+        newer row unless ``force``."""
+        from raftsched.store.quarantine_retry import retry  # it builds on this module
 
-        Each is written as it was, with upsert semantics, unless the DB holds a row of the
-        same key written by a later entry (or one that cannot say, see :func:`newer_row`):
-        then it stays in quarantine, untouched, with ``newer`` set, unless ``force``.
-        Written: its quarantine row is deleted. Refused again: it stays, with the new error.
-        The watermark is not touched (its row is locked, so no materializer writes between
-        the check and the write).
-        """
-        wanted = None if seqs is None else sorted(set(seqs))
-        found = {e.seq: e for e in self.quarantined(wanted)}
-        outcomes = []
-        for seq in wanted if wanted is not None else sorted(found):
-            entry = found.get(seq)
-            if entry is None:
-                outcomes.append(RetryOutcome(seq, None, False, "not in quarantine"))
-            else:
-                outcomes.append(self._retry_one(entry, force))
-        return outcomes
-
-    def _retry_one(self, entry: q.QuarantinedEntry, force: bool) -> RetryOutcome:
-        with write_transaction(self.engine) as conn:
-            _read_watermark(conn, lock=True)  # serializes with the materializer
-            newer = None if force else newer_row(conn, entry.entry)
-            if newer is not None:
-                return RetryOutcome(entry.seq, entry.kind, False, newer, newer=True)
-            reason = _try_apply(conn, [entry.entry])
-            if reason is None:
-                q.delete(conn, entry.seq)
-            else:
-                q.record_error(conn, entry.seq, reason)
-        return RetryOutcome(entry.seq, entry.kind, reason is None, reason)
-
-
-def newer_row(conn: Connection, entry: OutboxEntry) -> str | None:
-    """Why writing ``entry`` again could overwrite a newer row, or None when it cannot.
-
-    An upsert's key holds a row written from a later seq, or from before rows carried their
-    seq (migration 0005: it may be newer); an import-error list replaces the whole table,
-    which later parses rewrote. A log chunk never overwrites (insert-or-skip).
-    """
-    kind = OutboxKind(entry.kind)
-    if kind is OutboxKind.IMPORT_ERRORS:
-        return (
-            "an import-error list replaces the whole import_error table, which every later"
-            " parse rewrote (the leader writes it again at its next parse)"
-        )
-    if kind not in UPSERTS:
-        return None
-    table = UPSERTS[kind][0]
-    try:
-        row = upsert_row(entry)
-    except (KeyError, TypeError, ValueError):
-        return None  # not a row at all: the write refuses it with the reason
-    keys = list(table.primary_key.columns)
-    query = sa.select(table.c[t.OUTBOX_SEQ]).where(*(c == row[c.name] for c in keys))
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    found = conn.execute(query).first()
-    if found is None:
-        return None
-    key = ", ".join(f"{c.name}={row[c.name]!r}" for c in keys)
-    written_by = found[0]
-    if written_by is None:
-        return (
-            f"the {table.name} row ({key}) was written before rows recorded their outbox seq"
-            " (migration 0005), so it may be newer than this entry"
-        )
-    if int(written_by) > entry.seq:
-        return (
-            f"the {table.name} row ({key}) was written from outbox seq {written_by}, newer"
-            f" than this entry (seq {entry.seq})"
-        )
-    return None
+        return retry(self, seqs, force=force)
 
 
 def _apply_isolating(
