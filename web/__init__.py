@@ -39,6 +39,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         tasks,
         templating,
         users,
+        workers,
     )
 
     app = Flask(__name__)
@@ -59,7 +60,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     templating.init_app(app)
     handlers.init_app(app)
     metrics.init_app(app)
-    for module in (auth, dags, runs, tasks, cluster, import_errors, users, secret_pages, health):
+    blueprints = (auth, dags, runs, tasks, cluster, workers, import_errors, users, secret_pages)
+    for module in (*blueprints, health):
         app.register_blueprint(module.bp)
     csrf.exempt(health.bp)
     from raftsched.web import api  # the REST API, /api/v1 (bearer tokens, no CSRF)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 READ_ONLY = frozenset(
     {"GetStatus", "ListDags", "GetDag", "ListRuns", "ListTaskInstances", "GetTaskLog"}
     | {"ListImportErrors", "VerifyUser", "GetPasswordHash", "ListUsers"}
-    | {"GetSecret", "ListSecrets", "ResolveSecrets"}
+    | {"GetSecret", "ListSecrets", "ResolveSecrets", "ListWorkers"}
 )
 
 # A retry needs this long at least: a node without a leader answers UNAVAILABLE only after

@@ -96,6 +96,8 @@ METHOD_ROLES: Mapping[str, Role] = {
     _W + "AppendLogs": Role.WORKER,
     _W + "Release": Role.WORKER,
     _W + "LeaseCallbacks": Role.WORKER,
+    _W + "SignOff": Role.WORKER,
+    _W + "ListWorkers": Role.VIEWER,
     _W + "CompleteCallback": Role.WORKER,
     _U + "CreateUser": Role.ADMIN,
     _U + "VerifyUser": Role.ADMIN,

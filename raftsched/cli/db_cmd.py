@@ -23,10 +23,13 @@ _KEY_SUFFIXES = (("try_number", "try"), ("chunk_seq", "chunk"))
 RETRY_HELP = """\
 Write quarantined outbox entries into the metadata database again, each in its own
 transaction, e.g. after fixing the row that conflicted with it. Each entry is written as it
-was when it was refused, with upsert semantics: it may overwrite a newer row of the same key
-(say a task attempt's later state) written after it was refused, and it does not move the
-materialization watermark. A written entry leaves the quarantine; a refused one stays with
-the database's new error. One line per entry; exit 0 when every entry was written, 1 if not.
+was when it was refused, with upsert semantics, and it does not move the materialization
+watermark. An entry older than the row its key holds now (say a task attempt's later state,
+written after the entry was refused), or whose row cannot say (written before migration
+0005), or an import-error list (it replaces the whole table) is NOT written: it stays in
+quarantine with the reason; --force writes it anyway, over the newer row. A written entry
+leaves the quarantine; a refused one stays with the database's new error. One line per
+entry; exit 0 when every entry was written, 1 if not.
 """
 
 
@@ -62,6 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     q_retry.add_argument("seqs", nargs="*", type=int, metavar="SEQ", help="entries to retry")
     q_retry.add_argument("--all", action="store_true", help="retry every quarantined entry")
+    q_retry.add_argument(
+        "--force",
+        action="store_true",
+        help="write an entry even over a newer row of its key (the newer row is lost)",
+    )
     commands = ((migrate, _migrate), (check, _check), (q_list, _q_list), (q_retry, _q_retry))
     for parser, handler in commands:
         parser.add_argument(
@@ -170,7 +178,9 @@ def _q_retry(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     engine = _engine(args)
     try:
-        outcomes = Materializer(engine).retry_quarantined(None if args.all else args.seqs)
+        outcomes = Materializer(engine).retry_quarantined(
+            None if args.all else args.seqs, force=args.force
+        )
     finally:
         engine.dispose()
     if args.output == "json":
@@ -214,6 +224,7 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
         "kind": outcome.kind,
         "written": outcome.written,
         "error": outcome.error,
+        "newer": outcome.newer,
     }
 
 
@@ -222,4 +233,9 @@ def _outcome_text(outcome: Any) -> str:
         return f"seq {outcome.seq}: not in quarantine (`raftsched db quarantine list`)"
     if outcome.written:
         return f"seq {outcome.seq} ({outcome.kind}): written, removed from quarantine"
+    if outcome.newer:
+        return (
+            f"seq {outcome.seq} ({outcome.kind}): not written, kept: {outcome.error}; writing"
+            " it would overwrite that row: check it, then --force to write it anyway"
+        )
     return f"seq {outcome.seq} ({outcome.kind}): refused again, kept: {outcome.error}"

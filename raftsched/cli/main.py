@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "variables_cmd",
     "webserver_cmd",
     "worker_cmd",
+    "workers_cmd",
 )
 
 

@@ -3,8 +3,9 @@
 For when every node's journal is lost, or the leader refuses to go on because the DB and the
 log disagree (``cluster status`` says so). With every node stopped, it reads the DB
 (``raftsched.store.rebuild``: DAGs, last scheduled slots, active runs and attempts, the
-watermark), builds a ``SchedulerState`` with ``SchedulerState.restore`` (attempts that were
-running are closed and retried; tasks whose upstreams are done are queued), and writes it as
+watermark, variables and connections as ciphertext, open callback jobs), builds a
+``SchedulerState`` with ``SchedulerState.restore`` (attempts that were running are closed
+and retried; tasks whose upstreams are done are queued), and writes it as
 the starting snapshot of every node in ``[cluster] nodes`` (or ``--nodes``) under
 ``[cluster] data_dir``, at a Raft index above every fencing token the old cluster could have
 issued. Any Raft files already there are moved to ``pre-rebuild-<time>/`` in the node's

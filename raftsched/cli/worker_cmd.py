@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from raftsched.config import load_config
     from raftsched.worker.grpc_transport import GrpcWorkerTransport
     from raftsched.worker.loop import Worker, WorkerSettings
+    from raftsched.worker.sign_off import sign_off, worker_info
     from raftsched.worker.transport import WorkerRejected
 
     config = load_config(args.config)
@@ -153,14 +154,18 @@ def run(args: argparse.Namespace) -> int:
         access={"servers": servers, "token": token, "tls_ca": tls_ca},  # the death report
         queues=queues,
     )
+    transport.info = worker_info(settings.concurrency)  # the workers page
     record = _recorder(args.record) if args.record else None
     worker = Worker(transport, settings, worker_id=args.worker_id, record=record)
     from raftsched.logging_setup import set_node_id
 
     set_node_id(worker.worker_id)  # "node" of every log line
 
+    stopped_by: list[str] = []
+
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("received %s: stopping (grace %gs)", signal.Signals(signum).name, cfg.grace_period)
+        stopped_by.append(signal.Signals(signum).name)
         worker.stop()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -187,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         while thread.is_alive():  # the main thread stays free for the signal handlers
             thread.join(0.5)
+        why = f"stopped: {failed[0]}" if failed else f"stopped ({', '.join(stopped_by[:1])})"
+        sign_off(client, worker.worker_id, why, transport.info)
     finally:
         client.close()  # ends any call still under way (each was bounded once stopping)
         poll_client.close()

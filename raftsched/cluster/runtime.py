@@ -33,7 +33,7 @@ from raftsched.cluster.metrics import NodeInstruments, NodeMetrics
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer
 from raftsched.cluster.settings import RaftSettings, settings_from_config
-from raftsched.cluster.workers_seen import EXTRA_KEY, WorkersSeen
+from raftsched.cluster.workers_seen import EXTRA_KEY, LOST_KEY, WorkersSeen
 from raftsched.core.model import OutboxEntry
 from raftsched.core.versions import RELEASE
 from raftsched.errors import StoreUnavailable
@@ -286,6 +286,7 @@ class NodeRuntime:
                 "backpressure": status["backpressure"],
                 "db_watermark": status["db_watermark"],
                 "leader": status["leader"],
+                LOST_KEY: self.workers_seen.lost(),  # before published(): its silent ones
                 EXTRA_KEY: self.workers_seen.published(),
             },
         )

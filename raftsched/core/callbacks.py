@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from raftsched.core import limits as lim
+from raftsched.core import persisted
 from raftsched.core.callback_table import CallbackJob
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
@@ -212,4 +213,5 @@ def _add_jobs(
             log_try=where[1],
             created_at=now,
         )
-        state.callbacks.add(job, now)
+        if state.callbacks.add(job, now):
+            persisted.emit_job(state, job)

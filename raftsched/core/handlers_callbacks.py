@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import commands as c
 from raftsched.core import limits as lim
+from raftsched.core import persisted
 from raftsched.core import results as r
 from raftsched.core.callback_table import FAILED, RUNNING, SUCCESS, CallbackJob
 from raftsched.core.callbacks import on_run_end
@@ -74,6 +75,7 @@ def apply_lease_callbacks(
             _log(
                 state, job, [f"--- the lease of worker {job.worker_id} expired: {then} ---\n"], now
             )
+        persisted.emit_job(state, leased or state.callbacks.get(job.job_id))
         if leased is not None:
             grants.append(grant_dict(leased))
     return Result(True, value=tuple(grants))
@@ -97,6 +99,7 @@ def apply_complete_callback(
     if not state.outbox.is_full():  # the outcome still lands; only its output is lost
         _log(state, job, texts, now)
     done = state.callbacks.finish(job, SUCCESS if cmd.success else FAILED, message, now)
+    persisted.emit_job(state, done)
     return Result(True, value=done.state)
 
 

@@ -8,7 +8,8 @@ snapshots and the digest see ciphertext, never a value.
 The table (``secret_table.SecretTable``) joins the digest (one ``fp_secret`` per entry) and the
 snapshot only when it has entries: a state that never had a variable digests and snapshots
 exactly as before.
-Not written to the metadata DB: the Raft state is the only store (no outbox entry).
+Each change also goes to the metadata DB as a SECRET outbox entry, ciphertext as it is here
+(``core.persisted``), so ``cluster rebuild --from-db`` restores it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
 from raftsched.core import limits as lim
+from raftsched.core import persisted
 from raftsched.core import results as r
 from raftsched.core.results import Result
 from raftsched.core.secret_table import (
@@ -57,7 +59,9 @@ def apply_set_secret(state: SchedulerState, cmd: c.SetSecret, now: datetime, ind
         return Result(False, TOO_MANY_SECRETS, f"at most {lim.MAX_SECRETS} variables/connections")
     if old is not None and (old.ciphertext, old.description) == (cmd.ciphertext, cmd.description):
         return Result(True, r.UNCHANGED, cmd.key)
-    state.secrets.put(ref, SecretRecord(cmd.ciphertext, cmd.description, now))
+    record = SecretRecord(cmd.ciphertext, cmd.description, now)
+    state.secrets.put(ref, record)
+    persisted.emit_secret(state, ref, record, now)
     return Result(True, "", cmd.key)
 
 
@@ -68,4 +72,5 @@ def apply_delete_secret(
     if state.secrets.get(ref) is None:
         return Result(False, UNKNOWN_SECRET, cmd.key)
     state.secrets.delete(ref)
+    persisted.emit_secret(state, ref, None, now)
     return Result(True, "", cmd.key)

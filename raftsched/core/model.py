@@ -364,6 +364,7 @@ class OutboxKind(StrEnum):
                    stream ("stdout"|"stderr"), text, created_at}
     IMPORT_ERRORS  replace the whole import_error table: {errors: [{fileloc, message,
                    traceback}], updated_at}
+    SECRET, CALLBACK_JOB  rows.SecretRow, rows.CallbackJobRow: see core.persisted
     """
 
     DAG = "dag"
@@ -371,6 +372,8 @@ class OutboxKind(StrEnum):
     TASK_INSTANCE = "task_instance"
     TASK_LOG = "task_log"
     IMPORT_ERRORS = "import_errors"
+    SECRET = "secret"
+    CALLBACK_JOB = "callback_job"
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,6 +248,60 @@ class LogRow(_Row):
 
 
 @dataclass(frozen=True, slots=True)
+class SecretRow(_Row):
+    """A variable or connection as the state holds it: ciphertext only, never the value.
+    ``ciphertext`` None: it was deleted (the materializer deletes the row)."""
+
+    TIMES: ClassVar[frozenset[str]] = frozenset({"updated_at"})
+
+    kind: str  # "variable" | "connection"
+    key: str
+    ciphertext: str | None  # a Fernet token
+    description: str
+    updated_at: datetime | None
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> SecretRow:
+        return cls(
+            kind=str(d["kind"]),
+            key=str(d["key"]),
+            ciphertext=d.get("ciphertext"),
+            description=d.get("description") or "",
+            updated_at=_parse(d.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackJobRow(_Row):
+    """One callback job (``core.callback_table.CallbackJob``) as it is now; ``job`` is its
+    ``to_list()``, which the rebuild reads back whole."""
+
+    TIMES: ClassVar[frozenset[str]] = frozenset({"created_at", "finished_at"})
+
+    job_id: str
+    seq: int
+    dag_id: str
+    run_id: str
+    state: str
+    created_at: datetime | None
+    finished_at: datetime | None
+    job: list[Any]
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> CallbackJobRow:
+        return cls(
+            job_id=str(d["job_id"]),
+            seq=int(d["seq"]),
+            dag_id=str(d["dag_id"]),
+            run_id=str(d["run_id"]),
+            state=str(d["state"]),
+            created_at=_parse(d.get("created_at")),
+            finished_at=_parse(d.get("finished_at")),
+            job=list(d["job"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ImportErrorsRow:
     """The whole import_error table's new content: ``errors`` are (fileloc, message,
     traceback); the last error per file wins."""

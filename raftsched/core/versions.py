@@ -39,6 +39,7 @@ from enum import Enum
 from types import ModuleType
 from typing import Any
 
+from raftsched.core import persisted
 from raftsched.core import versions_baseline as baseline
 from raftsched.core.results import Result
 
@@ -185,6 +186,10 @@ SNAPSHOT_SCHEMA_VERSION = 4
 
 def apply_set_cluster_version(state: Any, cmd: Any, now: datetime, index: int) -> Result:
     """``SetClusterVersion``'s handler (``state.cluster_version`` belongs to SchedulerState).
-    Never lowered: a late or repeated proposal of an older version changes nothing."""
+    Never lowered: a late or repeated proposal of an older version changes nothing. Leaving
+    release 1 emits every secret and callback job held (``core.persisted``)."""
+    was = state.cluster_version
     state.cluster_version = max(state.cluster_version, cmd.version)
+    if not persisted.persists_at(was) and persisted.persists(state):
+        persisted.emit_all(state)
     return Result(True, value=state.cluster_version)

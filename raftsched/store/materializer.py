@@ -23,29 +23,40 @@ Contract of :meth:`Materializer.write` (the same for :class:`MemoryMaterializer`
 - Thread-safe; concurrent writers (even on other machines) serialize on the watermark lock.
 
 :meth:`Materializer.retry_quarantined` writes quarantined entries again, as they were (for
-``raftsched db quarantine retry``).
+``raftsched db quarantine retry``), but never over a newer row unless forced: every upserted
+row keeps the seq of the entry that wrote it (``tables.OUTBOX_SEQ``; ``store.quarantine_retry``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from raftsched.core.model import OutboxEntry, OutboxKind
-from raftsched.core.rows import DagRow, ImportErrorsRow, LogRow, RunRow, TaskRow
+from raftsched.core.rows import (
+    CallbackJobRow,
+    DagRow,
+    ImportErrorsRow,
+    LogRow,
+    RunRow,
+    SecretRow,
+    TaskRow,
+)
 from raftsched.errors import RaftschedError, StoreUnavailable
 from raftsched.store import bulk
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors, write_transaction
 from raftsched.store.upsert import insert_ignore, upsert
+
+if TYPE_CHECKING:
+    from raftsched.store.quarantine_retry import RetryOutcome
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +85,6 @@ def pending(entries: Sequence[OutboxEntry], watermark: int) -> list[OutboxEntry]
         if entry.seq != watermark + offset:
             raise OutboxGap(watermark, [e.seq for e in new])
     return new
-
-
-@dataclass(frozen=True, slots=True)
-class RetryOutcome:
-    """What ``retry_quarantined`` did with one seq: written (and out of quarantine), or the
-    database's refusal (still quarantined), or not in quarantine at all."""
-
-    seq: int
-    kind: str | None  # None: no such seq in quarantine
-    written: bool
-    error: str | None
 
 
 class Materializer:
@@ -145,32 +145,14 @@ class Materializer:
         with translate_errors(self.engine), self.engine.connect() as conn:
             return q.load(conn, seqs)
 
-    def retry_quarantined(self, seqs: Sequence[int] | None = None) -> list[RetryOutcome]:
-        """Write quarantined entries again (all, or ``seqs``), each in its own transaction.
+    def retry_quarantined(
+        self, seqs: Sequence[int] | None = None, *, force: bool = False
+    ) -> list[RetryOutcome]:
+        """``store.quarantine_retry.retry``: write quarantined entries again, never over a
+        newer row unless ``force``."""
+        from raftsched.store.quarantine_retry import retry  # it builds on this module
 
-        Each is written as it was, with upsert semantics: it may overwrite a newer row of the
-        same key written after it was refused. Written: its quarantine row is deleted.
-        Refused again: it stays, with the new error. The watermark is not touched.
-        """
-        wanted = None if seqs is None else sorted(set(seqs))
-        found = {e.seq: e for e in self.quarantined(wanted)}
-        outcomes = []
-        for seq in wanted if wanted is not None else sorted(found):
-            entry = found.get(seq)
-            if entry is None:
-                outcomes.append(RetryOutcome(seq, None, False, "not in quarantine"))
-            else:
-                outcomes.append(self._retry_one(entry))
-        return outcomes
-
-    def _retry_one(self, entry: q.QuarantinedEntry) -> RetryOutcome:
-        with write_transaction(self.engine) as conn:
-            reason = _try_apply(conn, [entry.entry])
-            if reason is None:
-                q.delete(conn, entry.seq)
-            else:
-                q.record_error(conn, entry.seq, reason)
-        return RetryOutcome(entry.seq, entry.kind, reason is None, reason)
+        return retry(self, seqs, force=force)
 
 
 def _apply_isolating(
@@ -245,19 +227,39 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
     in process: 72 -> 32 us of the writer's CPU per run, PostgreSQL's 36 -> 20 us); rows it
     does not take go the executemany way.
     """
-    by_kind: dict[OutboxKind, list[dict[str, Any]]] = {kind: [] for kind in OutboxKind}
+    by_kind: dict[OutboxKind, list[OutboxEntry]] = {kind: [] for kind in OutboxKind}
     for entry in entries:
-        by_kind[OutboxKind(entry.kind)].append(entry.data)
+        by_kind[OutboxKind(entry.kind)].append(entry)
     bulk_ok = conn.dialect.name == "postgresql"  # one statement per table (store.bulk)
     for kind, (table, to_row) in UPSERTS.items():
-        rows = _last_per_key(map(to_row, by_kind[kind]), table)
+        rows = _last_per_key((_versioned(to_row(e.data), e.seq) for e in by_kind[kind]), table)
+        if kind is OutboxKind.SECRET:  # a deleted variable or connection: its row goes
+            gone = [row for row in rows if row["ciphertext"] is None]
+            rows = [row for row in rows if row["ciphertext"] is not None]
+            _delete_secrets(conn, gone)
         if not (bulk_ok and bulk.write(conn, table, rows, update=True)):
             upsert(conn, table, rows)
-    logs = _last_per_key(map(log_row, by_kind[OutboxKind.TASK_LOG]), t.task_log)
+    logs = _last_per_key((log_row(e.data) for e in by_kind[OutboxKind.TASK_LOG]), t.task_log)
     if not (bulk_ok and bulk.write(conn, t.task_log, logs, update=False)):
         insert_ignore(conn, t.task_log, logs)  # a chunk is immutable once written
     if by_kind[OutboxKind.IMPORT_ERRORS]:
-        _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1])
+        _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1].data)
+
+
+def upsert_row(entry: OutboxEntry) -> dict[str, Any]:
+    """The row an upserted entry writes, versioned with its seq (``tables.OUTBOX_SEQ``)."""
+    return _versioned(UPSERTS[OutboxKind(entry.kind)][1](entry.data), entry.seq)
+
+
+def _versioned(row: dict[str, Any], seq: int) -> dict[str, Any]:
+    row[t.OUTBOX_SEQ] = seq
+    return row
+
+
+def _delete_secrets(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    table = t.secret
+    for row in rows:
+        conn.execute(sa.delete(table).where(table.c.kind == row["kind"], table.c.key == row["key"]))
 
 
 def _last_per_key(rows: Iterable[dict[str, Any]], table: sa.Table) -> list[dict[str, Any]]:
@@ -284,6 +286,14 @@ def log_row(d: dict[str, Any]) -> dict[str, Any]:
     return LogRow.from_wire(d).columns()
 
 
+def secret_row(d: dict[str, Any]) -> dict[str, Any]:
+    return SecretRow.from_wire(d).columns()
+
+
+def callback_job_row(d: dict[str, Any]) -> dict[str, Any]:
+    return CallbackJobRow.from_wire(d).columns()
+
+
 def import_error_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """The import_error table's new content (the last error per file wins)."""
     return ImportErrorsRow.from_wire(data).columns()
@@ -303,4 +313,6 @@ UPSERTS: dict[OutboxKind, tuple[sa.Table, RowBuilder]] = {
     OutboxKind.DAG: (t.dags, dag_row),
     OutboxKind.DAG_RUN: (t.dag_run, run_row),
     OutboxKind.TASK_INSTANCE: (t.task_instance, task_row),
+    OutboxKind.SECRET: (t.secret, secret_row),  # ciphertext None: the row is deleted
+    OutboxKind.CALLBACK_JOB: (t.callback_job, callback_job_row),
 }

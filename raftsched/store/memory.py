@@ -20,7 +20,13 @@ import sqlalchemy as sa
 from raftsched.core.model import OutboxEntry, OutboxKind
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
-from raftsched.store.materializer import UPSERTS, import_error_rows, log_row, pending
+from raftsched.store.materializer import (
+    UPSERTS,
+    import_error_rows,
+    log_row,
+    pending,
+    upsert_row,
+)
 
 
 class MemoryMaterializer:
@@ -75,9 +81,10 @@ class MemoryMaterializer:
 
     def _apply(self, entry: OutboxEntry) -> None:
         kind = OutboxKind(entry.kind)
-        if kind in UPSERTS:
-            table, to_row = UPSERTS[kind]
-            self._put(table, to_row(entry.data), replace=True)
+        if kind is OutboxKind.SECRET and entry.data.get("ciphertext") is None:
+            self._tables[t.secret.name].pop((entry.data["kind"], entry.data["key"]), None)
+        elif kind in UPSERTS:
+            self._put(UPSERTS[kind][0], upsert_row(entry), replace=True)
         elif kind is OutboxKind.TASK_LOG:
             self._put(t.task_log, log_row(entry.data), replace=False)
         elif kind is OutboxKind.IMPORT_ERRORS:

@@ -16,6 +16,12 @@ format of ``core.state``) plus the Raft index the new log starts at:
   scheduler has yet to reach, are kept too (what the live state keeps); finished runs of the
   last hour are remembered as taken slots (``evicted_slots``).
 - Import errors are empty (the leader parses the DAG folder again).
+- Variables and connections come back from the ``secret`` table, ciphertext as it was in the
+  log (never decrypted here). Callback jobs come back from ``callback_job``: every open one
+  (pending, or leased: its lease runs out as it would have, and the job is leasable again),
+  finished ones of the last hour (so a repeat of their event stays a no-op), and the creation
+  counter past every job the DB saw (a new job's log chunks never meet an old one's). A
+  deadline job of a kept run marks that run alerted.
 - The outbox continues the DB: ``acked_seq = last_seq = watermark``, so the first new entry
   is ``watermark + 1``; the rows that close lost attempts are its first entries.
 - Fencing tokens are Raft log indices. The new log starts at ``base_index`` =
@@ -40,6 +46,7 @@ import sqlalchemy as sa
 from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import tables as t
+from raftsched.store.rebuild_extras import read_callbacks, read_secrets
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +101,8 @@ def build_state(
         runs = _runs(conn, now, run_retention_sec, last_sched, set(specs_by_dag(dags)))
         tis = _latest_attempts(conn, [(r.dag_id, r.run_id) for r in runs])
         slots = _recent_slots(conn, now, {(r.dag_id, r.run_id) for r in runs})
+        secrets = read_secrets(conn)
+        callbacks = read_callbacks(conn, now, {(r.dag_id, r.run_id) for r in runs})
     spec_of = specs_by_dag(dags)
     outbox: list[list[Any]] = []
     counts = defaultdict(int)
@@ -131,6 +140,9 @@ def build_state(
         counts["runs_active" if run.state in _ACTIVE_RUN else "runs_finished_kept"] += 1
     counts["dags"] = len(dags)
     counts["slots_remembered"] = len(slots)
+    counts["secrets"] = len(secrets)
+    if callbacks is not None:
+        counts["callbacks_open"] = len(callbacks["open"])
     state = {
         "schema_version": SCHEMA_VERSION,
         "applied_index": base_index,
@@ -148,6 +160,10 @@ def build_state(
         "evicted_slots": slots,
         "fences": [],
     }
+    if secrets:
+        state["secrets"] = secrets
+    if callbacks is not None:
+        state["callbacks"] = callbacks
     return RebuildPlan(state=state, base_index=base_index, watermark=watermark, counts=dict(counts))
 
 

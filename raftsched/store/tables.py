@@ -21,6 +21,11 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+# The seq of the outbox entry that last wrote a row (migration 0005; NULL in rows written
+# before it): the row's version. ``db quarantine retry`` compares it with a quarantined
+# entry's seq so an older entry never silently overwrites a newer row.
+OUTBOX_SEQ = "outbox_seq"
+
 # Names of constraints and indexes, so migrations can refer to them on every database.
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -69,6 +74,7 @@ dags = sa.Table(
     sa.Column("paused", sa.Boolean, nullable=False, default=False),
     sa.Column("active", sa.Boolean, nullable=False, default=True),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("outbox_seq", sa.BigInteger, nullable=True),  # see OUTBOX_SEQ below
 )
 
 dag_run = sa.Table(
@@ -85,6 +91,7 @@ dag_run = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=True),
     sa.Column("start_date", UTCDateTime, nullable=True),
     sa.Column("end_date", UTCDateTime, nullable=True),
+    sa.Column("outbox_seq", sa.BigInteger, nullable=True),
     # Invariant 1: one run per schedule slot. Also serves "runs of a DAG, newest first".
     sa.UniqueConstraint("dag_id", "logical_date"),
 )
@@ -119,6 +126,7 @@ task_instance = sa.Table(
     sa.Column("message", sa.Text, nullable=False, default=""),
     # A SUCCESS attempt's return value (XCom) as JSON text; NULL: none (migration 0004)
     sa.Column("result_json", sa.Text, nullable=True),
+    sa.Column("outbox_seq", sa.BigInteger, nullable=True),
 )
 sa.Index("ix_task_instance_state", task_instance.c.state)
 
@@ -193,3 +201,34 @@ outbox_quarantine = sa.Table(
     sa.Column("error", sa.Text, nullable=False),  # the DB's refusal, truncated, ASCII
     sa.Column("quarantined_at", UTCDateTime, nullable=False),
 )
+
+# Variables and connections (docs/architecture.md §5, ``core.persisted``): the Raft state's
+# records, ciphertext exactly as the log holds it (a Fernet token; the DB never sees a
+# value), so ``cluster rebuild --from-db`` restores them (migration 0005).
+secret = sa.Table(
+    "secret",
+    metadata,
+    sa.Column("kind", sa.String(20), primary_key=True),  # variable | connection
+    sa.Column("key", sa.String(250), primary_key=True),
+    sa.Column("ciphertext", sa.Text, nullable=False),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("outbox_seq", sa.BigInteger, nullable=True),
+)
+
+# Callback jobs (docs/architecture.md §13) as they were last changed; ``job`` is the whole
+# job (``CallbackJob.to_list()``). Pending and leased ones come back with a rebuild.
+callback_job = sa.Table(
+    "callback_job",
+    metadata,
+    sa.Column("job_id", sa.String(1100), primary_key=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),  # the job's creation order
+    sa.Column("dag_id", sa.String(250), nullable=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("state", sa.String(20), nullable=False),  # pending | running | success | failed
+    sa.Column("created_at", UTCDateTime, nullable=True),
+    sa.Column("finished_at", UTCDateTime, nullable=True),
+    sa.Column("job", sa.JSON, nullable=False),
+    sa.Column("outbox_seq", sa.BigInteger, nullable=True),
+)
+sa.Index("ix_callback_job_state", callback_job.c.state)

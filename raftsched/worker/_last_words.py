@@ -104,9 +104,28 @@ def report(
         for poll in polls or ():
             if poll.get("request_id"):
                 _replay(transport, config, poll, held)
+        _sign_off(client, config, worker_pid, accepted)
     finally:
         client.close()
     return accepted
+
+
+def _sign_off(client: Any, config: dict[str, Any], worker_pid: int, accepted: int) -> None:
+    """The workers page lists the worker as lost, with this reason (``worker/sign_off.py``)."""
+    from google.protobuf.json_format import ParseDict, ParseError
+
+    from raftsched.api.gen import worker_pb2
+    from raftsched.worker.sign_off import sign_off
+
+    try:
+        info = ParseDict(config["info"], worker_pb2.WorkerInfo()) if config.get("info") else None
+    except (ParseError, TypeError):
+        info = None
+    reason = (
+        f"the worker process (pid {worker_pid}) died; its task supervisor killed what it ran"
+        f" and reported {accepted} attempt(s) as failed"
+    )
+    sign_off(client, str(config.get("worker_id") or ""), reason, info)
 
 
 def _replay(transport: Any, config: dict[str, Any], poll: dict[str, Any], held: set[Any]) -> None:

@@ -31,6 +31,7 @@ from datetime import UTC
 from typing import Any
 
 import grpc
+from google.protobuf.json_format import MessageToDict
 
 from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
@@ -78,6 +79,7 @@ class GrpcWorkerTransport:
         self.lease_ttl = lease_ttl
         self._interrupted = threading.Event()
         self._call_timeout: float | None = None  # set by interrupt(): the cap of every call
+        self.info: Any = None  # a WorkerInfo for the workers page (worker/sign_off.py)
 
     def lease(self, worker_id: str, max_tasks: int, wait_seconds: float) -> list[Assignment]:
         self.worker_id = self.worker_id or worker_id
@@ -89,6 +91,7 @@ class GrpcWorkerTransport:
             wait_seconds=wait_seconds,
             lease_ttl_seconds=self.lease_ttl,
             queues=self.queues,
+            info=self.info,
         )
         if self.on_poll is not None:
             request.request_id = uuid.uuid4().hex
@@ -115,7 +118,8 @@ class GrpcWorkerTransport:
         if self._access is None:
             return None
         # its queues too: the last poll is replayed as it was sent
-        return {**self._access, **({"queues": list(self.queues)} if self.queues else {})}
+        info = {"info": MessageToDict(self.info)} if self.info is not None else {}
+        return {**self._access, **({"queues": list(self.queues)} if self.queues else {}), **info}
 
     def heartbeat(
         self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]
@@ -125,6 +129,7 @@ class GrpcWorkerTransport:
             leases=[_lease_ref(key, token) for key, token in leases],
             lease_ttl_seconds=self.lease_ttl,
             queues=self.queues,
+            info=self.info,
         )
         response = self._call("Heartbeat", request)
         return {_task_key(status.lease.key): status.ok for status in response.leases}
@@ -196,6 +201,7 @@ class GrpcWorkerTransport:
                     lease_ttl_seconds=self.lease_ttl,
                     request_id=request_id,
                     queues=self.queues,
+                    info=self.info,
                 )
             )
         try:

@@ -99,9 +99,12 @@ class Server:
 
     def _die(self) -> NoReturn:
         """The worker is gone: every attempt dies (each guard kills its own tree). When the
-        worker armed a death report and held leases, wait (bounded) until no process of any
-        attempt is left, then have :mod:`raftsched.worker._last_words` report those attempts
-        as failed, so the cluster retries them now instead of after their lease TTL."""
+        worker armed a death report and held leases (or had a call in flight that leases),
+        wait (bounded) until no process of any attempt is left, then have
+        :mod:`raftsched.worker._last_words` report those attempts as failed, so the cluster
+        retries them now instead of after their lease TTL, and sign the worker off (the
+        workers page lists it as lost, with why). A worker that stopped on its own holds
+        nothing and signed itself off: nothing to say for it."""
         for pid in self.guards:
             with contextlib.suppress(OSError):
                 os.kill(pid, _guard.DEATH_SIGNAL)

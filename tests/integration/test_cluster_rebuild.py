@@ -10,6 +10,10 @@ after the rebuild carries a token above every token from before, and a completio
 slow task's old token is refused (its attempt was closed as lost and retried).
 
 Run with ``-s`` to see the counts.
+
+A second test checks what lived only in the Raft state before: a variable, a
+connection and a pending callback job survive the same loss and rebuild, the values never
+in the DB in clear text.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from pathlib import Path
 import grpc
 import pytest
 import sqlalchemy as sa
-from api_harness import ApiCluster
+from api_harness import WORKER, ApiCluster
+from cryptography.fernet import Fernet
 from harness import (
     StatusRecorder,
     child_env,
@@ -38,7 +43,7 @@ from harness import (
 from harness import whole_second as whole
 
 from raftsched.api.client import ApiError
-from raftsched.api.gen import common_pb2, dag_pb2, worker_pb2
+from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2, worker_pb2
 from raftsched.store import tables as t
 from raftsched.store.rebuild import INDEX_MARGIN, LOST_MESSAGE
 
@@ -205,3 +210,121 @@ def test_rebuild_from_db_after_every_journal_is_lost(tmp_path: Path, db_url: str
             f" (min {min(new_tokens)}); old token {old_token} refused;"
             f" refused before rebuild: {refused_error[:90]}..."
         )
+
+
+CALLBACK = textwrap.dedent(
+    """\
+    from raftsched import DAG, BashTask
+
+
+    def tell(context):
+        print("failed:", context["task_id"])
+
+
+    with DAG("cb", schedule=None, catchup=False):
+        BashTask("fail", command="exit 3", retries=0, on_failure_callback=tell)
+    """
+)
+VAR_VALUE = "var-value-7f3a"
+CONN_URI = "postgresql://etl:conn-pw-91c2@db.example:5432/warehouse"
+
+
+def _rebuild(cluster: ApiCluster) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "raftsched", "--config", str(cluster.config_path)),
+            *("cluster", "rebuild", "--from-db"),
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+        check=False,
+    )
+    print(done.stdout, done.stderr)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "secrets=2" in done.stdout and "callbacks_open=1" in done.stdout
+
+
+def _lease_callbacks(client, worker_id: str) -> list:  # type: ignore[no-untyped-def]
+    """The jobs a LeaseCallbacks grants; [] while the call is refused (a cluster that has
+    not finalized its version yet refuses it) or nothing is leasable."""
+    request = worker_pb2.LeaseCallbacksRequest(
+        worker_id=worker_id, max_jobs=5, wait_seconds=0, lease_ttl_seconds=60
+    )
+    try:
+        return list(client.workers.LeaseCallbacks(request).jobs)
+    except ApiError:
+        return []
+
+
+def test_rebuild_keeps_variables_connections_and_pending_callbacks(
+    tmp_path: Path, db_url: str
+) -> None:
+    config = {"secrets": {"fernet_key": Fernet.generate_key().decode()}}
+    with ApiCluster(tmp_path, db_url, dags={"cb.py": CALLBACK}, config=config) as cluster:
+        cluster.start()
+        cluster.wait_leader(timeout=60)
+        client = cluster.client()
+        worker = cluster.client(WORKER)
+        cluster.wait_dags(client, {"cb"})
+        set_secret = client.secrets.SetSecret
+        set_secret(secret_pb2.SetSecretRequest(kind="variable", key="MY_VAR", value=VAR_VALUE))
+        set_secret(secret_pb2.SetSecretRequest(kind="connection", key="wh", value=CONN_URI))
+        # No worker runs: the test leases the task and fails it, so its callback stays pending.
+        run_id = client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="cb")).run.run_id
+        lease = worker_pb2.LeaseRequest(
+            worker_id="t1", max_tasks=1, wait_seconds=5, lease_ttl_seconds=30
+        )
+        [granted] = wait_for(
+            lambda: list(worker.workers.Lease(lease).leases),
+            timeout=30,
+            what="the failing task's lease",
+            describe=cluster.brief,
+        )
+        failed = worker_pb2.CompleteRequest(
+            worker_id="t1", key=granted.key, token=granted.token, success=False, exit_code=3
+        )
+        worker.workers.Complete(failed)
+        cluster.wait_caught_up(timeout=30)
+        with cluster.engine.connect() as conn:
+            stored = conn.execute(sa.select(t.secret)).all()
+            jobs = conn.execute(sa.select(t.callback_job.c.job_id, t.callback_job.c.state)).all()
+        assert sorted(row.key for row in stored) == ["MY_VAR", "wh"]
+        assert VAR_VALUE not in repr(stored) and "conn-pw-91c2" not in repr(stored)
+        [(job_id, state)] = jobs
+        assert state == "pending" and job_id.startswith(f"cb/{run_id}/fail/")
+
+        # -- every journal lost, then the rebuild ---------------------------------------
+        for index in range(3):
+            cluster.kill(index)
+        _wipe_raft_files(cluster.data_dir)
+        _rebuild(cluster)
+        cluster.recorder.stop()
+        cluster.recorder = StatusRecorder(cluster.nodes)
+        cluster.recorder.start()
+        for index in range(3):
+            cluster.start_node(index)
+        cluster.wait_leader(timeout=60)
+
+        def reveal(kind: str, key: str) -> str:
+            request = secret_pb2.GetSecretRequest(kind=kind, key=key, reveal=True)
+            return client.secrets.GetSecret(request).value
+
+        assert reveal("variable", "MY_VAR") == VAR_VALUE
+        assert reveal("connection", "wh") == CONN_URI
+        [job] = wait_for(
+            lambda: _lease_callbacks(worker, "t2"),
+            timeout=60,
+            what="the pending callback job to be leased after the rebuild",
+            describe=cluster.brief,
+        )
+        assert job.job_id == job_id and job.callable == "tell" and job.event == "failure"
+        cluster.wait_caught_up(timeout=30)
+        with cluster.engine.connect() as conn:
+            after = conn.execute(
+                sa.select(t.callback_job.c.state).where(t.callback_job.c.job_id == job_id)
+            ).scalar_one()
+        assert after == "running"  # the new cluster writes it on, too
+        cluster.assert_replicas_agree()

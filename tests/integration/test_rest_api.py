@@ -538,6 +538,24 @@ def test_backfill(stack: Stack) -> None:
 # -- import errors, cluster --------------------------------------------------------------------
 
 
+def test_workers_lists_the_stacks_worker(stack: Stack) -> None:
+    from raftsched import __version__
+
+    assert stack.web.worker is not None
+    pid = stack.web.worker.pid
+
+    def mine() -> dict[str, Any] | None:
+        answer = stack.viewer.get("/workers")
+        assert answer.status == 200, answer.body
+        return next((w for w in answer.body["workers"] if w["pid"] == pid), None)
+
+    worker = wait_for(mine, timeout=30, what="the stack's worker on /api/v1/workers")
+    assert worker["version"] == __version__ and worker["slots_total"] == 2
+    assert worker["host"] and worker["last_seen"] and worker["lost_reason"] is None
+    assert 0 <= worker["slots_used"] == len(worker["running"]) <= 2
+    assert stack.anonymous.get("/workers").status == 401
+
+
 def test_import_errors_and_cluster_status(stack: Stack) -> None:
     errors = stack.viewer.get("/import-errors")
     assert errors.status == 200, errors.body

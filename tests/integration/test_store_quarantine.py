@@ -342,7 +342,7 @@ def test_cli_quarantine_list_and_retry(
         conn.execute(sa.delete(t.dag_run).where(t.dag_run.c.run_id == RUN1))
     assert main(["db", "quarantine", "retry", "--all", "--url", db_url, "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
-        {"seq": 3, "kind": "dag_run", "written": True, "error": None}
+        {"seq": 3, "kind": "dag_run", "written": True, "error": None, "newer": False}
     ]
     assert [r["run_id"] for r in rows(db_engine, t.dag_run, "run_id")] == [DUP]
     assert Materializer(db_engine).watermark() == 4  # retry never moves the watermark
@@ -371,5 +371,48 @@ def test_quarantine_kinds_round_trip(db_engine: sa.Engine) -> None:
     assert [(e.entry.kind, e.entry.data) for e in loaded] == [
         (OutboxKind(x.kind), x.data) for x in box.entries
     ]
-    assert [o.written for o in m.retry_quarantined()] == [True, True]
+    # An import-error list replaces a table later parses rewrote: only forced.
+    assert [(o.written, o.newer) for o in m.retry_quarantined()] == [(True, False), (False, True)]
+    assert rows(db_engine, t.import_error, "fileloc") == []
+    assert [o.written for o in m.retry_quarantined(force=True)] == [True]
     assert [r["fileloc"] for r in rows(db_engine, t.import_error, "fileloc")] == ["/dags/a.py"]
+
+
+def test_cli_retry_never_overwrites_a_newer_row_without_force(
+    db_engine: sa.Engine, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quarantined run (seq 3) is older than the row its key got later (seq 4): retry
+    leaves both alone and says why; --force writes it over the newer row."""
+    box = Outbox()
+    box.dag()
+    box.run(0)
+    box.run(0, run_id=DUP)  # refused: the slot is RUN1's
+    m = Materializer(db_engine)
+    m.write(box.entries)
+    assert [e.seq for e in m.quarantined()] == [3]
+    with db_engine.begin() as conn:  # the operator frees the slot ...
+        conn.execute(sa.delete(t.dag_run).where(t.dag_run.c.run_id == RUN1))
+    box.run(0, run_id=DUP, state="running")  # ... and the run's later state lands (seq 4)
+    m.write(box.entries)
+
+    def dup_row() -> tuple[str, int | None]:
+        [row] = [r for r in rows(db_engine, t.dag_run, "run_id") if r["run_id"] == DUP]
+        return row["state"], row["outbox_seq"]
+
+    assert dup_row() == ("running", 4)
+    assert main(["db", "quarantine", "retry", "3", "--url", db_url]) == 1
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("seq 3 (dag_run): not written, kept: the dag_run row (")
+    assert "outbox seq 4, newer than this entry (seq 3)" in line and "--force" in line
+    assert dup_row() == ("running", 4) and [e.seq for e in m.quarantined()] == [3]
+
+    with db_engine.begin() as conn:  # a row from before migration 0005 cannot say
+        conn.execute(sa.update(t.dag_run).where(t.dag_run.c.run_id == DUP).values(outbox_seq=None))
+    assert main(["db", "quarantine", "retry", "--all", "--url", db_url, "-o", "json"]) == 1
+    [outcome] = json.loads(capsys.readouterr().out)
+    assert outcome["newer"] and "before rows recorded their outbox seq" in outcome["error"]
+    assert dup_row() == ("running", None)
+
+    assert main(["db", "quarantine", "retry", "3", "--force", "--url", db_url]) == 0
+    assert "written, removed from quarantine" in capsys.readouterr().out
+    assert dup_row() == ("queued", 3) and m.quarantined() == []

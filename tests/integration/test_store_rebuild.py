@@ -155,6 +155,44 @@ def test_state_rebuilt_from_the_db(db_engine: sa.Engine) -> None:
     assert plan.counts["attempts_lost"] == 1
 
 
+def test_secrets_and_callback_jobs_survive_materialize_and_rebuild(db_engine: sa.Engine) -> None:
+    """What apply emits (test_persisted's scenario) lands in the DB as ciphertext and comes
+    back whole: a variable, a connection, a deleted one gone, the pending callback job."""
+    from raftsched.core import commands as c
+    from raftsched.store.materializer import Materializer
+    from tests.unit.test_persisted import NOTIFY, _set
+    from tests.unit.test_state_harness import Sim, at, dag, task
+
+    sim = Sim()
+    sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=at(0), version=2))
+    assert sim.register(dag("d", task("a", callbacks=(NOTIFY,)))).ok
+    sim.create("d")
+    var = _set(sim, "MY_VAR", "clear-var")
+    conn = _set(sim, "wh", "postgresql://u:clear-pw@h/db", kind="connection")
+    _set(sim, "gone", "clear-gone")
+    sim.apply(c.DeleteSecret(request_id=sim.rid(), now=at(2), kind="variable", key="gone"))
+    sim.run_task("a", success=False)  # its on-failure callback is pending
+    [job] = sim.state.callbacks.jobs()
+    Materializer(db_engine).write(sim.state.outbox_after(0, 10_000))
+    with db_engine.connect() as db:
+        stored = db.execute(sa.select(t.secret.c.key, t.secret.c.ciphertext)).all()
+        jobs = db.execute(sa.select(t.callback_job.c.job_id, t.callback_job.c.state)).all()
+    assert sorted(map(tuple, stored)) == [("MY_VAR", var), ("wh", conn)]
+    assert [tuple(j) for j in jobs] == [(job.job_id, "pending")]
+
+    plan = build_state(db_engine, now=at(10), run_retention_sec=600)
+    state = SchedulerState.restore(plan.state)
+    assert {ref: rec.ciphertext for ref, rec in state.secrets.items()} == {
+        ("variable", "MY_VAR"): var,
+        ("connection", "wh"): conn,
+    }
+    assert list(state.callbacks.jobs()) == [job]
+    assert [j.job_id for j in state.callbacks.leasable(at(10))] == [job.job_id]
+    assert state.callbacks.next_seq() == job.seq + 1
+    assert plan.counts["secrets"] == 2 and plan.counts["callbacks_open"] == 1
+    assert state.recompute_digest() == state.digest()
+
+
 def _key(run_id: str, task_id: str):  # type: ignore[no-untyped-def]
     from raftsched.core.model import TaskKey
 

@@ -16,7 +16,8 @@ from typing import Any
 
 import flask
 from flask import Response, current_app, request, stream_with_context
-from raftsched.web.api import docs
+from raftsched.web import workers
+from raftsched.web.api import docs, worker_schemas
 from raftsched.web.api import schemas as s
 from raftsched.web.api.blueprint import bp, errors, paginate, run_out
 from raftsched.web.api.calls import backfill, follow_task_log
@@ -250,6 +251,15 @@ def list_import_errors(page_size: int, page_token: str) -> Any:
 def cluster_status() -> Any:
     """Each node's role, term, commit and applied index, lag, DB watermark and backlog"""
     return api_gateway().cluster_status()
+
+
+@bp.route("/workers", methods=["GET"], tags=["Cluster"])
+@bp.response(200, worker_schemas.WorkerList)
+@errors(403)
+def list_workers() -> Any:
+    """Live workers (host, pid, version, queues, slots, running attempts, last call) and those
+    lost in the last 10 minutes, with why"""
+    return workers.list_workers(api_gateway())
 
 
 @bp.route("/health", methods=["GET"], tags=["Cluster"])

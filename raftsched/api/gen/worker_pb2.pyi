@@ -10,21 +10,35 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WorkerInfo(_message.Message):
+    __slots__ = ("host", "pid", "version", "slots")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    pid: int
+    version: str
+    slots: int
+    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., version: _Optional[str] = ..., slots: _Optional[int] = ...) -> None: ...
+
 class LeaseRequest(_message.Message):
-    __slots__ = ("worker_id", "max_tasks", "wait_seconds", "lease_ttl_seconds", "request_id", "queues")
+    __slots__ = ("worker_id", "max_tasks", "wait_seconds", "lease_ttl_seconds", "request_id", "queues", "info")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_TASKS_FIELD_NUMBER: _ClassVar[int]
     WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     max_tasks: int
     wait_seconds: float
     lease_ttl_seconds: float
     request_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ...) -> None: ...
+    info: WorkerInfo
+    def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., info: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
 
 class TaskLease(_message.Message):
     __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json", "params_json", "upstream_results", "skip_on_exit_code")
@@ -97,18 +111,20 @@ class LeaseRef(_message.Message):
     def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("worker_id", "leases", "lease_ttl_seconds", "request_id", "queues")
+    __slots__ = ("worker_id", "leases", "lease_ttl_seconds", "request_id", "queues", "info")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     LEASES_FIELD_NUMBER: _ClassVar[int]
     LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
     lease_ttl_seconds: float
     request_id: str
     queues: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, worker_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ...) -> None: ...
+    info: WorkerInfo
+    def __init__(self, worker_id: _Optional[str] = ..., leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., info: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
 
 class LeaseStatus(_message.Message):
     __slots__ = ("lease", "ok", "reason", "expires_at")
@@ -295,3 +311,59 @@ class CompleteCallbackResponse(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     state: str
     def __init__(self, state: _Optional[str] = ...) -> None: ...
+
+class SignOffRequest(_message.Message):
+    __slots__ = ("worker_id", "reason", "info")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    reason: str
+    info: WorkerInfo
+    def __init__(self, worker_id: _Optional[str] = ..., reason: _Optional[str] = ..., info: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
+
+class SignOffResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WorkerAttempt(_message.Message):
+    __slots__ = ("key", "try_number", "start_date")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    START_DATE_FIELD_NUMBER: _ClassVar[int]
+    key: _common_pb2.TaskKey
+    try_number: int
+    start_date: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., try_number: _Optional[int] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WorkerSummary(_message.Message):
+    __slots__ = ("worker_id", "info", "queues", "running", "last_seen", "lost_at", "lost_reason")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
+    LOST_AT_FIELD_NUMBER: _ClassVar[int]
+    LOST_REASON_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    info: WorkerInfo
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    running: _containers.RepeatedCompositeFieldContainer[WorkerAttempt]
+    last_seen: _timestamp_pb2.Timestamp
+    lost_at: _timestamp_pb2.Timestamp
+    lost_reason: str
+    def __init__(self, worker_id: _Optional[str] = ..., info: _Optional[_Union[WorkerInfo, _Mapping]] = ..., queues: _Optional[_Iterable[str]] = ..., running: _Optional[_Iterable[_Union[WorkerAttempt, _Mapping]]] = ..., last_seen: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lost_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lost_reason: _Optional[str] = ...) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers", "lost", "freshness")
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerSummary]
+    lost: _containers.RepeatedCompositeFieldContainer[WorkerSummary]
+    freshness: _common_pb2.Freshness
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerSummary, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[WorkerSummary, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...

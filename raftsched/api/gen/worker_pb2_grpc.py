@@ -75,6 +75,16 @@ class WorkerServiceStub:
                 request_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackResponse.FromString,
                 _registered_method=True)
+        self.SignOff = channel.unary_unary(
+                '/raftsched.v1.WorkerService/SignOff',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.SignOffRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.SignOffResponse.FromString,
+                _registered_method=True)
+        self.ListWorkers = channel.unary_unary(
+                '/raftsched.v1.WorkerService/ListWorkers',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -144,6 +154,22 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SignOff(self, request, context):
+        """Say that a worker is gone, and why: the worker when it stops, its task supervisor once it
+        proved the worker dead. Only the workers page shows it (it is no Raft command).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListWorkers(self, request, context):
+        """Every live worker (host, pid, version, queues, slots, running attempts, last call) and
+        those lost in the last 10 minutes with why. Needs viewer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -186,6 +212,16 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.CompleteCallback,
                     request_deserializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_worker__pb2.CompleteCallbackResponse.SerializeToString,
+            ),
+            'SignOff': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignOff,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.SignOffRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.SignOffResponse.SerializeToString,
+            ),
+            'ListWorkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListWorkers,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -405,6 +441,60 @@ class WorkerService:
             '/raftsched.v1.WorkerService/CompleteCallback',
             raftsched_dot_v1_dot_worker__pb2.CompleteCallbackRequest.SerializeToString,
             raftsched_dot_v1_dot_worker__pb2.CompleteCallbackResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignOff(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/SignOff',
+            raftsched_dot_v1_dot_worker__pb2.SignOffRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.SignOffResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListWorkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/ListWorkers',
+            raftsched_dot_v1_dot_worker__pb2.ListWorkersRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.ListWorkersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,6 +5,10 @@ Read from every node's heartbeat row (``extra["workers"]``: the workers each nod
 cached for :data:`CACHE_SECONDS` so a page of task instances costs one small DB read at most.
 Unknown (no note at all) when this node has no DB or the DB does not answer: a note must not
 claim that no worker serves a queue when it cannot tell.
+
+:meth:`LiveWorkers.roster` is the workers page's read of the same rows: live workers with
+what they said about themselves, and those lost recently with why (``workers_seen.roster``).
+Without the DB it shows this node's own sightings only.
 """
 
 from __future__ import annotations
@@ -15,7 +19,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftsched.api.gen import common_pb2
-from raftsched.cluster.workers_seen import EXTRA_KEY, live_workers, served_queues, waiting_note
+from raftsched.cluster.workers_seen import (
+    EXTRA_KEY,
+    LOST_KEY,
+    live_workers,
+    roster,
+    served_queues,
+    waiting_note,
+)
 from raftsched.core.model import DEFAULT_QUEUE
 from raftsched.errors import StoreUnavailable
 from raftsched.store.heartbeats import list_heartbeats
@@ -28,11 +39,43 @@ log = logging.getLogger(__name__)
 CACHE_SECONDS = 1.0
 
 
+Roster = tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]
+
+
 class LiveWorkers:
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, tuple[str, ...]] | None] | None = None
+        self._roster: tuple[float, Roster] | None = None
+
+    def roster(self) -> Roster:
+        """(live, lost) workers, each {worker_id: record}: see ``workers_seen.roster``."""
+        now = time.monotonic()
+        with self._lock:
+            if self._roster is not None and now - self._roster[0] < CACHE_SECONDS:
+                return self._roster[1]
+        beats = self._beats() or []
+        published: list[Any] = [beat.extra.get(EXTRA_KEY) for beat in beats]
+        lost: list[Any] = [beat.extra.get(LOST_KEY) for beat in beats]
+        if self.ctx.workers_seen is not None:
+            lost.append(self.ctx.workers_seen.lost())  # its silent ones leave published()
+            published.append(self.ctx.workers_seen.published())
+        found = roster(published, lost, time.time())
+        with self._lock:
+            self._roster = (now, found)
+        return found
+
+    def _beats(self) -> list[Any] | None:
+        """Every node's heartbeat row; None without a DB or when it does not answer."""
+        engine = self.ctx.engine
+        if engine is None:
+            return None
+        try:
+            return list(list_heartbeats(engine))
+        except StoreUnavailable as err:
+            log.info("live workers unknown (metadata DB unavailable): %s", err)
+            return None
 
     def workers(self) -> dict[str, tuple[str, ...]] | None:
         """Live worker id -> the queues it serves; None when unknown (see the module doc)."""
@@ -46,13 +89,8 @@ class LiveWorkers:
         return found
 
     def _read(self) -> dict[str, tuple[str, ...]] | None:
-        engine = self.ctx.engine
-        if engine is None:
-            return None
-        try:
-            beats = list_heartbeats(engine)
-        except StoreUnavailable as err:
-            log.info("live workers unknown (metadata DB unavailable): %s", err)
+        beats = self._beats()
+        if beats is None:
             return None
         published: list[Any] = [beat.extra.get(EXTRA_KEY) for beat in beats]
         if self.ctx.workers_seen is not None:

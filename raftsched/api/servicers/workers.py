@@ -34,6 +34,7 @@ from raftsched.api.servicers.queue_signal import QueueSignal
 from raftsched.api.servicers.worker_batch import CommandBatcher, Rider
 from raftsched.api.servicers.worker_callbacks import CallbackRpcs
 from raftsched.api.servicers.worker_reports import ReportRpcs
+from raftsched.api.servicers.worker_roster import RosterRpcs, worker_info
 from raftsched.api.status import (
     StatusError,
     invalid_argument,
@@ -60,7 +61,7 @@ CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
 LEADER_CONTACT = 1.0
 
 
-class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServicer):
+class WorkerServicer(CallbackRpcs, ReportRpcs, RosterRpcs, worker_pb2_grpc.WorkerServiceServicer):
     def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
         self.ctx = ctx
         self.signal = signal
@@ -167,11 +168,11 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
             leases=[convert.task_lease(g, results.get(g.lease.key)) for g in grants]
         )
 
-    def _seen(self, worker_id: str, queues: tuple[str, ...]) -> None:
+    def _seen(self, worker_id: str, queues: tuple[str, ...], info: dict[str, Any]) -> None:
         """Note that the worker called, serving ``queues``: the "waiting" notes of tasks
-        whose queue no live worker serves come from these sightings."""
+        whose queue no live worker serves, and the workers page, come from these sightings."""
         if self.ctx.workers_seen is not None:
-            self.ctx.workers_seen.seen(worker_id, queues or (DEFAULT_QUEUE,))
+            self.ctx.workers_seen.seen(worker_id, queues or (DEFAULT_QUEUE,), info)
 
     def _wait_for_work(
         self,
@@ -197,7 +198,7 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
         worker_id = _worker_id(request.worker_id)
         ttl = self._ttl(request.lease_ttl_seconds, "lease_ttl_seconds")
         refs = _refs(request.leases)
-        self._seen(worker_id, _queues(request.queues))
+        self._seen(worker_id, _queues(request.queues), worker_info(request))
         self.batcher.note_held(worker_id, len(refs))
         command = self.ctx.make(
             c.HeartbeatLeases,
@@ -298,7 +299,7 @@ class WorkerServicer(CallbackRpcs, ReportRpcs, worker_pb2_grpc.WorkerServiceServ
         max_tasks = bounds.count(f"{field_prefix}max_tasks", ask.max_tasks, 1, MAX_TASKS)
         ttl = self._ttl(ask.lease_ttl_seconds, f"{field_prefix}lease_ttl_seconds")
         queues = _queues(ask.queues)
-        self._seen(worker_id, queues)
+        self._seen(worker_id, queues, worker_info(ask, f"{field_prefix}info"))
         return max_tasks, ttl, queues
 
     def _lease_tasks(
