@@ -37,6 +37,7 @@ from jinja2 import StrictUndefined, nodes
 from jinja2 import TemplateError as JinjaTemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from raftsched.dags import template_names
 from raftsched.dags.params import effective_params
 
 if TYPE_CHECKING:
@@ -188,12 +189,14 @@ def template_context(
     data_interval_end: datetime | str | None,
     conf: Mapping[str, Any],
     params_json: str = "",
+    task_env: Iterable[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown)."""
+    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown);
+    ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names)."""
     logical = _template_datetime(logical_date)
     ds = logical.strftime("%Y-%m-%d") if logical else ""
     ts = logical.isoformat() if logical else ""
-    return {
+    base = {
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": task_id,
@@ -208,6 +211,7 @@ def template_context(
         "conf": json.loads(json.dumps(dict(conf))),  # a copy the template cannot share
         "params": effective_params(params_json, conf),
     }
+    return template_names.extend(base, task_env)  # macros, dag_run, Airflow's date names
 
 
 def is_template(text: object) -> bool:
@@ -320,6 +324,7 @@ def render_assignment(assignment: Assignment) -> Assignment:
         data_interval_end=a.data_interval_end,
         conf=a.conf,
         params_json=a.params_json,
+        task_env=a.env,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
     if (rendered.command, rendered.env, rendered.kwargs) == (a.command, a.env, dict(a.kwargs)):
@@ -352,6 +357,7 @@ def render_for_display(
         data_interval_end=data_interval_end,
         conf=conf,
         params_json=params_json,
+        task_env=task.env,
     )
     try:
         rendered = render_task(

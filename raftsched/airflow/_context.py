@@ -1,0 +1,122 @@
+"""Airflow's task context, built inside the task process: what a callable declaring
+``**context``, ``ti``, ``params``, ``logical_date``... receives, and ``get_current_context()``.
+
+Everything comes from what the worker already gives every attempt (the ``RAFTSCHED_*``
+variables: ids, try number, dates, conf) and from the DAG file the process imported (the task
+and DAG objects, the params' defaults and schemas); nothing is fetched from the cluster. The
+dates follow the convention the task's spec asks for (:mod:`raftsched.dags.template_names`).
+Datetimes are pendulum's when pendulum is installed (Airflow's type), else aware datetimes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from raftsched.dags import template_names
+from raftsched.dags.params import effective_params
+
+if TYPE_CHECKING:
+    from raftsched.dags.tasks import Task
+
+_current: list[dict[str, Any]] = []  # the contexts of the calls running in this process
+
+
+def _date(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    value = datetime.fromisoformat(text)
+    try:
+        import pendulum
+    except ImportError:  # pragma: no cover - the airflow extra installs it
+        return value
+    return pendulum.instance(value)
+
+
+class TaskInstance:
+    """What ``ti`` / ``task_instance`` offers here: the attempt's identity. XCom is passed as
+    arguments in raftsched, so ``xcom_pull``/``xcom_push`` say so."""
+
+    def __init__(self, context: Mapping[str, Any], task: Task | None) -> None:
+        self.dag_id = context["dag_id"]
+        self.task_id = context["task_id"]
+        self.run_id = context["run_id"]
+        self.try_number = context["try_number"]
+        self.map_index = -1
+        self.task = task
+        self.logical_date = context.get("logical_date")
+        self.state = "running"
+
+    def xcom_pull(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "ti.xcom_pull is not supported by raftsched: pass the upstream @task's output as an"
+            " argument (load(extract())), see docs/migrating-from-airflow.md"
+        )
+
+    def xcom_push(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "ti.xcom_push is not supported by raftsched: return the value from the task"
+        )
+
+    def __repr__(self) -> str:
+        return f"<TaskInstance {self.dag_id}.{self.task_id} {self.run_id} try {self.try_number}>"
+
+
+def build(task: Task | None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The context of the attempt this process runs (from its ``RAFTSCHED_*`` variables)."""
+    env = os.environ if environ is None else environ
+    conf = json.loads(env.get("RAFTSCHED_CONF") or "{}")
+    dag = getattr(task, "dag", None)
+    params_json = getattr(dag, "params_json", "") or ""
+    context: dict[str, Any] = {
+        "dag_id": env.get("RAFTSCHED_DAG_ID", ""),
+        "run_id": env.get("RAFTSCHED_RUN_ID", ""),
+        "task_id": env.get("RAFTSCHED_TASK_ID", ""),
+        "try_number": int(env.get("RAFTSCHED_TRY_NUMBER") or 1),
+        "logical_date": _date(env.get("RAFTSCHED_LOGICAL_DATE")),
+        "data_interval_start": _date(env.get("RAFTSCHED_DATA_INTERVAL_START")),
+        "data_interval_end": _date(env.get("RAFTSCHED_DATA_INTERVAL_END")),
+        "conf": conf,
+        "params": effective_params(params_json, conf),
+    }
+    context.update(template_names.date_names(context["logical_date"]))
+    context = template_names.extend(context, env)
+    context["dag_run"] = SimpleNamespace(**vars(context["dag_run"]), run_type=_run_type(context))
+    context["ti"] = context["task_instance"] = TaskInstance(context, task)
+    context["task"] = task
+    context["dag"] = dag
+    context["run_after"] = context["data_interval_end"]
+    return context
+
+
+def _run_type(context: Mapping[str, Any]) -> str:
+    run_id = str(context.get("run_id") or "")
+    return run_id.split("__", 1)[0] if "__" in run_id else "manual"
+
+
+@contextlib.contextmanager
+def current(context: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``context`` is what ``get_current_context()`` returns inside the block."""
+    _current.append(context)
+    try:
+        yield context
+    finally:
+        _current.remove(context)
+
+
+def get_current_context() -> dict[str, Any]:
+    """The running task's context (Airflow's ``get_current_context``)."""
+    if not _current:
+        raise RuntimeError(
+            "Current context was requested but no context was found: call"
+            " get_current_context() inside a running task"
+        )
+    return _current[-1]
+
+
+__all__ = ["TaskInstance", "build", "current", "get_current_context"]

@@ -1,0 +1,95 @@
+"""The template names Airflow DAGs use beyond the base ones of :mod:`raftsched.dags.templating`:
+``ti``/``task_instance`` (ids and ``try_number``), ``macros`` (``ds_add``, ``ds_format``, ``datetime``, ``timedelta``; not ``time``, whose
+``sleep`` the render budget could not interrupt), ``dag_run``
+(``dag_run.conf``, ``.run_id``, ``.logical_date``...), ``ts_nodash_with_tz``,
+``task_instance_key_str``, and the date convention a task's spec asks for.
+
+The date convention: a task whose spec env holds ``MARKER=INTERVAL_START`` (raftsched.airflow
+sets it on a DAG with a ``timedelta`` schedule, or a cron one with
+``create_cron_data_intervals``) sees Airflow 2's logical date, the START of its run's data
+interval, as ``logical_date``, ``ds``, ``ts`` and their variants, and ``next_ds`` (the end's).
+Other tasks see the run's logical date as it is (its scheduled time, Airflow 3's meaning). It
+travels in the spec, so the worker's rendering, the task page and the task's own context
+(``raftsched.airflow``) agree on every node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+MARKER = "RAFTSCHED_LOGICAL_DATE_IS"
+INTERVAL_START = "data_interval_start"
+
+
+def ds_add(ds: str, days: int) -> str:
+    """``ds_add("2024-01-05", -4)`` is ``"2024-01-01"`` (Airflow's macro)."""
+    return (datetime.strptime(str(ds), "%Y-%m-%d") + timedelta(days=int(days))).strftime("%Y-%m-%d")
+
+
+def ds_format(ds: str, input_format: str, output_format: str) -> str:
+    """``ds_format("2024-01-05", "%Y-%m-%d", "%m/%d/%Y")`` is ``"01/05/2024"``."""
+    return datetime.strptime(str(ds), input_format).strftime(output_format)
+
+
+MACROS = SimpleNamespace(ds_add=ds_add, ds_format=ds_format, datetime=datetime, timedelta=timedelta)
+
+
+def date_names(logical: datetime | None) -> dict[str, Any]:
+    """``logical_date`` and the names derived from it (``ds``, ``ts``...)."""
+    if logical is None:
+        return {"ds": "", "ds_nodash": "", "ts": "", "ts_nodash": "", "ts_nodash_with_tz": ""}
+    ds = logical.strftime("%Y-%m-%d")
+    return {
+        "logical_date": logical,
+        "ds": ds,
+        "ds_nodash": ds.replace("-", ""),
+        "ts": logical.isoformat(),
+        "ts_nodash": logical.strftime("%Y%m%dT%H%M%S"),
+        "ts_nodash_with_tz": logical.isoformat().replace("-", "").replace(":", ""),
+    }
+
+
+def interval_start_convention(task_env: Iterable[tuple[str, str]] | Mapping[str, str]) -> bool:
+    env = task_env if isinstance(task_env, Mapping) else dict(task_env)
+    return env.get(MARKER) == INTERVAL_START
+
+
+def extend(context: dict[str, Any], task_env: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    """``context`` (templating.template_context's names) with the Airflow names added, and
+    its dates in the convention ``task_env`` asks for."""
+    if interval_start_convention(task_env) and context.get("data_interval_start") is not None:
+        context.update(date_names(context["data_interval_start"]))
+        end = context.get("data_interval_end")
+        if end is not None:
+            context["next_ds"] = end.strftime("%Y-%m-%d")
+            context["next_ds_nodash"] = context["next_ds"].replace("-", "")
+    else:
+        context.setdefault(
+            "ts_nodash_with_tz", date_names(context.get("logical_date"))["ts_nodash_with_tz"]
+        )
+    context["macros"] = MACROS
+    context["task_instance_key_str"] = (
+        f"{context.get('dag_id')}__{context.get('task_id')}__{context.get('ds_nodash')}"
+    )
+    context["ti"] = context["task_instance"] = SimpleNamespace(
+        dag_id=context.get("dag_id"),
+        task_id=context.get("task_id"),
+        run_id=context.get("run_id"),
+        try_number=context.get("try_number"),
+        map_index=-1,
+    )
+    context["dag_run"] = SimpleNamespace(
+        dag_id=context.get("dag_id"),
+        run_id=context.get("run_id"),
+        conf=context.get("conf"),
+        logical_date=context.get("logical_date"),
+        data_interval_start=context.get("data_interval_start"),
+        data_interval_end=context.get("data_interval_end"),
+    )
+    return context
+
+
+__all__ = ["INTERVAL_START", "MACROS", "MARKER", "date_names", "ds_add", "ds_format", "extend"]
