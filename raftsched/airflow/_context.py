@@ -11,6 +11,7 @@ Datetimes are pendulum's when pendulum is installed (Airflow's type), else aware
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -94,6 +95,47 @@ def build(task: Task | None, environ: Mapping[str, str] | None = None) -> dict[s
     return context
 
 
+_REASONS = {"failure": "task_failure", "success": "success", "deadline": "deadline_missed"}
+
+
+def mark_callbacks(value: Any) -> Any:
+    """Mark the functions of a callback option (one, or a list) to get
+    :func:`callback_context`; notifiers are left as they are."""
+    for item in value if isinstance(value, list | tuple) else [value]:
+        if inspect.isfunction(item):
+            item.raftsched_airflow_context = True  # type: ignore[attr-defined]
+    return value
+
+
+def callback_context(plain: Mapping[str, Any]) -> dict[str, Any]:
+    """A callback's context (core/callbacks.py: a dict of JSON values) with Airflow's keys
+    added: ``task_instance``/``ti``, ``dag_run``, ``reason``, ``exception`` (an exception
+    whose message is the failure's, where Airflow passes the exception raised)."""
+    from raftsched.airflow.exceptions import AirflowException
+
+    context = dict(plain)
+    for key in ("logical_date", "data_interval_start", "data_interval_end"):
+        context[key] = _date(plain.get(key) or None)
+    text = plain.get("exception") or plain.get("message")
+    context["exception"] = AirflowException(text) if text else None
+    context["reason"] = _REASONS.get(str(plain.get("event")), plain.get("event"))
+    context["dag_run"] = SimpleNamespace(
+        dag_id=plain.get("dag_id"),
+        run_id=plain.get("run_id"),
+        conf=plain.get("conf") or {},
+        run_type=plain.get("run_type"),
+        logical_date=context["logical_date"],
+        data_interval_start=context["data_interval_start"],
+        data_interval_end=context["data_interval_end"],
+    )
+    if plain.get("task_id"):
+        ti = TaskInstance({**context, "try_number": plain.get("try_number") or 1}, None)
+        ti.state = plain.get("state")
+        context["ti"] = context["task_instance"] = ti
+    context.update(template_names.date_names(context["logical_date"]))
+    return context
+
+
 def _run_type(context: Mapping[str, Any]) -> str:
     run_id = str(context.get("run_id") or "")
     return run_id.split("__", 1)[0] if "__" in run_id else "manual"
@@ -119,4 +161,11 @@ def get_current_context() -> dict[str, Any]:
     return _current[-1]
 
 
-__all__ = ["TaskInstance", "build", "current", "get_current_context"]
+__all__ = [
+    "TaskInstance",
+    "build",
+    "callback_context",
+    "current",
+    "get_current_context",
+    "mark_callbacks",
+]

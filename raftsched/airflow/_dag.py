@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from raftsched.airflow._context import mark_callbacks
 from raftsched.airflow._unsupported import refuse
 from raftsched.core.timetable import from_schedule
 from raftsched.dags import dag as native
@@ -119,6 +120,10 @@ class DAG(native.DAG):
             cron_intervals = _create_cron_data_intervals
         if kwargs.get("timezone") is None:
             kwargs["timezone"] = _zone_of(kwargs.get("start_date")) or "UTC"
+        for name in ("on_failure_callback", "on_success_callback"):
+            mark_callbacks(kwargs.get(name))
+        for name in native.TASK_CALLBACKS:
+            mark_callbacks(default_args.get(name))
         native_defaults = {
             k: v
             for k, v in default_args.items()

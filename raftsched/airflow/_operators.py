@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from raftsched.airflow import _callables
+from raftsched.airflow._context import mark_callbacks
 from raftsched.airflow._unsupported import refuse
 from raftsched.dags import task_groups
 from raftsched.dags.dag import DAG, _context
@@ -109,7 +110,7 @@ def task_options(dag: DAG, task_id: str, given: Mapping[str, Any]) -> dict[str, 
     for name, value in merged.items():
         if name in NATIVE:
             if value is not None:
-                out[name] = value
+                out[name] = mark_callbacks(value) if name.endswith("_callback") else value
         elif name in DROPPED:
             continue
         elif name in REFUSED:

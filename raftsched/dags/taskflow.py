@@ -109,6 +109,8 @@ class TaskFlowTask(Task):
     kind = "python"
 
     def __init__(self, task_id: str, *, dag: DAG, kwargs: dict[str, Any], **options: Any) -> None:
+        # a @task call picks its id with the group's prefix (and a free suffix) itself
+        self.id_qualified = type(self) is TaskFlowTask
         secrets = options.pop("secrets", None)
         connections = options.pop("connections", None)
         super().__init__(task_id, dag=dag, **options)

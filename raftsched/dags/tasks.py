@@ -28,6 +28,7 @@ class Task:
     """What BashTask and PythonTask share: options, DAG membership, dependencies."""
 
     kind = ""
+    id_qualified = False  # True: task_id already has its task group's prefix (TaskFlow's)
 
     def __init__(
         self,
@@ -45,7 +46,8 @@ class Task:
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
-        task_id = task_groups.qualify(task_id)  # "group.task" inside `with TaskGroup(...)`
+        if not self.id_qualified:  # "group.task" inside `with TaskGroup(...)`
+            task_id = task_groups.qualify(task_id)
         if not isinstance(dag, DAG):
             raise DagDefinitionError(
                 f"task {task_id!r} belongs to no DAG: create it inside `with DAG(...):` or pass"

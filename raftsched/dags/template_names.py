@@ -1,8 +1,9 @@
 """The template names Airflow DAGs use beyond the base ones of :mod:`raftsched.dags.templating`:
-``ti``/``task_instance`` (ids and ``try_number``), ``macros`` (``ds_add``, ``ds_format``, ``datetime``, ``timedelta``; not ``time``, whose
-``sleep`` the render budget could not interrupt), ``dag_run``
-(``dag_run.conf``, ``.run_id``, ``.logical_date``...), ``ts_nodash_with_tz``,
-``task_instance_key_str``, and the date convention a task's spec asks for.
+``ti``/``task_instance`` (ids and ``try_number``), ``macros`` (``ds_add``, ``ds_format``,
+``datetime``, ``timedelta``; not ``time``, whose ``sleep`` the render budget could not
+interrupt), ``dag_run`` (``.conf``, ``.run_id``, ``.logical_date``...),
+``ts_nodash_with_tz``, ``task_instance_key_str``, and the date convention a task's spec asks
+for.
 
 The date convention: a task whose spec env holds ``MARKER=INTERVAL_START`` (raftsched.airflow
 sets it on a DAG with a ``timedelta`` schedule, or a cron one with
