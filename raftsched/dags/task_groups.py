@@ -101,10 +101,14 @@ class TaskGroup:
             root.set_upstream(other)
 
     def __rshift__(self, other: Any) -> Any:  # group >> other
+        if _defers(other):
+            return NotImplemented
         self.set_downstream(other)
         return other
 
     def __lshift__(self, other: Any) -> Any:  # group << other
+        if _defers(other):
+            return NotImplemented
         self.set_upstream(other)
         return other
 
@@ -115,6 +119,11 @@ class TaskGroup:
     def __rlshift__(self, other: Any) -> TaskGroup:  # task << group
         self.set_downstream(other)
         return self
+
+
+def _defers(other: Any) -> bool:
+    """An edge object other than a group (an edge label) links itself (``__rrshift__``)."""
+    return getattr(other, "raftsched_edge", False) and not isinstance(other, TaskGroup)
 
 
 __all__ = ["TaskGroup", "current", "joined", "qualify"]
