@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.dags import template_names
 from raftsched.dags.params import effective_params
+from raftsched.secrets import VAR_ENV_PREFIX
 
 if TYPE_CHECKING:
     from raftsched.dags.tasks import Task
@@ -86,7 +87,8 @@ def build(task: Task | None, environ: Mapping[str, str] | None = None) -> dict[s
         "params": effective_params(params_json, conf),
     }
     context.update(template_names.date_names(context["logical_date"]))
-    context = template_names.extend(context, env)
+    values = [(k, v) for k, v in env.items() if k.startswith(VAR_ENV_PREFIX)]
+    context = template_names.extend(context, env, values)
     context["dag_run"] = SimpleNamespace(**vars(context["dag_run"]), run_type=_run_type(context))
     context["ti"] = context["task_instance"] = TaskInstance(context, task)
     context["task"] = task

@@ -19,7 +19,9 @@ refused with what to do instead. The operators:
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -92,6 +94,20 @@ REFUSED = {
 }
 _FALSE_OK = ("depends_on_past", "wait_for_downstream", "ignore_first_depends_on_past")
 _DEFAULT_POOL = "default_pool"
+
+
+# {{ var.value.NAME }}, {{ var.json.NAME }}, {{ var.value.get("NAME") }} in a template
+_VARIABLE = re.compile(
+    r"""\bvar\.(?:value|json)\.(?:get\(\s*\\?['"]([^'"\\]+)|([A-Za-z_][A-Za-z0-9_]*))"""
+)
+
+
+def template_variables(*values: Any) -> list[str]:
+    """The variables the templates in ``values`` (texts, at any depth of JSON) name: an
+    Airflow task declares them (``secrets=``), so the worker fetches them for it."""
+    text = json.dumps(values, default=str)
+    found = {a or b for a, b in _VARIABLE.findall(text)}
+    return sorted(name for name in found if name != "get")
 
 
 def current_dag(dag: DAG | None) -> DAG:
@@ -183,7 +199,13 @@ class BashOperator(BashTask):
         skip = next(iter(codes), None) if codes is not None else None
         options = task_options(owner, full_id, kwargs)
         super().__init__(
-            task_id, command=command, env=env, skip_on_exit_code=skip, dag=owner, **options
+            task_id,
+            command=command,
+            env=env,
+            skip_on_exit_code=skip,
+            dag=owner,
+            secrets=template_variables(command, env),
+            **options,
         )
         self.bash_command = bash_command
 
@@ -220,6 +242,7 @@ class _PythonBase(TaskFlowTask):
         arguments: dict[str, Any] = {"op_args": list(op_args or []), "op_kwargs": op_kwargs or {}}
         if templates_dict is not None:
             arguments["templates_dict"] = templates_dict
+        options["secrets"] = template_variables(arguments)
         super().__init__(task_id, dag=owner, kwargs=arguments, **options)
         self.python_callable = python_callable
         _callables.register(self, python_callable, mode=self.mode, classic=True)
@@ -261,4 +284,5 @@ __all__ = [
     "PythonOperator",
     "ShortCircuitOperator",
     "task_options",
+    "template_variables",
 ]

@@ -2,8 +2,8 @@
 ``ti``/``task_instance`` (ids and ``try_number``), ``macros`` (``ds_add``, ``ds_format``,
 ``datetime``, ``timedelta``; not ``time``, whose ``sleep`` the render budget could not
 interrupt), ``dag_run`` (``.conf``, ``.run_id``, ``.logical_date``...),
-``ts_nodash_with_tz``, ``task_instance_key_str``, and the date convention a task's spec asks
-for.
+``ts_nodash_with_tz``, ``task_instance_key_str``, ``var`` (the variables the task declared:
+:class:`Variables`), and the date convention a task's spec asks for.
 
 The date convention: a task whose spec env holds ``MARKER=INTERVAL_START`` (raftsched.airflow
 sets it on a DAG with a ``timedelta`` schedule, or a cron one with
@@ -16,10 +16,13 @@ travels in the spec, so the worker's rendering, the task page and the task's own
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
+
+from raftsched import secrets
 
 MARKER = "RAFTSCHED_LOGICAL_DATE_IS"
 INTERVAL_START = "data_interval_start"
@@ -53,14 +56,73 @@ def date_names(logical: datetime | None) -> dict[str, Any]:
     }
 
 
+MASKED = "***"
+
+
+class Variables:
+    """``var.value.NAME`` / ``var.json.NAME`` / ``var.value.get("NAME", default)``: the
+    variables the task declared (``secrets=``; an Airflow task declares those its templates
+    name), from the attempt's ``RAFTSCHED_VAR_*`` values. ``values`` None (the task page):
+    a declared name shows as ``***``, never its value."""
+
+    def __init__(
+        self, values: Mapping[str, str] | None, declared: Iterable[str], *, as_json: bool
+    ) -> None:
+        self.values = values
+        self.declared = frozenset(declared)
+        self.as_json = as_json
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if self.values is None:
+            return MASKED if name in self.declared else default
+        if name not in self.values:
+            return default
+        text = self.values[name]
+        return json.loads(text) if self.as_json else text
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        missing = object()
+        value = self.get(name, missing)
+        if value is missing:
+            raise KeyError(
+                f"variable {name!r} is not declared by this task (declare it: secrets=[...],"
+                " or name it in a template of an Airflow task)"
+            )
+        return value
+
+
+def variables(
+    task_env: Iterable[tuple[str, str]] | Mapping[str, str],
+    secret_env: Iterable[tuple[str, str]] | None,
+) -> SimpleNamespace:
+    """``var`` for a template or a context (``secret_env`` None: the task page)."""
+    pairs = task_env.items() if isinstance(task_env, Mapping) else task_env
+    names = secrets.declared(list(pairs))[0]
+    values = None
+    if secret_env is not None:
+        prefix = secrets.VAR_ENV_PREFIX
+        values = {k[len(prefix) :]: v for k, v in secret_env if k.startswith(prefix)}
+    return SimpleNamespace(
+        value=Variables(values, names, as_json=False), json=Variables(values, names, as_json=True)
+    )
+
+
 def interval_start_convention(task_env: Iterable[tuple[str, str]] | Mapping[str, str]) -> bool:
     env = task_env if isinstance(task_env, Mapping) else dict(task_env)
     return env.get(MARKER) == INTERVAL_START
 
 
-def extend(context: dict[str, Any], task_env: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+def extend(
+    context: dict[str, Any],
+    task_env: Iterable[tuple[str, str]] | Mapping[str, str] = (),
+    secret_env: Iterable[tuple[str, str]] | None = None,
+) -> dict[str, Any]:
     """``context`` (templating.template_context's names) with the Airflow names added, and
-    its dates in the convention ``task_env`` asks for."""
+    its dates in the convention ``task_env`` asks for. ``secret_env``: the attempt's
+    declared values (``var``); None where there are none to show (the task page)."""
+    context["var"] = variables(task_env, secret_env)
     if interval_start_convention(task_env) and context.get("data_interval_start") is not None:
         context.update(date_names(context["data_interval_start"]))
         end = context.get("data_interval_end")

@@ -182,3 +182,24 @@ def test_templates_follow_the_convention_the_task_spec_asks_for(env, ds, next_ds
     assert context["logical_date"].isoformat()[:10] == ds
     assert context.get("next_ds") == next_ds
     assert context["macros"].ds_add(ds, 1) > ds
+
+
+def test_the_task_page_shows_declared_variables_masked() -> None:
+    from raftsched.dags.templating import render_for_display
+
+    with DAG("v", schedule=None, start_date=START) as d:
+        BashOperator(task_id="b", bash_command="echo {{ var.value.token }} {{ ds }}")
+    (spec,) = d.to_spec().tasks
+    assert ("RAFTSCHED_SECRETS", "var:token") in spec.env
+    shown = render_for_display(
+        spec,
+        dag_id="v",
+        run_id="r",
+        try_number=1,
+        logical_date=datetime(2024, 3, 2, tzinfo=UTC),
+        data_interval_start=None,
+        data_interval_end=None,
+        conf={},
+        params_json="",
+    )
+    assert shown["command"] == "echo *** 2024-03-02"

@@ -7,6 +7,7 @@ at this test's folder."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,17 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "airflow_dags"
 
 
 def dags_test(
-    dag_id: str, out: Path, *, logical_date: str = "2024-03-02T00:00:00", **conf: object
+    dag_id: str,
+    out: Path,
+    *,
+    logical_date: str = "2024-03-02T00:00:00",
+    env: dict[str, str] | None = None,
+    **conf: object,
 ) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "raftsched", "dags", "test", dag_id, "--folder", str(FIXTURES)]
     argv += ["--logical-date", logical_date, "--conf", json.dumps({"out": str(out), **conf})]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    environ = {**os.environ, **(env or {})}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=environ)
 
 
 def states(stdout: str) -> dict[str, str]:
@@ -130,3 +137,16 @@ def test_context_macros_template_files_and_native_rendering(tmp_path: Path) -> N
     assert (tmp_path / "script").read_text() == "2024-03-01 01/03/2024 /\n"  # cwd="/"
     current = json.loads((tmp_path / "current.json").read_text())
     assert current == {"ds": "2024-03-01", "task_id": "current"}
+
+
+def test_variables_named_in_templates_are_declared_and_rendered(tmp_path: Path) -> None:
+    # dags test reads declared variables from this environment (the worker's env backend)
+    values = {"region": "eu-west", "settings": '{"limit": 5}', "other": "never-read"}
+    env = {f"RAFTSCHED_SECRET_VAR_{k}": v for k, v in values.items()}
+    done = dags_test("variables", tmp_path, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "bash").read_text() == "eu-west 5\n"
+    assert json.loads((tmp_path / "python").read_text()) == {"region": "eu-west", "limit": 5}
+    missing = dags_test("variables", tmp_path / "missing", env={})
+    assert missing.returncode == 1  # the declared variables must exist: no silent ""
+    assert "task bash declares variables" in missing.stderr
