@@ -1,4 +1,5 @@
-"""``airflow.models.baseoperator``: ``chain``; ``BaseOperator`` cannot be subclassed yet.
+"""``airflow.models.baseoperator``: ``chain``, ``cross_downstream``; a ``BaseOperator``
+subclass cannot run yet.
 
 A custom operator runs its ``execute(context)`` on Airflow's worker; raftsched has no such
 task kind yet, so ``BaseOperator`` is the common base of this layer's operators only, for
@@ -12,6 +13,12 @@ from typing import Any
 from raftsched.airflow._unsupported import refuse
 from raftsched.dags.decorators import chain
 from raftsched.dags.tasks import Task
+
+
+def cross_downstream(from_tasks: Any, to_tasks: Any) -> None:
+    """Every task of ``from_tasks`` upstream of every task of ``to_tasks`` (Airflow's)."""
+    for task in from_tasks:
+        task >> list(to_tasks)
 
 
 class _BaseOperatorMeta(type):
@@ -29,4 +36,4 @@ class BaseOperator(metaclass=_BaseOperatorMeta):
     """``isinstance(op, BaseOperator)`` holds for every task; instantiating is refused."""
 
 
-__all__ = ["BaseOperator", "chain"]
+__all__ = ["BaseOperator", "chain", "cross_downstream"]

@@ -1,5 +1,6 @@
 """``airflow.sdk`` (Airflow 3): ``DAG``, ``dag``, ``task``, ``task_group``, ``TaskGroup``,
-``Param``, ``Label``, ``BaseOperator``, ``chain``, ``get_current_context``, ``TriggerRule``."""
+``Param``, ``Label``, ``BaseOperator``, ``chain``, ``cross_downstream``, ``Context``,
+``get_current_context``, ``TriggerRule``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from raftsched.airflow._dag import DAG, dag
 from raftsched.airflow._param import Param
 from raftsched.airflow._taskflow import task, task_group
 from raftsched.airflow._unsupported import missing_names
-from raftsched.airflow.models.baseoperator import BaseOperator, chain
+from raftsched.airflow.models.baseoperator import BaseOperator, chain, cross_downstream
+from raftsched.airflow.utils.context import Context
 from raftsched.airflow.utils.edgemodifier import Label
 from raftsched.airflow.utils.trigger_rule import TriggerRule
 from raftsched.dags.task_groups import TaskGroup
@@ -29,11 +31,13 @@ __getattr__ = missing_names(
 __all__ = [
     "DAG",
     "BaseOperator",
+    "Context",
     "Label",
     "Param",
     "TaskGroup",
     "TriggerRule",
     "chain",
+    "cross_downstream",
     "dag",
     "get_current_context",
     "task",
