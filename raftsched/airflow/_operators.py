@@ -49,6 +49,8 @@ NATIVE = (
     "on_failure_callback",
     "on_success_callback",
     "on_retry_callback",
+    "secrets",  # raftsched's: the variables and connections the task reads
+    "connections",
 )
 # accepted, no effect here (the migration guide says why)
 DROPPED = frozenset(
@@ -108,6 +110,16 @@ def template_variables(*values: Any) -> list[str]:
     text = json.dumps(values, default=str)
     found = {a or b for a, b in _VARIABLE.findall(text)}
     return sorted(name for name in found if name != "get")
+
+
+def declare_template_variables(options: dict[str, Any], *values: Any) -> dict[str, Any]:
+    """``options`` with ``secrets`` = those it gives plus the ones the templates name."""
+    given = options.get("secrets") or []
+    given = [given] if isinstance(given, str) else list(given)
+    named = template_variables(*values)
+    if named:
+        options["secrets"] = sorted({*given, *named})
+    return options
 
 
 def current_dag(dag: DAG | None) -> DAG:
@@ -197,15 +209,9 @@ class BashOperator(BashTask):
                 task_id=full_id,
             )
         skip = next(iter(codes), None) if codes is not None else None
-        options = task_options(owner, full_id, kwargs)
+        options = declare_template_variables(task_options(owner, full_id, kwargs), command, env)
         super().__init__(
-            task_id,
-            command=command,
-            env=env,
-            skip_on_exit_code=skip,
-            dag=owner,
-            secrets=template_variables(command, env),
-            **options,
+            task_id, command=command, env=env, skip_on_exit_code=skip, dag=owner, **options
         )
         self.bash_command = bash_command
 
@@ -242,7 +248,7 @@ class _PythonBase(TaskFlowTask):
         arguments: dict[str, Any] = {"op_args": list(op_args or []), "op_kwargs": op_kwargs or {}}
         if templates_dict is not None:
             arguments["templates_dict"] = templates_dict
-        options["secrets"] = template_variables(arguments)
+        declare_template_variables(options, arguments)
         super().__init__(task_id, dag=owner, kwargs=arguments, **options)
         self.python_callable = python_callable
         _callables.register(self, python_callable, mode=self.mode, classic=True)
@@ -283,6 +289,7 @@ __all__ = [
     "EmptyOperator",
     "PythonOperator",
     "ShortCircuitOperator",
+    "declare_template_variables",
     "task_options",
     "template_variables",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from raftsched.airflow import _callables
-from raftsched.airflow._operators import task_options, template_variables
+from raftsched.airflow._operators import declare_template_variables, task_options
 from raftsched.airflow._unsupported import refuse
 from raftsched.dags import task_groups
 from raftsched.dags.dag import _context
@@ -59,7 +59,7 @@ class AirflowTaskFactory(TaskFactory):
             self.options = task_options(dag, name, options)
             if task_id is not None:
                 self.options["task_id"] = task_id
-            self.options["secrets"] = template_variables(args, kwargs)
+            declare_template_variables(self.options, args, kwargs)
         output = super().__call__(*args, **kwargs)
         _callables.register(
             output.operator,

@@ -203,3 +203,24 @@ def test_the_task_page_shows_declared_variables_masked() -> None:
         params_json="",
     )
     assert shown["command"] == "echo *** 2024-03-02"
+
+
+def test_a_task_declares_the_variables_its_templates_name_and_those_it_lists() -> None:
+    with DAG("s", schedule=None, start_date=START) as d:
+        BashOperator(
+            task_id="b",
+            bash_command="echo {{ var.value.a }} {{ var.json.b.x }}",
+            env={"C": "{{ var.value.get('c', 1) }}"},
+            secrets=["listed"],
+            connections=["db"],
+        )
+
+        @task
+        def f(x: str) -> None: ...
+
+        f("{{ var.value.k }}")
+        f("plain")
+    env = {t.task_id: dict(t.env) for t in d.to_spec().tasks}
+    assert env["b"]["RAFTSCHED_SECRETS"] == "var:a,var:b,var:c,var:listed,conn:db"
+    assert env["f"]["RAFTSCHED_SECRETS"] == "var:k"
+    assert "RAFTSCHED_SECRETS" not in env["f__1"]
