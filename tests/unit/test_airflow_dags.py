@@ -137,6 +137,9 @@ def test_context_macros_template_files_and_native_rendering(tmp_path: Path) -> N
     assert (tmp_path / "script").read_text() == "2024-03-01 01/03/2024 /\n"  # cwd="/"
     current = json.loads((tmp_path / "current.json").read_text())
     assert current == {"ds": "2024-03-01", "task_id": "current"}
+    assert (tmp_path / "shout").read_text() == "bash 2024-03-01\n"  # @task.bash with context
+    got = states(done.stdout)
+    assert got["skipped"] == got["after_skipped"] == "skipped"  # exit 99, then all_success
 
 
 def test_variables_named_in_templates_are_declared_and_rendered(tmp_path: Path) -> None:
