@@ -88,7 +88,8 @@ def test_default_args_reach_every_task_and_email_settings_are_accepted() -> None
         (lambda: BashOperator(task_id="x", bash_command="true", depends_on_past=True), "max_act"),
         (lambda: TriggerRule.ALWAYS, "ALL_DONE"),
         (lambda: task.virtualenv, "install the packages"),
-        (lambda: __import__("raftsched.airflow.models", fromlist=["Variable"]).Variable, "secr"),
+        (lambda: __import__("raftsched.airflow.models", fromlist=["Pool"]).Pool, "pools"),
+        (lambda: __import__("raftsched.airflow.models").airflow.models.Variable.set("a", 1), "set"),
         (lambda: task(lambda: 1).expand(x=[1]), "not supported yet"),
     ],
 )

@@ -144,12 +144,22 @@ def test_context_macros_template_files_and_native_rendering(tmp_path: Path) -> N
 
 def test_variables_named_in_templates_are_declared_and_rendered(tmp_path: Path) -> None:
     # dags test reads declared variables from this environment (the worker's env backend)
-    values = {"region": "eu-west", "settings": '{"limit": 5}', "other": "never-read"}
+    values = {
+        "region": "eu-west",
+        "settings": '{"limit": 5}',
+        "extra": "[1, 2]",
+        "other": "never-read",
+    }
     env = {f"RAFTSCHED_SECRET_VAR_{k}": v for k, v in values.items()}
     done = dags_test("variables", tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "bash").read_text() == "eu-west 5\n"
-    assert json.loads((tmp_path / "python").read_text()) == {"region": "eu-west", "limit": 5}
+    assert json.loads((tmp_path / "python").read_text()) == {
+        "region": "eu-west",
+        "limit": 5,
+        "extra": [1, 2],  # Variable.get(..., deserialize_json=True)
+        "absent": "fallback",  # not declared: default_var
+    }
     missing = dags_test("variables", tmp_path / "missing", env={})
     assert missing.returncode == 1  # the declared variables must exist: no silent ""
     assert "task bash declares variables" in missing.stderr

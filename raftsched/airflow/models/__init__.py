@@ -1,18 +1,17 @@
-"""``airflow.models``: ``DAG``, ``Param``, ``BaseOperator``; ``Variable``, ``Connection``,
-``XCom`` and ``Pool`` are not supported yet (the error says what to use)."""
+"""``airflow.models``: ``DAG``, ``Param``, ``BaseOperator``, ``Variable`` (declared ones);
+``Connection``, ``XCom`` and ``Pool`` are not supported yet (the error says what to use)."""
 
 from __future__ import annotations
 
 from raftsched.airflow._dag import DAG
 from raftsched.airflow._param import Param
 from raftsched.airflow._unsupported import missing_names
+from raftsched.airflow._variables import Variable
 from raftsched.airflow.models.baseoperator import BaseOperator, chain
 
 __getattr__ = missing_names(
     "airflow.models",
     {
-        "Variable": "declare it: secrets=['NAME'] on a raftsched task, or {{ var.value.NAME }}"
-        " is not available yet; read RAFTSCHED_VAR_NAME",
         "Connection": "declare it with connections=['ID'] and read RAFTSCHED_CONN_ID",
         "XCom": "pass the output of a @task call as an argument",
         "Pool": "pools are not supported yet; use max_active_tasks or a queue",
@@ -21,4 +20,4 @@ __getattr__ = missing_names(
     },
 )
 
-__all__ = ["DAG", "BaseOperator", "Param", "chain"]
+__all__ = ["DAG", "BaseOperator", "Param", "Variable", "chain"]

@@ -1,6 +1,6 @@
 """``airflow.sdk`` (Airflow 3): ``DAG``, ``dag``, ``task``, ``task_group``, ``TaskGroup``,
 ``Param``, ``Label``, ``BaseOperator``, ``chain``, ``cross_downstream``, ``Context``,
-``get_current_context``, ``TriggerRule``."""
+``get_current_context``, ``TriggerRule``, ``Variable``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from raftsched.airflow._dag import DAG, dag
 from raftsched.airflow._param import Param
 from raftsched.airflow._taskflow import task, task_group
 from raftsched.airflow._unsupported import missing_names
+from raftsched.airflow._variables import Variable
 from raftsched.airflow.models.baseoperator import BaseOperator, chain, cross_downstream
 from raftsched.airflow.utils.context import Context
 from raftsched.airflow.utils.edgemodifier import Label
@@ -18,7 +19,6 @@ from raftsched.dags.task_groups import TaskGroup
 __getattr__ = missing_names(
     "airflow.sdk",
     {
-        "Variable": "declare the variable on a raftsched task (secrets=['NAME'])",
         "Connection": "declare it with connections=['ID'] and read RAFTSCHED_CONN_ID",
         "Asset": "data-aware scheduling is not supported yet; use a schedule",
         "Dataset": "data-aware scheduling is not supported yet; use a schedule",
@@ -36,6 +36,7 @@ __all__ = [
     "Param",
     "TaskGroup",
     "TriggerRule",
+    "Variable",
     "chain",
     "cross_downstream",
     "dag",
