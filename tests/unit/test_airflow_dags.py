@@ -151,6 +151,7 @@ def test_variables_named_in_templates_are_declared_and_rendered(tmp_path: Path) 
         "other": "never-read",
     }
     env = {f"RAFTSCHED_SECRET_VAR_{k}": v for k, v in values.items()}
+    env["RAFTSCHED_SECRET_CONN_db"] = "postgresql://app:pw@db.example:5433/sales?sslmode=require"
     done = dags_test("variables", tmp_path, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "bash").read_text() == "eu-west 5\n"
@@ -159,6 +160,7 @@ def test_variables_named_in_templates_are_declared_and_rendered(tmp_path: Path) 
         "limit": 5,
         "extra": [1, 2],  # Variable.get(..., deserialize_json=True)
         "absent": "fallback",  # not declared: default_var
+        "db": ["db.example", 5433, "app", "sales", {"sslmode": "require"}],  # BaseHook
     }
     missing = dags_test("variables", tmp_path / "missing", env={})
     assert missing.returncode == 1  # the declared variables must exist: no silent ""
