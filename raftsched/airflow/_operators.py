@@ -132,8 +132,9 @@ def current_dag(dag: DAG | None) -> DAG:
 
 
 def task_options(dag: DAG, task_id: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    """The raftsched options of an Airflow task: the DAG's ``default_args`` under ``given``."""
-    merged = {**getattr(dag, "airflow_default_args", {}), **given}
+    """The raftsched options of an Airflow task: the DAG's ``default_args``, then its task
+    groups' (outer to inner), then ``given``."""
+    merged = {**getattr(dag, "airflow_default_args", {}), **task_groups.default_args(), **given}
     out: dict[str, Any] = {}
     for name, value in merged.items():
         if name in NATIVE:

@@ -39,6 +39,14 @@ def current() -> TaskGroup | None:
     return _groups[-1] if _groups else None
 
 
+def default_args() -> dict[str, Any]:
+    """The ``default_args`` of the open groups, inner ones over outer ones."""
+    out: dict[str, Any] = {}
+    for group in _groups:
+        out.update(group.default_args)
+    return out
+
+
 def joined(task: Task) -> None:
     """Record ``task`` in every open group (a task of an inner group belongs to the outer)."""
     for group in _groups:
@@ -56,7 +64,8 @@ class TaskGroup:
         *,
         prefix_group_id: bool = True,
         tooltip: str = "",
-        **_ignored: Any,  # Airflow's ui_color, ui_fgcolor, default_args...: UI only
+        default_args: dict[str, Any] | None = None,  # raftsched.airflow's tasks take them
+        **_ignored: Any,  # Airflow's ui_color, ui_fgcolor...: UI only
     ) -> None:
         parent = current()
         full = f"{parent.group_id}.{group_id}" if parent and parent.prefix_group_id else group_id
@@ -64,6 +73,7 @@ class TaskGroup:
         self.prefix_group_id = bool(prefix_group_id)
         self.tooltip = tooltip
         self.members: list[Task] = []
+        self.default_args = dict(default_args or {})
 
     def __enter__(self) -> TaskGroup:
         _groups.append(self)
@@ -126,4 +136,4 @@ def _defers(other: Any) -> bool:
     return getattr(other, "raftsched_edge", False) and not isinstance(other, TaskGroup)
 
 
-__all__ = ["TaskGroup", "current", "joined", "qualify"]
+__all__ = ["TaskGroup", "current", "default_args", "joined", "qualify"]

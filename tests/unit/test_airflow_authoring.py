@@ -81,6 +81,18 @@ def test_default_args_reach_every_task_and_email_settings_are_accepted() -> None
     assert specs["b"].skip_on_exit_code == 99  # Airflow's BashOperator default
 
 
+def test_a_task_groups_default_args_apply_inside_it() -> None:
+    with DAG("gd", schedule=None, start_date=START, default_args={"retries": 1}) as d:
+        with TaskGroup("g", default_args={"retries": 4, "queue": "io"}):
+            with TaskGroup("inner", default_args={"retries": 5}):
+                EmptyOperator(task_id="deep")
+            EmptyOperator(task_id="a")
+        EmptyOperator(task_id="out")
+    specs = {t.task_id: t for t in d.to_spec().tasks}
+    assert (specs["g.inner.deep"].retries, specs["g.inner.deep"].queue) == (5, "io")
+    assert (specs["g.a"].retries, specs["out"].retries) == (4, 1)
+
+
 @pytest.mark.parametrize(
     ("build", "says"),
     [
