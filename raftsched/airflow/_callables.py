@@ -60,10 +60,11 @@ class AirflowCallable:
 
     def __call__(self, **kwargs: Any) -> Any:
         dag = self.task.dag
+        upstream = kwargs.pop(_context.UPSTREAM_KEY, None)  # for ti.xcom_pull (_dag)
         if getattr(dag, "render_template_as_native_obj", False):
             kwargs = _native(json.loads(self.task.kwargs_json or "{}"), kwargs)
         templates_dict = kwargs.pop("templates_dict", None) if self.classic else None
-        context = _context.build(self.task)
+        context = _context.build(self.task, upstream=upstream)
         context["templates_dict"] = templates_dict
         check_run_params(getattr(dag, "airflow_params", {}) or {}, context["params"])
         with _context.current(context):

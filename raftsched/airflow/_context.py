@@ -40,11 +40,23 @@ def _date(text: str | None) -> datetime | None:
     return pendulum.instance(value)
 
 
-class TaskInstance:
-    """What ``ti`` / ``task_instance`` offers here: the attempt's identity. XCom is passed as
-    arguments in raftsched, so ``xcom_pull``/``xcom_push`` say so."""
+# The kwargs entry of an Airflow Python task holding its direct upstream tasks' return values
+UPSTREAM_KEY = "__airflow_upstream__"
+RETURN_VALUE = "return_value"
 
-    def __init__(self, context: Mapping[str, Any], task: Task | None) -> None:
+
+class TaskInstance:
+    """What ``ti`` / ``task_instance`` offers here: the attempt's identity, and
+    ``xcom_pull`` of its direct upstream tasks' return values (they come with its lease).
+    There is no ``xcom_push``: a task's XCom is what it returns."""
+
+    def __init__(
+        self,
+        context: Mapping[str, Any],
+        task: Task | None,
+        upstream: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.upstream = dict(upstream or {})
         self.dag_id = context["dag_id"]
         self.task_id = context["task_id"]
         self.run_id = context["run_id"]
@@ -54,11 +66,30 @@ class TaskInstance:
         self.logical_date = context.get("logical_date")
         self.state = "running"
 
-    def xcom_pull(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            "ti.xcom_pull is not supported by raftsched: pass the upstream @task's output as an"
-            " argument (load(extract())), see docs/migrating-from-airflow.md"
-        )
+    def xcom_pull(
+        self, task_ids: str | list[str] | None = None, key: str = RETURN_VALUE, **_: Any
+    ) -> Any:
+        """The return value of ``task_ids`` (a direct upstream task; a list: each one's), or
+        one key of it (Airflow's ``multiple_outputs`` keys)."""
+        if task_ids is None:
+            raise NotImplementedError(
+                "ti.xcom_pull needs task_ids= here: the id of a direct upstream task"
+            )
+        if isinstance(task_ids, str):
+            return self._pull(task_ids, key)
+        return [self._pull(task_id, key) for task_id in task_ids]
+
+    def _pull(self, task_id: str, key: str) -> Any:
+        if task_id not in self.upstream:
+            raise KeyError(
+                f"xcom_pull(task_ids={task_id!r}): only the return values of a task's direct"
+                f" upstream tasks reach it in raftsched; make {task_id!r} upstream of"
+                f" {self.task_id!r}, or pass its output as an argument"
+            )
+        value = self.upstream[task_id]
+        if key == RETURN_VALUE:
+            return value
+        return value.get(key) if isinstance(value, dict) else None
 
     def xcom_push(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
@@ -69,8 +100,13 @@ class TaskInstance:
         return f"<TaskInstance {self.dag_id}.{self.task_id} {self.run_id} try {self.try_number}>"
 
 
-def build(task: Task | None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The context of the attempt this process runs (from its ``RAFTSCHED_*`` variables)."""
+def build(
+    task: Task | None,
+    environ: Mapping[str, str] | None = None,
+    upstream: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The context of the attempt this process runs (from its ``RAFTSCHED_*`` variables;
+    ``upstream``: its direct upstream tasks' return values)."""
     env = os.environ if environ is None else environ
     conf = json.loads(env.get("RAFTSCHED_CONF") or "{}")
     dag = getattr(task, "dag", None)
@@ -90,7 +126,7 @@ def build(task: Task | None, environ: Mapping[str, str] | None = None) -> dict[s
     values = [(k, v) for k, v in env.items() if k.startswith(VAR_ENV_PREFIX)]
     context = template_names.extend(context, env, values)
     context["dag_run"] = SimpleNamespace(**vars(context["dag_run"]), run_type=_run_type(context))
-    context["ti"] = context["task_instance"] = TaskInstance(context, task)
+    context["ti"] = context["task_instance"] = TaskInstance(context, task, upstream)
     context["task"] = task
     context["dag"] = dag
     context["run_after"] = context["data_interval_end"]
@@ -164,6 +200,7 @@ def get_current_context() -> dict[str, Any]:
 
 
 __all__ = [
+    "UPSTREAM_KEY",
     "TaskInstance",
     "build",
     "callback_context",

@@ -15,6 +15,8 @@ What changes on the way in (docs/migrating-from-airflow.md says it for users):
   first time at or after start_date, as in Airflow.
 - A ``@dag`` function takes no arguments (Airflow's DAG-level params from its signature are
   refused: ``@dag(params=...)`` says the same thing).
+- A Python task gets its direct upstream tasks' return values for ``ti.xcom_pull``
+  (:meth:`DAG._task_spec`).
 - Options for the UI only are accepted and dropped; ones that would change behaviour and that
   raftsched lacks raise DagDefinitionError naming what to do instead.
 """
@@ -22,17 +24,22 @@ What changes on the way in (docs/migrating-from-airflow.md says it for users):
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from raftsched.airflow._context import mark_callbacks
+from raftsched.airflow._context import UPSTREAM_KEY, mark_callbacks
 from raftsched.airflow._unsupported import refuse
 from raftsched.core.timetable import from_schedule
 from raftsched.dags import dag as native
 from raftsched.dags import template_names
+from raftsched.dags.task_checks import check_kwargs
+from raftsched.dags.taskflow import TaskFlowTask
+from raftsched.dags.xcom_args import placeholder
 from raftsched.errors import DagDefinitionError
 
 # Airflow DAG options that only describe the DAG (UI, docs, registration): dropped
@@ -138,6 +145,19 @@ class DAG(native.DAG):
         if self.logical_date_is_interval_start:
             self.task_env_extra[template_names.MARKER] = template_names.INTERVAL_START
             self._start_one_period_on()
+
+    def _task_spec(self, task: Any) -> Any:
+        """A Python task of this layer also gets its direct upstream tasks' return values,
+        as XCom placeholders under :data:`UPSTREAM_KEY`: the worker fills them from the
+        lease, and ``ti.xcom_pull(task_ids=...)`` reads them (``_context``)."""
+        spec = super()._task_spec(task)
+        upstream = sorted(task.upstream)
+        if spec.kind != "python" or not upstream or not isinstance(task, TaskFlowTask):
+            return spec
+        kwargs = json.loads(spec.kwargs_json or "{}")
+        kwargs[UPSTREAM_KEY] = {up: placeholder(up) for up in upstream}
+        ids = {"dag_id": self.dag_id, "task_id": task.task_id}
+        return replace(spec, kwargs_json=check_kwargs(kwargs, **ids))
 
     def _start_one_period_on(self) -> None:
         """Airflow's first data interval starts at the first fire time at or after start_date

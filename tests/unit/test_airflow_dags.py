@@ -165,3 +165,13 @@ def test_variables_named_in_templates_are_declared_and_rendered(tmp_path: Path) 
     missing = dags_test("variables", tmp_path / "missing", env={})
     assert missing.returncode == 1  # the declared variables must exist: no silent ""
     assert "task bash declares variables" in missing.stderr
+
+
+def test_ti_xcom_pull_reads_the_direct_upstream_return_values(tmp_path: Path) -> None:
+    done = dags_test("xcom_pull", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pulled = json.loads((tmp_path / "pulled.json").read_text())
+    assert pulled["orders"] == {"orders": 3, "total": 12.5}
+    assert pulled["both"] == [{"orders": 3, "total": 12.5}, "eu"]
+    assert pulled["total"] == 12.5  # key= reads one key of a dict value
+    assert "only the return values of a task's direct upstream tasks" in pulled["not_upstream"]
