@@ -42,7 +42,7 @@ def _date(text: str | None) -> datetime | None:
 
 # The kwargs entry of an Airflow Python task holding its direct upstream tasks' return values
 UPSTREAM_KEY = "__airflow_upstream__"
-RETURN_VALUE = "return_value"
+RETURN_VALUE = template_names.RETURN_VALUE
 
 
 class TaskInstance:
@@ -71,25 +71,7 @@ class TaskInstance:
     ) -> Any:
         """The return value of ``task_ids`` (a direct upstream task; a list: each one's), or
         one key of it (Airflow's ``multiple_outputs`` keys)."""
-        if task_ids is None:
-            raise NotImplementedError(
-                "ti.xcom_pull needs task_ids= here: the id of a direct upstream task"
-            )
-        if isinstance(task_ids, str):
-            return self._pull(task_ids, key)
-        return [self._pull(task_id, key) for task_id in task_ids]
-
-    def _pull(self, task_id: str, key: str) -> Any:
-        if task_id not in self.upstream:
-            raise KeyError(
-                f"xcom_pull(task_ids={task_id!r}): only the return values of a task's direct"
-                f" upstream tasks reach it in raftsched; make {task_id!r} upstream of"
-                f" {self.task_id!r}, or pass its output as an argument"
-            )
-        value = self.upstream[task_id]
-        if key == RETURN_VALUE:
-            return value
-        return value.get(key) if isinstance(value, dict) else None
+        return template_names.xcom_pull(self.upstream, self.task_id, task_ids, key)
 
     def xcom_push(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(

@@ -1,5 +1,6 @@
 """The template names Airflow DAGs use beyond the base ones of :mod:`raftsched.dags.templating`:
-``ti``/``task_instance`` (ids and ``try_number``), ``macros`` (``ds_add``, ``ds_format``,
+``ti``/``task_instance`` (ids, ``try_number``, ``xcom_pull`` of the direct upstream tasks'
+return values, which the lease carries), ``macros`` (``ds_add``, ``ds_format``,
 ``datetime``, ``timedelta``; not ``time``, whose ``sleep`` the render budget could not
 interrupt), ``dag_run`` (``.conf``, ``.run_id``, ``.logical_date``...),
 ``ts_nodash_with_tz``, ``task_instance_key_str``, ``var`` (the variables the task declared:
@@ -109,6 +110,55 @@ def variables(
     )
 
 
+RETURN_VALUE = "return_value"
+
+
+class PendingValue:
+    """What the task page renders for an upstream return value it does not know: its name,
+    and so for an item of it (``['key']``) or an attribute."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __getitem__(self, item: Any) -> PendingValue:
+        return PendingValue(f"{self.text}[{item!r}]")
+
+    def __getattr__(self, name: str) -> PendingValue:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return PendingValue(f"{self.text}.{name}")
+
+    def __str__(self) -> str:
+        return f"({self.text})"
+
+
+def xcom_pull(
+    upstream: Mapping[str, Any] | None,
+    task_id: str,
+    task_ids: str | list[str] | None,
+    key: str = RETURN_VALUE,
+) -> Any:
+    """Airflow's ``ti.xcom_pull``: the return value of ``task_ids`` (a direct upstream task of
+    ``task_id``; a list: each one's), or one key of a dict value (a ``multiple_outputs``
+    key). ``upstream`` (parsed values by task id) None: the task page, which names them."""
+    if task_ids is None:
+        raise KeyError("xcom_pull needs task_ids=: the id of a direct upstream task")
+    if not isinstance(task_ids, str):
+        return [xcom_pull(upstream, task_id, one, key) for one in task_ids]
+    if upstream is None:
+        return PendingValue(f"the return value of {task_ids}")
+    if task_ids not in upstream:
+        raise KeyError(
+            f"xcom_pull(task_ids={task_ids!r}): only the return values of a task's direct"
+            f" upstream tasks reach it in raftsched; make {task_ids!r} upstream of"
+            f" {task_id!r}, or pass its output as an argument"
+        )
+    value = upstream[task_ids]
+    if key == RETURN_VALUE:
+        return value
+    return value.get(key) if isinstance(value, dict) else None
+
+
 def interval_start_convention(task_env: Iterable[tuple[str, str]] | Mapping[str, str]) -> bool:
     env = task_env if isinstance(task_env, Mapping) else dict(task_env)
     return env.get(MARKER) == INTERVAL_START
@@ -118,10 +168,12 @@ def extend(
     context: dict[str, Any],
     task_env: Iterable[tuple[str, str]] | Mapping[str, str] = (),
     secret_env: Iterable[tuple[str, str]] | None = None,
+    upstream_results: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """``context`` (templating.template_context's names) with the Airflow names added, and
     its dates in the convention ``task_env`` asks for. ``secret_env``: the attempt's
-    declared values (``var``); None where there are none to show (the task page)."""
+    declared values (``var``); ``upstream_results``: its direct upstream tasks' return
+    values (JSON text, ``ti.xcom_pull``); None where there are none to show (the task page)."""
     context["var"] = variables(task_env, secret_env)
     if interval_start_convention(task_env) and context.get("data_interval_start") is not None:
         context.update(date_names(context["data_interval_start"]))
@@ -137,12 +189,21 @@ def extend(
     context["task_instance_key_str"] = (
         f"{context.get('dag_id')}__{context.get('task_id')}__{context.get('ds_nodash')}"
     )
+    upstream = None
+    if upstream_results is not None:
+        upstream = {k: json.loads(v) if v else None for k, v in upstream_results.items()}
+    this = str(context.get("task_id"))
+
+    def pull(task_ids: str | list[str] | None = None, key: str = RETURN_VALUE, **_: Any) -> Any:
+        return xcom_pull(upstream, this, task_ids, key)
+
     context["ti"] = context["task_instance"] = SimpleNamespace(
         dag_id=context.get("dag_id"),
         task_id=context.get("task_id"),
         run_id=context.get("run_id"),
         try_number=context.get("try_number"),
         map_index=-1,
+        xcom_pull=pull,
     )
     context["dag_run"] = SimpleNamespace(
         dag_id=context.get("dag_id"),

@@ -191,6 +191,7 @@ def template_context(
     params_json: str = "",
     task_env: Iterable[tuple[str, str]] = (),
     secret_env: Iterable[tuple[str, str]] | None = None,
+    upstream_results: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown);
     ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names)."""
@@ -212,7 +213,8 @@ def template_context(
         "conf": json.loads(json.dumps(dict(conf))),  # a copy the template cannot share
         "params": effective_params(params_json, conf),
     }
-    return template_names.extend(base, task_env, secret_env)  # macros, var, Airflow's dates
+    # Airflow's names: macros, var, ti.xcom_pull, dag_run, its dates (dags.template_names)
+    return template_names.extend(base, task_env, secret_env, upstream_results)
 
 
 def is_template(text: object) -> bool:
@@ -327,6 +329,7 @@ def render_assignment(assignment: Assignment) -> Assignment:
         params_json=a.params_json,
         task_env=a.env,
         secret_env=a.secret_env,
+        upstream_results=a.upstream_results,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
     if (rendered.command, rendered.env, rendered.kwargs) == (a.command, a.env, dict(a.kwargs)):

@@ -237,3 +237,25 @@ def test_a_task_declares_the_variables_its_templates_name_and_those_it_lists() -
     assert env["b"]["RAFTSCHED_SECRETS"] == "var:a,var:b,var:c,var:listed,conn:db"
     assert env["f"]["RAFTSCHED_SECRETS"] == "var:k"
     assert "RAFTSCHED_SECRETS" not in env["f__1"]
+
+
+def test_the_task_page_names_the_upstream_values_a_template_pulls() -> None:
+    from raftsched.dags.templating import render_for_display, template_context
+
+    with DAG("x", schedule=None, start_date=START) as d:
+        up = EmptyOperator(task_id="up")
+        b = BashOperator(task_id="b", bash_command="echo {{ ti.xcom_pull('up')['n'] }}")
+        up >> b
+    spec = next(t for t in d.to_spec().tasks if t.task_id == "b")
+    dates = dict(logical_date=None, data_interval_start=None, data_interval_end=None)
+    shown = render_for_display(
+        spec, dag_id="x", run_id="r", try_number=1, conf={}, params_json="", **dates
+    )
+    assert shown["command"] == "echo (the return value of up['n'])"
+    context = template_context(
+        dag_id="x", run_id="r", task_id="b", try_number=1, conf={}, **dates,
+        upstream_results={"up": '{"n": 4}'},
+    )  # fmt: skip
+    assert context["ti"].xcom_pull("up") == {"n": 4}
+    with pytest.raises(KeyError, match="make 'other' upstream of 'b'"):
+        context["ti"].xcom_pull(task_ids="other")

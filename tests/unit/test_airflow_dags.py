@@ -175,3 +175,4 @@ def test_ti_xcom_pull_reads_the_direct_upstream_return_values(tmp_path: Path) ->
     assert pulled["both"] == [{"orders": 3, "total": 12.5}, "eu"]
     assert pulled["total"] == 12.5  # key= reads one key of a dict value
     assert "only the return values of a task's direct upstream tasks" in pulled["not_upstream"]
+    assert (tmp_path / "templated").read_text() == "3 eu 12.5\n"  # {{ ti.xcom_pull(...) }}
