@@ -32,13 +32,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from raftsched.airflow._callables import AirflowCallable
 from raftsched.airflow._context import UPSTREAM_KEY, mark_callbacks
 from raftsched.airflow._unsupported import refuse
 from raftsched.core.timetable import from_schedule
 from raftsched.dags import dag as native
 from raftsched.dags import template_names
 from raftsched.dags.task_checks import check_kwargs
-from raftsched.dags.taskflow import TaskFlowTask
+from raftsched.dags.taskflow import registered_callable
 from raftsched.dags.xcom_args import placeholder
 from raftsched.errors import DagDefinitionError
 
@@ -152,8 +153,9 @@ class DAG(native.DAG):
         lease, and ``ti.xcom_pull(task_ids=...)`` reads them (``_context``)."""
         spec = super()._task_spec(task)
         upstream = sorted(task.upstream)
-        if spec.kind != "python" or not upstream or not isinstance(task, TaskFlowTask):
-            return spec
+        ours = isinstance(registered_callable(spec.callable_name or ""), AirflowCallable)
+        if spec.kind != "python" or not upstream or not ours:
+            return spec  # a native task's function would not expect the extra argument
         kwargs = json.loads(spec.kwargs_json or "{}")
         kwargs[UPSTREAM_KEY] = {up: placeholder(up) for up in upstream}
         ids = {"dag_id": self.dag_id, "task_id": task.task_id}
@@ -180,7 +182,7 @@ def _searchpath(value: object) -> tuple[str, ...]:
 
 class DagFactory:
     """A ``@dag`` function: calling it builds the DAG with its body inside ``with DAG``.
-    The function's parameters become the DAG's params (their defaults), as in Airflow."""
+    It takes no arguments here (see the module docstring)."""
 
     def __init__(self, function: Callable[..., Any], options: Mapping[str, Any]) -> None:
         self.function = function

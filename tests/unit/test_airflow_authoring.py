@@ -259,3 +259,26 @@ def test_the_task_page_names_the_upstream_values_a_template_pulls() -> None:
     assert context["ti"].xcom_pull("up") == {"n": 4}
     with pytest.raises(KeyError, match="make 'other' upstream of 'b'"):
         context["ti"].xcom_pull(task_ids="other")
+
+
+def test_only_this_layers_python_tasks_get_the_upstream_values_for_xcom_pull() -> None:
+    from raftsched import task as native_task
+
+    with DAG("m", schedule=None, start_date=START) as d:
+
+        @native_task
+        def a() -> int:
+            return 1
+
+        @native_task
+        def b() -> None: ...
+
+        @task
+        def c() -> None: ...
+
+        out = a()
+        out >> b()
+        out >> c()
+    kwargs = {t.task_id: t.kwargs_json for t in d.to_spec().tasks}
+    assert kwargs["b"] == "{}"  # a native function would not expect the extra argument
+    assert kwargs["c"] == '{"__airflow_upstream__":{"a":{"__raftsched_xcom__":"a"}}}'
