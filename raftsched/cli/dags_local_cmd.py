@@ -19,7 +19,7 @@ from raftsched.errors import DagNotFound, RaftschedError
 
 
 def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
-    from raftsched.dags.parser import parse_folder
+    from raftsched.dags.parser import configure_airflow, parse_folder
 
     timeout, output_limit, catchup = 30.0, 1024 * 1024, False
     folder = Path(folder_arg) if folder_arg else None
@@ -31,6 +31,15 @@ def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
         folder = folder or Path(core.dags_folder)
         timeout, output_limit = core.dag_file_timeout, core.dag_file_output_limit
         catchup = config.scheduler.catchup_by_default
+        configure_airflow(
+            imports=core.airflow_imports,
+            create_cron_data_intervals=config.scheduler.create_cron_data_intervals,
+        )
+        if core.airflow_imports:  # `dags test` runs the tasks in processes of its own
+            from raftsched import taskenv
+            from raftsched.airflow._imports import enable_for_tasks
+
+            taskenv.configure(enable_for_tasks(tuple(config.worker.task_env_allowlist)))
     try:
         return parse_folder(
             folder, timeout=timeout, output_limit=output_limit, catchup_by_default=catchup

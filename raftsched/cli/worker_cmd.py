@@ -124,7 +124,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.worker
     from raftsched import taskenv
 
-    taskenv.configure(cfg.task_env_allowlist)  # what task processes may see of our env
+    allowlist = tuple(cfg.task_env_allowlist)
+    if config.core.airflow_imports:  # its task processes alias `import airflow`
+        from raftsched.airflow._imports import enable_for_tasks
+
+        allowlist = enable_for_tasks(allowlist)
+    taskenv.configure(allowlist)  # what task processes may see of our env
     taskenv.protect_this_process()  # before the first attempt: no task reads our environ
     settings = WorkerSettings(
         concurrency=args.concurrency or cfg.concurrency,

@@ -37,6 +37,7 @@ from jinja2 import StrictUndefined, nodes
 from jinja2 import TemplateError as JinjaTemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from raftsched.dags import template_names
 from raftsched.dags.params import effective_params
 
 if TYPE_CHECKING:
@@ -188,12 +189,16 @@ def template_context(
     data_interval_end: datetime | str | None,
     conf: Mapping[str, Any],
     params_json: str = "",
+    task_env: Iterable[tuple[str, str]] = (),
+    secret_env: Iterable[tuple[str, str]] | None = None,
+    upstream_results: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown)."""
+    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown);
+    ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names)."""
     logical = _template_datetime(logical_date)
     ds = logical.strftime("%Y-%m-%d") if logical else ""
     ts = logical.isoformat() if logical else ""
-    return {
+    base = {
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": task_id,
@@ -208,6 +213,8 @@ def template_context(
         "conf": json.loads(json.dumps(dict(conf))),  # a copy the template cannot share
         "params": effective_params(params_json, conf),
     }
+    # Airflow's names: macros, var, ti.xcom_pull, dag_run, its dates (dags.template_names)
+    return template_names.extend(base, task_env, secret_env, upstream_results)
 
 
 def is_template(text: object) -> bool:
@@ -320,6 +327,9 @@ def render_assignment(assignment: Assignment) -> Assignment:
         data_interval_end=a.data_interval_end,
         conf=a.conf,
         params_json=a.params_json,
+        task_env=a.env,
+        secret_env=a.secret_env,
+        upstream_results=a.upstream_results,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
     if (rendered.command, rendered.env, rendered.kwargs) == (a.command, a.env, dict(a.kwargs)):
@@ -352,6 +362,7 @@ def render_for_display(
         data_interval_end=data_interval_end,
         conf=conf,
         params_json=params_json,
+        task_env=task.env,
     )
     try:
         rendered = render_task(
