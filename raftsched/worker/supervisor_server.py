@@ -310,7 +310,7 @@ class Server:
                 argv = [str(a) for a in spec["argv"]]
 
                 def start() -> int:
-                    return _guard.spawn_command(argv, env)
+                    return _guard.spawn_command(argv, env, spec.get("user"))
 
             _guard.guard(self.me, start)
         except BaseException:
