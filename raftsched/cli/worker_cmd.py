@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
             " the tasks' too, reads command lines in /proc; pass it in RAFTSCHED_TOKEN or"
             " [worker] token instead"
         )
+    task_user.check_config_private(config.source, user)
     task_user.configure(user)
     if user is None and os.geteuid() == 0 and not args.noop:
         log.warning(

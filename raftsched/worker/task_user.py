@@ -103,6 +103,44 @@ def _can_switch() -> bool:
     return os.geteuid() == 0
 
 
+def readable_by(path: str, user: TaskUser) -> bool:
+    """Whether ``user`` may read the file at ``path``: every folder above it searchable and
+    the file readable by the owner, group or other bits that apply to it (ACLs aside)."""
+    path = os.path.abspath(path)
+    folders = []
+    parent = os.path.dirname(path)
+    while True:
+        folders.append(parent)
+        if parent == os.path.dirname(parent):
+            break
+        parent = os.path.dirname(parent)
+    try:
+        return all(_allows(os.stat(f), user, 1) for f in folders) and _allows(
+            os.stat(path), user, 4
+        )
+    except OSError:
+        return False
+
+
+def _allows(st: os.stat_result, user: TaskUser, bit: int) -> bool:
+    if st.st_uid == user.uid:
+        return bool(st.st_mode >> 6 & bit)
+    if st.st_gid in user.groups or st.st_gid == user.gid:
+        return bool(st.st_mode >> 3 & bit)
+    return bool(st.st_mode & bit)
+
+
+def check_config_private(path: str, user: TaskUser | None) -> None:
+    """The worker's config file (its token, other sections' secrets) must be out of the
+    tasks' reach: :class:`TaskUserError` when ``user`` can read it."""
+    if user is not None and os.path.isfile(path) and readable_by(path, user):
+        raise TaskUserError(
+            f"{KEY} = {user.name}: that user can read this worker's config file {path}, which"
+            f" holds tokens; make it private to the worker (chmod 600 {path}) or move it"
+            " where that user cannot go"
+        )
+
+
 _current: TaskUser | None = None
 
 
