@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import sys
 import sysconfig
@@ -94,7 +95,7 @@ import stat
 import time
 from pathlib import Path
 
-from raftsched import DAG, PythonTask
+from raftsched import DAG, BashTask, PythonTask
 
 PATTERN = re.compile(rb"RS(?:TOK|SEC)[0-9a-f]{{32}}")
 TARGETS = {targets!r}
@@ -271,8 +272,50 @@ def walk():
     print("WALK " + json.dumps(report))
 
 
+# The same routes from bash (a task exec'd as the user, where the Python walker is a fork):
+# every /proc/PID but its own attempt's (cmdline, environ, every fd/*), every file it can
+# reach; what it reads is searched for the prefix, each match's SHA-256 for a target's.
+WALK_SH = r'''
+set -u
+mine=$(cut -d' ' -f6 /proc/$$/stat)
+tried=0; readable=0; : > matches
+probe() {{
+    tried=$((tried + 1))
+    if timeout 2 head -c 1048576 "$1" > chunk 2>/dev/null; then
+        readable=$((readable + 1))
+        grep -a -o -E 'RS(TOK|SEC)[0-9a-f]{{32}}' chunk >> matches
+    fi
+}}
+for d in /proc/[0-9]*; do
+    [ "$SECONDS" -lt 60 ] || break  # bounded; a root walker would read every process
+    s=$(cut -d' ' -f6 "$d/stat" 2>/dev/null) || continue
+    [ "$s" = "$mine" ] && continue  # this attempt's own processes
+    probe "$d/cmdline"
+    probe "$d/environ"
+    for f in "$d"/fd/*; do
+        tried=$((tried + 1))
+        target=$(readlink "$f" 2>/dev/null) || continue
+        case $target in  # what holds no file to read (and may block a reader)
+            pipe:*|socket:*|anon_inode:*|/dev/*) readable=$((readable + 1)); continue ;;
+        esac
+        tried=$((tried - 1))
+        probe "$f"
+    done
+done
+files=0
+while IFS= read -r f; do files=$((files + 1)); probe "$f"; done < <(
+    find {sh_folders} -type f 2>/dev/null | head -n 5000)
+for h in {hashes}; do echo "$h"; done > targets
+found=$(sort -u matches | while read -r m; do printf %s "$m" | sha256sum | cut -c1-64; done |
+    grep -c -x -F -f targets)
+printf 'BASH {{"uid": %s, "home": "%s", "tried": %s, "readable": %s, "files": %s,' \
+    "$(id -u)" "$HOME" "$tried" "$readable" "$files"
+echo ' "found": '"$found"'}}'
+'''
+
 with DAG("walker", schedule=None):
-    PythonTask("walk", fn=walk)
+    walk_sh = BashTask("walk_sh", command=WALK_SH)
+    walk_sh >> PythonTask("walk", fn=walk)
 """
 
 
@@ -306,6 +349,8 @@ def _walk(
     dags = {
         "holder_dag.py": HOLDER_DAG.format(sync=str(sync)),
         "walker_dag.py": WALKER_DAG.format(
+            hashes=" ".join(targets),
+            sh_folders=" ".join(map(shlex.quote, folders)) or "/nonexistent",
             targets=targets,
             mark=str(cluster_dir),
             sync=str(sync),
@@ -340,16 +385,20 @@ def _walk(
         (sync / "stop").touch()
         assert cluster.wait_run(client, "holder", held).state == common_pb2.RUN_STATE_SUCCESS
 
-        def logged() -> str | None:  # the DB has the log once the outbox drained into it
-            chunks = queries.read_log(cluster.engine, "walker", run_id, "walk", 1)
-            text = "".join(c.text for c in chunks)
-            return text if "WALK " in text or run.state != common_pb2.RUN_STATE_SUCCESS else None
+        def logged(task: str, mark: str) -> dict[str, Any]:
+            def done() -> str | None:  # the DB has the log once the outbox drained into it
+                chunks = queries.read_log(cluster.engine, "walker", run_id, task, 1)
+                text = "".join(c.text for c in chunks)
+                return text if mark in text or run.state != common_pb2.RUN_STATE_SUCCESS else None
 
-        log = wait_for(logged, timeout=60, what="the walker's log in the DB")
-        assert run.state == common_pb2.RUN_STATE_SUCCESS, log[-3000:]
-        lines = [line for line in log.splitlines() if line.startswith("WALK ")]
-        assert lines, log[-3000:]
-        report = json.loads(lines[-1][len("WALK ") :])
+            log = wait_for(done, timeout=60, what=f"the log of {task} in the DB")
+            assert run.state == common_pb2.RUN_STATE_SUCCESS, log[-3000:]
+            lines = [line for line in log.splitlines() if line.startswith(mark)]
+            assert lines, log[-3000:]
+            return json.loads(lines[-1][len(mark) :])  # type: ignore[no-any-return]
+
+        report = logged("walk", "WALK ")
+        report["bash"] = logged("walk_sh", "BASH ")
         report["worker_pid"] = cluster.workers["w1"].pid
         report["node_pids"] = [n.pid for n in cluster.nodes]
     return report, cluster
@@ -359,6 +408,8 @@ def _check(report: dict[str, Any]) -> None:
     """Nothing found, by routes that were really tried, on every process that matters."""
     pids = {int(p): v for p, v in report["pids"].items()}
     me = report["self"]
+    bash = report["bash"]  # the bash walker: every /proc/PID but its own attempt's
+    assert bash["found"] == 0 and bash["tried"] >= 3 * len(pids) and bash["readable"], bash
     found_in = [w.split() for _, w in report["found"]]
     where = {int(w[1]): pids.get(int(w[1]), {}).get("cmd") for w in found_in if w[0] == "pid"}
     assert report["found"] == [], (report["found"], where)
@@ -389,6 +440,9 @@ def test_a_task_run_as_another_user_reads_no_token_and_no_secret(workdir: Path) 
     assert (report["uid"], report["euid"]) == (NOBODY, NOBODY), report
     assert report["cap_eff"] == "0000000000000000", report
     assert report["home"] == report["cwd"] and "raftsched-attempt-" in report["home"]
+    bash = report["bash"]
+    assert bash["uid"] == NOBODY and "raftsched-attempt-" in bash["home"], bash
+    assert bash["files"] > 0, bash
     # it read files of the cluster's folder (DAG files, logs...), but not the config
     assert report["files_read"] > 0 and report["files_tried"] > report["files_read"]
     with contextlib.suppress(OSError):
@@ -435,7 +489,7 @@ def test_a_task_of_the_workers_user_reads_no_token_and_no_secret(workdir: Path) 
     worker = _as_nobody() if IS_ROOT else None
     report, _ = _walk(workdir, run_as_user="", worker=worker)
     _check(report)
-    assert report["uid"] == (NOBODY if IS_ROOT else os.getuid())
+    assert report["uid"] == report["bash"]["uid"] == (NOBODY if IS_ROOT else os.getuid())
     assert report["cap_eff"] == "0000000000000000", report
 
 
