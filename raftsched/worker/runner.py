@@ -227,9 +227,27 @@ class Attempt:
                     self._signal_group(signal.SIGKILL)
                 elif self.deadline is not None and self.deadline != deadline:
                     proc.extend(self.deadline)  # extended while it started
-            return results.settle_outcome(self._supervise(out, err), self.assignment, workdir)
+            return self._settle(self._supervise(out, err), workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _settle(self, outcome: Outcome, workdir: str) -> Outcome:
+        """The outcome with what the result file says (``results.settle_outcome``). Under
+        ``run_as_user`` the working directory was the task's: a private copy of its result
+        file is read instead (``task_user.private_result_copy``)."""
+        a = self.assignment
+        if task_user.current() is None or a.kind != "python" or not outcome.success:
+            return results.settle_outcome(outcome, a, workdir)
+        try:
+            private = task_user.private_result_copy(
+                workdir, xcom_args.RESULT_FILE_NAME, xcom_args.MAX_RESULT_FILE_BYTES
+            )
+        except (task_user.UnsafeResultFile, OSError) as error:
+            return Outcome(False, outcome.exit_code, limits.clean_text(str(error)))
+        try:
+            return results.settle_outcome(outcome, a, private)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
 
     def _start(
         self, workdir: str, deadline: float | None = None

@@ -584,3 +584,70 @@ def test_no_attempt_leaves_its_secrets_in_memory_that_later_attempts_copy(tmp_pa
         supervisor = executor.executor().proc
         assert supervisor is not None
         assert _memory_hits(supervisor.pid, secret.encode()) == 0
+
+
+RESULT_DAG = """\
+import os
+
+STOLEN = {stolen!r}
+
+
+def give():
+    return {{"uid": os.getuid(), "home_is_cwd": os.environ["HOME"] == os.getcwd()}}
+
+
+def link():  # its result file: a link to a file only the worker may read
+    os.symlink(STOLEN, os.environ["RAFTSCHED_RESULT_FILE"])
+    os._exit(0)  # before raftsched writes its return value there
+
+
+def fifo():  # its result file: a FIFO that would block a reader forever
+    os.mkfifo(os.environ["RAFTSCHED_RESULT_FILE"])
+    os._exit(0)
+"""
+
+
+@pytest.fixture
+def as_nobody() -> Iterator[None]:
+    from raftsched.worker import task_user
+
+    task_user.configure(task_user.resolve("nobody"))
+    try:
+        yield
+    finally:
+        task_user.configure(None)
+
+
+@pytest.mark.skipif(not (IS_ROOT or os.environ.get("CI") == "true"), reason="needs root")
+def test_the_worker_reads_what_a_task_run_as_another_user_left_without_trusting_it(
+    tmp_path: Path, as_nobody: None
+) -> None:
+    from raftsched.core.model import TaskKey
+    from raftsched.worker.logs import LogBuffer
+    from raftsched.worker.runner import Attempt
+    from raftsched.worker.transport import Assignment
+
+    stolen = tmp_path / "root-only.json"  # tmp_path: the worker's (root's) alone
+    stolen.write_text(json.dumps({"return_value_json": json.dumps(f"stolen {A_SECRET}")}))
+    stolen.chmod(0o600)
+    dag = tmp_path / "result_dag.py"
+    dag.write_text(RESULT_DAG.format(stolen=str(stolen)))
+
+    def run(fn: str) -> Any:
+        a = Assignment(
+            key=TaskKey("r", "manual__1", fn),
+            token=1,
+            try_number=1,
+            kind="python",
+            fileloc=str(dag),
+            callable_name=fn,
+        )
+        return Attempt(a, LogBuffer().write).run()
+
+    given = run("give")  # a return value still comes back, from the task's own folder
+    assert given.success and json.loads(given.result_json) == {"uid": NOBODY, "home_is_cwd": True}
+    linked = run("link")
+    assert not linked.success and "not a regular file" in linked.message, linked
+    assert A_SECRET not in linked.result_json + linked.message
+    piped = run("fifo")  # and the worker does not hang on it
+    assert not piped.success and "not a regular file" in piped.message, piped
