@@ -20,6 +20,10 @@ the test cannot pass by trying nothing.
 - ``test_no_attempt_leaves_its_secrets_in_memory_that_later_attempts_copy``: the supervisor
   no longer reads a spawn's spec, so an attempt's secrets are not left in its memory (root
   reads it) nor in the memory a later DAG's warm task copies from its fork server.
+- ``test_the_supervisor_and_every_fork_of_it_are_non_dumpable``: the same-user fix as root can
+  see it (a warm task inherits the supervisor's flag); a cold PythonTask protects itself.
+- ``test_the_worker_reads_what_a_task_run_as_another_user_left_without_trusting_it``: a result
+  file turned into a link to a root-only file, or a FIFO, fails the attempt (root only).
 """
 
 from __future__ import annotations
@@ -650,3 +654,50 @@ def test_the_worker_reads_what_a_task_run_as_another_user_left_without_trusting_
     assert A_SECRET not in linked.result_json + linked.message
     piped = run("fifo")  # and the worker does not hang on it
     assert not piped.success and "not a regular file" in piped.message, piped
+
+
+DUMPABLE_DAG = """\
+import ctypes
+
+
+def dumpable():
+    print("DUMPABLE", ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))  # PR_GET_DUMPABLE
+"""
+
+
+def test_the_supervisor_and_every_fork_of_it_are_non_dumpable(tmp_path: Path) -> None:
+    """What root cannot see from outside (it reads any process): a warm task is a fork of a
+    fork server, a fork of the supervisor, and inherits its dumpable flag; so is every guard.
+    A cold PythonTask, a new program, protects itself before it reads its kwargs."""
+    from raftsched.core.model import TaskKey
+    from raftsched.worker import executor
+    from raftsched.worker.logs import LogBuffer
+    from raftsched.worker.runner import Attempt
+    from raftsched.worker.supervisor_wire import file_stamp
+    from raftsched.worker.transport import Assignment
+
+    dag = tmp_path / "dumpable_dag.py"
+    dag.write_text(DUMPABLE_DAG)
+
+    def run() -> str:
+        buffer = LogBuffer()
+        a = Assignment(
+            key=TaskKey("d", "manual__1", "t"),
+            token=1,
+            try_number=1,
+            kind="python",
+            fileloc=str(dag),
+            callable_name="dumpable",
+        )
+        outcome = Attempt(a, buffer.write).run()
+        out = "".join(t for s, t in buffer.take(max_chunks=10_000))
+        assert outcome.success, out
+        return out
+
+    assert "DUMPABLE 0" in run()  # warm: the fork server's, hence the supervisor's, flag
+    stamp = file_stamp(str(dag))
+    assert stamp is not None
+    ex = executor.executor()
+    with ex.lock:
+        ex.cold[str(dag)] = stamp  # as after a failed import: `python -m ..._run_python`
+    assert "DUMPABLE 0" in run()
