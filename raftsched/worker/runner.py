@@ -200,7 +200,10 @@ class Attempt:
     def run(self) -> Outcome:
         workdir = tempfile.mkdtemp(prefix="raftsched-attempt-")
         try:
-            task_user.give_workdir(workdir, task_user.current())
+            try:
+                task_user.give_workdir(workdir, task_user.current())
+            except OSError as error:
+                return Outcome(False, None, f"cannot start the task: {error}")
             if self.kill_reason is not None:
                 return Outcome(False, None, self.kill_reason, killed=True)
             try:  # its templates, before anything else sees its command, env or kwargs
