@@ -159,6 +159,8 @@ class WorkerConfig(_Section):
     task_env_allowlist: tuple[str, ...] = setting(
         "PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH", s.env_names
     )
+    # Tasks run as this user (name or uid), the worker as root: worker/task_user.py
+    run_as_user: str = setting("", s.text())
 
 
 @dataclass(frozen=True, repr=False)
