@@ -236,21 +236,11 @@ class Attempt:
 
     def _settle(self, outcome: Outcome, workdir: str) -> Outcome:
         """The outcome with what the result file says (``results.settle_outcome``). Under
-        ``run_as_user`` the working directory was the task's: a private copy of its result
-        file is read instead (``task_user.private_result_copy``)."""
-        a = self.assignment
-        if task_user.current() is None or a.kind != "python" or not outcome.success:
-            return results.settle_outcome(outcome, a, workdir)
-        try:
-            private = task_user.private_result_copy(
-                workdir, xcom_args.RESULT_FILE_NAME, xcom_args.MAX_RESULT_FILE_BYTES
-            )
-        except (task_user.UnsafeResultFile, OSError) as error:
-            return Outcome(False, outcome.exit_code, limits.clean_text(str(error)))
-        try:
-            return results.settle_outcome(outcome, a, private)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+        ``run_as_user`` the working directory is the task's, so whatever stands where the
+        result file goes may be a link to a file only the worker may read, or a FIFO: it is
+        read without following a link or blocking, a regular file only, within its bound
+        (``xcom_args.read_bounded``)."""
+        return results.settle_outcome(outcome, self.assignment, workdir)
 
     def _start(
         self, workdir: str, deadline: float | None = None

@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,44 +159,3 @@ def give_workdir(workdir: str, user: TaskUser | None) -> None:
     and root can enter it."""
     if user is not None:
         os.chown(workdir, user.uid, user.gid)
-
-
-class UnsafeResultFile(Exception):
-    """What the task left where its result file goes is not a plain file of its own."""
-
-
-def private_result_copy(workdir: str, name: str, limit: int) -> str:
-    """A private folder (the caller removes it) with a copy of the file ``name`` the task
-    left in ``workdir``, read at most ``limit`` + 1 bytes (so a bound still shows), or no copy
-    when there is none. The task owns ``workdir``: what it put there may be a symbolic link to
-    a file only the worker may read, a FIFO that blocks a reader, or something another task of
-    the same user swaps at the last moment. So it is opened once, never following a link,
-    without blocking, and read only if it is a regular file; :class:`UnsafeResultFile`
-    otherwise."""
-    private = tempfile.mkdtemp(prefix="raftsched-result-")
-    try:
-        fd = os.open(
-            os.path.join(workdir, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        )
-    except FileNotFoundError:
-        return private
-    except OSError as err:
-        _remove(private)
-        raise UnsafeResultFile(
-            f"the result file {name} is not a regular file of the task ({err.strerror}); a task"
-            " must write it, not replace it with a link"
-        ) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            _remove(private)
-            raise UnsafeResultFile(f"the result file {name} is not a regular file")
-        data = os.pread(fd, limit + 1, 0)
-    finally:
-        os.close(fd)
-    with open(os.path.join(private, name), "wb") as out:
-        out.write(data)
-    return private
-
-
-def _remove(folder: str) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
