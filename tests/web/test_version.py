@@ -9,9 +9,7 @@ from raftsched import __version__
 def test_every_page_has_the_version_in_its_footer(client):
     page = client.get("/login")
     assert page.status_code == 200
-    assert f'<footer class="footer">raftsched {__version__}</footer>' in page.get_data(
-        as_text=True
-    )
+    assert f'<footer class="footer">raftsched {__version__}</footer>' in page.get_data(as_text=True)
 
 
 def test_the_rest_api_health_answer_carries_the_version(client, down_client):
