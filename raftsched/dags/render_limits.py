@@ -1,0 +1,156 @@
+"""A task's templates render in a helper process with a memory limit and a deadline: defence
+in depth behind the sandbox's own bounds (:mod:`raftsched.dags.sandbox`).
+
+The worker renders before every attempt, the webserver on every task page, ``tasks render``
+on every call, each from a template whoever wrote the DAG file chose, with the conf whoever
+triggered the run chose. Should a template find a way around the sandbox's bounds, it must
+cost one failed render, never the webserver's or the worker's memory or threads.
+
+So each process that renders keeps one helper (``python -m raftsched.dags.render_helper``,
+started on first use, a fresh interpreter: no gRPC threads, no locks of ours, nothing of the
+caller's memory), which limits its own address space (RLIMIT_AS) to what it needs plus
+RENDER_MEMORY_BYTES. :func:`run_limited` sends it one job at a time (a lock; a render takes
+well under a millisecond once its template is compiled) and waits at most
+RENDER_WALL_SECONDS for the answer. A helper that runs out of time is killed, one that ran
+out of memory exits; either is a :class:`RenderLimitExceeded` saying so, and the next render
+starts a new helper. A helper that cannot start (no processes left) leaves the render to the
+calling process, bounded by the sandbox alone, with a warning.
+
+Why not fork per render: the caller's gRPC threads (fork handlers, locks held mid-call) make
+a forked child of the webserver or the worker unsafe, and a fork of a big process costs more
+than the render (scripts/bench/render.py measures both).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from raftsched.dags.template_sizes import RENDER_SECONDS
+
+log = logging.getLogger(__name__)
+
+RENDER_MEMORY_BYTES = 512 * 1024 * 1024  # address space a render may use beyond the helper's own
+RENDER_WALL_SECONDS = RENDER_SECONDS + 5.0  # the sandbox stops at RENDER_SECONDS by itself
+START_SECONDS = 60.0  # a helper's interpreter starting on a loaded machine
+MAX_ANSWER_BYTES = 512 * 1024 * 1024  # the pickled answer (1 MB per rendered value)
+_HEADER = struct.Struct(">Q")
+_ENV_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
+
+
+class RenderLimitExceeded(Exception):
+    """The helper ran out of memory or time, or died: ``str()`` says which, for people."""
+
+
+def _helper_env() -> dict[str, str]:
+    """Nothing of the caller's secrets: the helper needs an interpreter, not a token."""
+    return {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
+
+
+class _Helper:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "raftsched.dags.render_helper", str(RENDER_MEMORY_BYTES)]
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_helper_env(),
+            close_fds=True,
+            start_new_session=True,  # a Ctrl-C or a signal to the caller's group is not its
+        )
+        self.proc = proc
+        return proc
+
+    def _stop(self) -> int | None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.kill()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        return proc.wait()
+
+    def _read(self, fd: int, size: int, deadline: float) -> bytes:
+        chunks: list[bytes] = []
+        while size:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, min(size, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+    def call(self, job: Any) -> Any:
+        data = pickle.dumps(job)
+        with self.lock:
+            fresh = self.proc is None or self.proc.poll() is not None
+            proc = self._start() if fresh else self.proc
+            assert proc is not None and proc.stdin is not None and proc.stdout is not None
+            wait = RENDER_WALL_SECONDS + (START_SECONDS if fresh else 0.0)
+            deadline = time.monotonic() + wait
+            try:
+                proc.stdin.write(_HEADER.pack(len(data)) + data)
+                proc.stdin.flush()
+                fd = proc.stdout.fileno()
+                (size,) = _HEADER.unpack(self._read(fd, _HEADER.size, deadline))
+                if size > MAX_ANSWER_BYTES:
+                    self._stop()
+                    raise RenderLimitExceeded(f"the rendered values are over {size} bytes")
+                answer = self._read(fd, size, deadline)
+            except TimeoutError:
+                self._stop()
+                raise RenderLimitExceeded(
+                    f"rendering took longer than {RENDER_WALL_SECONDS:g}s"
+                ) from None
+            except (EOFError, BrokenPipeError, OSError):
+                status = self._stop()
+                raise RenderLimitExceeded(_death(status)) from None
+        kind, value = pickle.loads(answer)  # our own helper's answer
+        if kind == "memory":
+            raise RenderLimitExceeded(
+                f"rendering needed more than {RENDER_MEMORY_BYTES // (1024 * 1024)} MiB of memory"
+            )
+        if kind == "raised":
+            raise value
+        return value
+
+
+def _death(status: int | None) -> str:
+    if status == 3:  # render_helper's exit code after a MemoryError it could not report
+        return f"rendering needed more than {RENDER_MEMORY_BYTES // (1024 * 1024)} MiB of memory"
+    if status is not None and status < 0:
+        return f"the rendering process died of signal {-status}"
+    return "the rendering process ended without an answer"
+
+
+_helper = _Helper()
+
+
+def run_limited(job: Any) -> Any:
+    """``render_helper.perform(job)`` in this process's helper: its answer, or what it
+    raised (re-raised here), or RenderLimitExceeded."""
+    try:
+        return _helper.call(job)
+    except OSError as err:  # no helper could start: the sandbox alone bounds the render
+        log.warning("rendering in this process: its helper could not start (%s)", err)
+        from raftsched.dags.render_helper import perform
+
+        return perform(job)
