@@ -1,10 +1,10 @@
 """``python -m raftsched.dags.render_helper MEMORY_BYTES``: the process a task's templates
 render in (see :mod:`raftsched.dags.render_limits`, which starts it and talks to it).
 
-It limits its own address space to what it has after start-up plus MEMORY_BYTES, then
-answers jobs read from stdin, one at a time, each an 8-byte big-endian length and a pickle,
-with an answer of the same shape on stdout: ``("ok", value)``, ``("raised", error)`` or
-``("memory", None)``. After a MemoryError, or a render that left it holding more than a
+It limits its own address space to what it has after start-up plus MEMORY_BYTES, writes
+``R`` (ready), then answers jobs read from stdin, one at a time, each an 8-byte big-endian
+length and a pickle, with an answer of the same shape on stdout: ``("ok", value)``,
+``("raised", error)`` or ``("memory", None)``. After a MemoryError, or a render that left it holding more than a
 quarter of MEMORY_BYTES, it answers and exits; the next render starts a new helper. It exits
 when stdin closes (its caller is gone). It never logs: stderr goes nowhere.
 """
@@ -61,6 +61,8 @@ def _grown(baseline: int, extra: int) -> bool:
 
 def serve(stdin: BinaryIO, stdout: BinaryIO, extra: int = 0) -> int:
     baseline = _statm(1) if extra else 0
+    stdout.write(b"R")  # ready: render_limits waits for it before the first job
+    stdout.flush()
     while True:
         header = _read(stdin, _HEADER.size)
         if header is None:

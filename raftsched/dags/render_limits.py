@@ -13,8 +13,9 @@ RENDER_MEMORY_BYTES. :func:`run_limited` sends it one job at a time (a lock; a r
 well under a millisecond once its template is compiled) and waits at most
 RENDER_WALL_SECONDS for the answer. A helper that runs out of time is killed, one that ran
 out of memory exits; either is a :class:`RenderLimitExceeded` saying so, and the next render
-starts a new helper. A helper that cannot start (no processes left) leaves the render to the
-calling process, bounded by the sandbox alone, with a warning.
+starts a new helper. A helper that cannot start (no processes left, no READY within
+START_SECONDS) leaves the render to the calling process, bounded by the sandbox alone, with a
+warning.
 
 Why not fork per render: the caller's gRPC threads (fork handlers, locks held mid-call) make
 a forked child of the webserver or the worker unsafe, and a fork of a big process costs more
@@ -43,6 +44,8 @@ RENDER_WALL_SECONDS = RENDER_SECONDS + 5.0  # the sandbox stops at RENDER_SECOND
 START_SECONDS = 60.0  # a helper's interpreter starting on a loaded machine
 MAX_ANSWER_BYTES = 512 * 1024 * 1024  # the pickled answer (1 MB per rendered value)
 _HEADER = struct.Struct(">Q")
+READY = b"R"
+HELPER_MODULE = "raftsched.dags.render_helper"
 _ENV_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
 
 
@@ -51,8 +54,11 @@ class RenderLimitExceeded(Exception):
 
 
 def _helper_env() -> dict[str, str]:
-    """Nothing of the caller's secrets: the helper needs an interpreter, not a token."""
-    return {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
+    """Nothing of the caller's secrets (the helper needs an interpreter, not a token), and the
+    caller's import path, so that it renders with the very modules the caller has."""
+    env = {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
 
 
 class _Helper:
@@ -61,7 +67,7 @@ class _Helper:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _start(self) -> subprocess.Popen[bytes]:
-        argv = [sys.executable, "-m", "raftsched.dags.render_helper", str(RENDER_MEMORY_BYTES)]
+        argv = [sys.executable, "-m", HELPER_MODULE, str(RENDER_MEMORY_BYTES)]
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -72,6 +78,14 @@ class _Helper:
             start_new_session=True,  # a Ctrl-C or a signal to the caller's group is not its
         )
         self.proc = proc
+        assert proc.stdout is not None
+        try:  # it says READY once it imported everything and limited itself
+            ready = self._read(proc.stdout.fileno(), len(READY), time.monotonic() + START_SECONDS)
+        except (TimeoutError, EOFError):
+            ready = b""
+        if ready != READY:
+            status = self._stop()
+            raise OSError(f"the render helper did not start (exit status {status})")
         return proc
 
     def _stop(self) -> int | None:
@@ -101,11 +115,12 @@ class _Helper:
     def call(self, job: Any) -> Any:
         data = pickle.dumps(job)
         with self.lock:
-            fresh = self.proc is None or self.proc.poll() is not None
-            proc = self._start() if fresh else self.proc
+            if self.proc is None or self.proc.poll() is not None:
+                self._stop()
+                self._start()
+            proc = self.proc
             assert proc is not None and proc.stdin is not None and proc.stdout is not None
-            wait = RENDER_WALL_SECONDS + (START_SECONDS if fresh else 0.0)
-            deadline = time.monotonic() + wait
+            deadline = time.monotonic() + RENDER_WALL_SECONDS
             try:
                 proc.stdin.write(_HEADER.pack(len(data)) + data)
                 proc.stdin.flush()
@@ -149,8 +164,8 @@ def run_limited(job: Any) -> Any:
     raised (re-raised here), or RenderLimitExceeded."""
     try:
         return _helper.call(job)
-    except OSError as err:  # no helper could start: the sandbox alone bounds the render
-        log.warning("rendering in this process: its helper could not start (%s)", err)
+    except (OSError, pickle.PicklingError) as err:  # the sandbox alone bounds this render
+        log.warning("rendering in this process, without its helper: %s", err)
         from raftsched.dags.render_helper import perform
 
         return perform(job)

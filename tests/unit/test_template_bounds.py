@@ -166,6 +166,13 @@ def test_a_render_past_the_deadline_is_killed(fresh_helper, monkeypatch) -> None
     assert _render("echo {{ n }}") == "echo 3"
 
 
+def test_without_a_helper_the_sandbox_alone_bounds_the_render(fresh_helper, monkeypatch) -> None:
+    monkeypatch.setattr(render_limits, "HELPER_MODULE", "raftsched.no_such_module")
+    assert _render("echo {{ n }}") == "echo 3"  # rendered here, with a warning
+    with pytest.raises(TemplateError, match="a width of 300000000 is too large"):
+        _render('{{ "%0300000000d" % 1 }}')
+
+
 WORKER_ATTEMPT = """
 import json, resource
 from datetime import UTC, datetime
