@@ -4,9 +4,10 @@ render in (see :mod:`raftsched.dags.render_limits`, which starts it and talks to
 It limits its own address space to what it has after start-up plus MEMORY_BYTES, writes
 ``R`` (ready), then answers jobs read from stdin, one at a time, each an 8-byte big-endian
 length and a pickle, with an answer of the same shape on stdout: ``("ok", value)``,
-``("raised", error)`` or ``("memory", None)``. After a MemoryError, or a render that left it holding more than a
-quarter of MEMORY_BYTES, it answers and exits; the next render starts a new helper. It exits
-when stdin closes (its caller is gone). It never logs: stderr goes nowhere.
+``("raised", error)`` or ``("memory", None)``. After a MemoryError, or a render that left it
+holding more than a quarter of MEMORY_BYTES, it answers and exits; the next render starts a
+new helper. It exits when stdin closes (its caller is gone). It never logs: stderr goes
+nowhere.
 """
 
 from __future__ import annotations
