@@ -79,7 +79,8 @@ class _Environment(ImmutableSandboxedEnvironment):
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         sizes.tick()
-        sizes.check_args((*args, *kwargs.values()))
+        if not getattr(__obj, "raftsched_format", False):  # format's widths are checked apart
+            sizes.check_args((*args, *kwargs.values()))
         if isinstance(__obj, Macro):  # its output is bounded by concat, its args by size_of
             return super().call(__context, __obj, *args, **kwargs)
         size = sizes.str_method_size(__obj, args, kwargs)
@@ -115,6 +116,7 @@ class _Environment(ImmutableSandboxedEnvironment):
                 args, kwargs = (), args[0]
             return type(text)(formatter.vformat(text, args, kwargs))
 
+        bounded.raftsched_format = True  # type: ignore[attr-defined]
         return bounded
 
 
@@ -187,7 +189,8 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
     @functools.wraps(original)  # keeps jinja_pass_arg
     def bounded(*args: Any, **kwargs: Any) -> Any:
         sizes.tick()
-        sizes.check_args((*args[passed + 1 :], *kwargs.values()))
+        if name != "format":  # its values are no sizes: _pre_format checks its widths
+            sizes.check_args((*args[passed + 1 :], *kwargs.values()))
         if pre is not None and len(args) > passed:
             value, size = pre(*args[passed:], **kwargs)
             if size > MAX_VALUE_CHARS:

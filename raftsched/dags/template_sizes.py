@@ -11,6 +11,7 @@ stops past the bound; :func:`percent_size` and :class:`BoundedFormatter` read ``
 from __future__ import annotations
 
 import contextvars
+import math
 import re
 import time
 from collections.abc import Iterable
@@ -25,7 +26,6 @@ MAX_SIZING_STEPS = 5_000_000  # container items size_of may walk in one render
 RENDER_SECONDS = 5.0  # one render's time budget
 MAX_EXPONENT_BITS = 65_536  # of an integer built by ** or *
 _OPAQUE_CHARS = 100  # str() of a datetime, a macro, a range...
-_FLOAT_CHARS = 320  # "%f" of 1e308
 
 
 class _Budget:
@@ -88,7 +88,7 @@ def size_of(value: Any, limit: int = MAX_VALUE_CHARS) -> int:
         elif isinstance(item, int):
             total += item.bit_length() * 30103 // 100_000 + 2  # decimal digits, and a sign
         elif isinstance(item, float):
-            total += _FLOAT_CHARS
+            total += len(repr(item))
         elif isinstance(item, bytes | bytearray):
             total += 4 * len(item) + 3
         elif isinstance(item, dict | list | tuple | set | frozenset):
@@ -160,6 +160,8 @@ def _field_size(value: Any, width: int, prec: int | None, conv: str) -> int:
     text = size_of(value)
     if prec is not None and conv in "sra":
         text = min(text, prec)
+    elif conv in "fF%" and isinstance(value, float) and math.isfinite(value):
+        text = len(f"{abs(value):.0f}") + 3 + (6 if prec is None else prec)  # 1e308: 309 digits
     elif prec is not None:
         text += prec
     return max(width, text)

@@ -117,6 +117,11 @@ def test_the_attacks_never_build_their_values() -> None:
         ("{% macro m(x) %}<{{ x }}>{% endmacro %}{% set b %}{{ m(1) }}{% endset %}{{ b }}", "<1>"),
         ("{{ range(3)|batch(2)|list }} {{ 'x'|truncate(10) }}", "[[0, 1], [2]] x"),
         ("{{ lipsum(1, html=False)|length > 0 }} {{ ('x' * 999999)|length }}", "True 999999"),
+        (  # big numbers are values, not sizes; floats count as long as they print
+            '{{ "{}-{:,}".format(1700000000, 10**12) }} {{ "%d"|format(1700000000) }}'
+            " {{ ([0.125] * 20000)|join(',')|length }} {{ ('%.1f' % 1e300)|length }}",
+            "1700000000-1,000,000,000,000 1700000000 119999 303",
+        ),
     ],
 )
 def test_ordinary_templates_render_as_before(text: str, expected: str) -> None:
