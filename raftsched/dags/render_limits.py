@@ -6,12 +6,12 @@ on every call, each from a template whoever wrote the DAG file chose, with the c
 triggered the run chose. Should a template find a way around the sandbox's bounds, it must
 cost one failed render, never the webserver's or the worker's memory or threads.
 
-So each process that renders keeps one helper (``python -m raftsched.dags.render_helper``,
-started on first use, a fresh interpreter: no gRPC threads, no locks of ours, nothing of the
-caller's memory), which limits its own address space (RLIMIT_AS) to what it needs plus
-RENDER_MEMORY_BYTES. :func:`run_limited` sends it one job at a time (a lock; a render takes
-well under a millisecond once its template is compiled) and waits at most
-RENDER_WALL_SECONDS for the answer. A helper that runs out of time is killed, one that ran
+So each process that renders keeps up to MAX_HELPERS helpers (``python -m
+raftsched.dags.render_helper``, started on demand, each a fresh interpreter: no gRPC threads,
+no locks of ours, nothing of the caller's memory), each limiting its own address space
+(RLIMIT_AS) to what it needs plus RENDER_MEMORY_BYTES. :func:`run_limited` sends a free helper
+one job (a render takes well under a millisecond once its template is compiled) and waits at
+most RENDER_WALL_SECONDS for the answer. A helper that runs out of time is killed, one that ran
 out of memory exits; either is a :class:`RenderLimitExceeded` saying so, and the next render
 starts a new helper. A helper that cannot start (no processes left, no READY within
 START_SECONDS) leaves the render to the calling process, bounded by the sandbox alone, with a
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 RENDER_MEMORY_BYTES = 512 * 1024 * 1024  # address space a render may use beyond the helper's own
 RENDER_WALL_SECONDS = RENDER_SECONDS + 5.0  # the sandbox stops at RENDER_SECONDS by itself
+MAX_HELPERS = 4  # renders at once in one process; more wait for a free helper
 START_SECONDS = 60.0  # a helper's interpreter starting on a loaded machine
 MAX_ANSWER_BYTES = 512 * 1024 * 1024  # the pickled answer (1 MB per rendered value)
 _HEADER = struct.Struct(">Q")
@@ -156,14 +157,40 @@ def _death(status: int | None) -> str:
     return "the rendering process ended without an answer"
 
 
-_helper = _Helper()
+class _Pool:
+    """Up to ``size`` helpers, each serving one render at a time: a slow template holds one
+    helper for its RENDER_WALL_SECONDS, not every render of the process (webserver threads,
+    a worker's parallel attempts). Helpers start on demand and stay for the next render."""
+
+    def __init__(self, size: int) -> None:
+        self.slots = threading.BoundedSemaphore(size)
+        self.lock = threading.Lock()
+        self.idle: list[_Helper] = []
+
+    def call(self, job: Any) -> Any:
+        with self.slots:
+            with self.lock:
+                helper = self.idle.pop() if self.idle else _Helper()
+            try:
+                return helper.call(job)
+            finally:
+                with self.lock:
+                    self.idle.append(helper)
+
+    def stop(self) -> None:
+        with self.lock:
+            for helper in self.idle:
+                helper._stop()
+
+
+_pool = _Pool(MAX_HELPERS)
 
 
 def run_limited(job: Any) -> Any:
-    """``render_helper.perform(job)`` in this process's helper: its answer, or what it
-    raised (re-raised here), or RenderLimitExceeded."""
+    """``render_helper.perform(job)`` in one of this process's helpers: its answer, or what
+    it raised (re-raised here), or RenderLimitExceeded."""
     try:
-        return _helper.call(job)
+        return _pool.call(job)
     except (OSError, pickle.PicklingError) as err:  # the sandbox alone bounds this render
         log.warning("rendering in this process, without its helper: %s", err)
         from raftsched.dags.render_helper import perform

@@ -135,10 +135,12 @@ def test_an_error_of_any_type_is_a_template_error() -> None:
 
 @pytest.fixture
 def fresh_helper(monkeypatch: pytest.MonkeyPatch):
-    helper = render_limits._Helper()
-    monkeypatch.setattr(render_limits, "_helper", helper)
-    yield helper
-    helper._stop()
+    """One helper (a pool of one), stopped after the test."""
+    pool = render_limits._Pool(1)
+    pool.idle.append(render_limits._Helper())
+    monkeypatch.setattr(render_limits, "_pool", pool)
+    yield pool.idle[0]
+    pool.stop()
 
 
 def _render(command: str, env: tuple[tuple[str, str], ...] = ()) -> str:
@@ -176,6 +178,41 @@ def test_without_a_helper_the_sandbox_alone_bounds_the_render(fresh_helper, monk
     assert _render("echo {{ n }}") == "echo 3"  # rendered here, with a warning
     with pytest.raises(TemplateError, match="a width of 300000000 is too large"):
         _render('{{ "%0300000000d" % 1 }}')
+
+
+def test_a_slow_render_holds_one_helper_not_every_render(monkeypatch) -> None:
+    """While one render runs to the sandbox's deadline (its loops would need minutes), a
+    second render is answered by a second helper (both started beforehand)."""
+    import threading
+
+    pool = render_limits._Pool(2)
+    for _ in range(2):
+        helper = render_limits._Helper()
+        helper._start()
+        pool.idle.append(helper)
+    monkeypatch.setattr(render_limits, "_pool", pool)
+    slow = "{% for i in range(99999) %}{% if ('x' * 999999).replace('x', 'y') %}{% endif %}"
+    outcome: list[str] = []
+
+    def stuck() -> None:
+        try:
+            _render(slow + "{% endfor %}")
+        except TemplateError as err:
+            outcome.append(str(err))
+
+    thread = threading.Thread(target=stuck)
+    thread.start()
+    try:
+        for _ in range(2000):  # until the slow render holds its helper
+            if len(pool.idle) < 2:
+                break
+            threading.Event().wait(0.005)
+        assert _render("echo {{ n }}") == "echo 3"
+        assert thread.is_alive(), "the second render waited for the slow one"
+    finally:
+        thread.join(timeout=60)
+        pool.stop()
+    assert outcome and "rendering took longer than 5s" in outcome[0], outcome
 
 
 WORKER_ATTEMPT = """
