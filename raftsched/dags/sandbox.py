@@ -83,6 +83,8 @@ class _Environment(ImmutableSandboxedEnvironment):
             sizes.check_args((*args, *kwargs.values()))
         if isinstance(__obj, Macro):  # its output is bounded by concat, its args by size_of
             return super().call(__context, __obj, *args, **kwargs)
+        if _is_str_join(__obj) and args and not isinstance(args[0], str):
+            args = (sizes.bounded_items(args[0], "the result of join"), *args[1:])  # measured
         size = sizes.str_method_size(__obj, args, kwargs)
         if size is not None and size > MAX_VALUE_CHARS:
             raise sizes.too_large(f"the result of {getattr(__obj, '__name__', 'the call')}", size)
@@ -120,10 +122,18 @@ class _Environment(ImmutableSandboxedEnvironment):
         return bounded
 
 
+def _is_str_join(obj: Any) -> bool:
+    return (
+        isinstance(getattr(obj, "__self__", None), str) and getattr(obj, "__name__", "") == "join"
+    )
+
+
 # -- filters ----------------------------------------------------------------------------------
 
 
 def _pre_join(value: Any, d: Any = "", attribute: Any = None) -> tuple[Any, int]:
+    if isinstance(value, str):
+        return value, sizes.join_size(value, d)
     items = sizes.bounded_items(value, "the result of |join")
     return items, sizes.join_size(items, d)
 

@@ -132,8 +132,9 @@ def check_args(args: Iterable[Any]) -> None:
 def bounded_items(iterable: Iterable[Any], what: str) -> list[Any]:
     """``list(iterable)``, given up on as soon as the items' text passes MAX_VALUE_CHARS (a
     generator such as ``|batch(1)`` is never materialized whole to be measured)."""
-    if isinstance(iterable, str):
-        return list(iterable)  # a str is within the bound already, and so are its characters
+    if isinstance(iterable, str | list | tuple):
+        check_value(iterable, what)
+        return list(iterable)
     items: list[Any] = []
     total = 0
     for item in iterable:
@@ -229,9 +230,12 @@ class BoundedEscapeFormatter(BoundedFormatter, SandboxedEscapeFormatter):
 # -- the sizes of what the multiplying operations make -----------------------------------------
 
 
-def join_size(items: list[Any], separator: Any) -> int:
+def join_size(items: list[Any] | str, separator: Any) -> int:
+    """The length of ``separator.join(items)`` (a str joins its characters)."""
     sep = size_of(separator)
     total = sep * max(len(items) - 1, 0)
+    if isinstance(items, str):
+        return total + len(items)
     for item in items:
         if total > MAX_VALUE_CHARS:
             break
@@ -255,8 +259,8 @@ def str_method_size(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     text, name = getattr(obj, "__self__", None), getattr(obj, "__name__", "")
     if not isinstance(text, str):
         return None
-    if name == "join" and args:
-        return join_size(list(args[0]) if not isinstance(args[0], str) else [args[0]], text)
+    if name == "join" and args:  # (the caller made args[0] a str or a list)
+        return join_size(args[0], text)
     if name == "replace" and len(args) >= 2:
         old, new = str(args[0]), str(args[1])
         return replace_size(text, old, new, args[2] if len(args) > 2 else -1)

@@ -34,6 +34,8 @@ ATTACKS = [
     (S + "{{ [s, s, s]|join }}", "literal is too large"),
     ("{{ ([1] * 999999)|join }}", "the result of * is too large"),
     ('{{ ("x" * 999999)|batch(1)|join }}', "the result of |join is too large"),
+    ('{{ ("x" * 999).join("y" * 999999) }}', "the result of join is too large"),
+    ('{{ ("y" * 999999)|join("x" * 999) }}', "the result of |join is too large"),
     ('{{ ("a" * 1001)|replace("a", "a" * 1000) }}', "the result of |replace is too large"),
     ('{{ ("a" * 1001).replace("a", "a" * 1000) }}', "the result of replace is too large"),
     (S + "{{ s ~ s }}", "the result of ~ is too large"),
@@ -108,6 +110,10 @@ def test_the_attacks_never_build_their_values() -> None:
         ('{{ "{:>4}{:.1f}".format("a", 2) }}', "   a2.0"),
         ('{{ "{a}-{b:03d}".format_map({"a": "x", "b": 5}) }}', "x-005"),
         ('{{ [1, 2, 3]|join(",") }} {{ "abc"|replace("b", "B") }}', "1,2,3 aBc"),
+        (
+            '{{ "-".join("abc") }} {{ ",".join(range(3)|map("string")) }} {{ "ab"|join(".") }}',
+            "a-b-c 0,1,2 a.b",
+        ),
         ('{{ "a\nb"|indent(2) }}|{{ "aa bb"|wordwrap(2) }}', "a\n  b|aa\nbb"),
         ('{{ {"k": [1]}|tojson(indent=1) }}', '{\n "k": [\n  1\n ]\n}'),
         (
