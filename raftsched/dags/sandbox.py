@@ -173,6 +173,13 @@ def _pre_tojson(value: Any, indent: Any = None) -> tuple[Any, int]:
     return value, sizes.json_size(value, indent if isinstance(indent, int) else 0)
 
 
+def _pre_urlize(value: Any, *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Every word may become ``<a href="WORD" rel=".." target="..">WORD</a>``, escaped."""
+    text = str(value)
+    per_link = sum(size_of(a) for a in (*args, *kwargs.values()) if isinstance(a, str))
+    return value, 6 * len(text) + len(text.split()) * (per_link + 60)
+
+
 def _pre_format(value: Any, *args: Any, **kwargs: Any) -> tuple[Any, int]:
     return value, sizes.percent_size(str(value), kwargs or args)
 
@@ -185,6 +192,7 @@ _PRE_CHECKS: dict[str, Callable[..., tuple[Any, int]]] = {
     "wordwrap": _pre_wordwrap,
     "format": _pre_format,
     "tojson": _pre_tojson,
+    "urlize": _pre_urlize,
 }
 for _name in ("sort", "unique", "groupby", "sum", "min", "max", "reverse", "slice", "batch"):
     _PRE_CHECKS[_name] = _pre_iterator

@@ -45,6 +45,7 @@ ATTACKS = [
     ('{{ ("\t" * 999999).expandtabs(100) }}', "the result of expandtabs is too large"),
     ('{{ ("a" * 999999).translate({97: "b" * 100}) }}', "the result of translate is too large"),
     ("{{ [[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]|tojson(indent=999999) }}", "|tojson"),
+    ('{{ ("http://a " * 99999)|urlize(target="t" * 999) }}', "the result of |urlize"),
     ('{{ "x".zfill(10**8) }}', "argument 100000000 is too large"),
     ("{{ lipsum(999999) }}", "lipsum of 999999 paragraphs"),
     (  # a macro doubling its argument: 2**40 characters
@@ -122,6 +123,10 @@ def test_the_attacks_never_build_their_values() -> None:
         ),
         ("{% macro m(x) %}<{{ x }}>{% endmacro %}{% set b %}{{ m(1) }}{% endset %}{{ b }}", "<1>"),
         ("{{ range(3)|batch(2)|list }} {{ 'x'|truncate(10) }}", "[[0, 1], [2]] x"),
+        (
+            '{{ "see https://example.com"|urlize }}',
+            'see <a href="https://example.com" rel="noopener">https://example.com</a>',
+        ),
         ("{{ lipsum(1, html=False)|length > 0 }} {{ ('x' * 999999)|length }}", "True 999999"),
         (  # big numbers are values, not sizes; floats count as long as they print
             '{{ "{}-{:,}".format(1700000000, 10**12) }} {{ "%d"|format(1700000000) }}'
