@@ -186,6 +186,24 @@ class _Pool:
 _pool = _Pool(MAX_HELPERS)
 
 
+def _forget_in_child() -> None:
+    """A forked child gets helpers of its own: its parent's pipes are the parent's (a render
+    through them would mix with the parent's), and the child's copies of them would keep a
+    helper alive after the parent is gone. Takes no lock: the child has one thread."""
+    global _pool
+    for helper in _pool.idle:
+        proc, helper.proc = helper.proc, None
+        for pipe in (proc.stdin, proc.stdout) if proc is not None else ():
+            if pipe is not None:
+                pipe.close()
+        if proc is not None:
+            proc.returncode = 0  # not the child's to wait for
+    _pool = _Pool(MAX_HELPERS)
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
 def run_limited(job: Any) -> Any:
     """``render_helper.perform(job)`` in one of this process's helpers: its answer, or what
     it raised (re-raised here), or RenderLimitExceeded."""

@@ -226,6 +226,42 @@ def test_a_slow_render_holds_one_helper_not_every_render(monkeypatch) -> None:
     assert outcome and "rendering took longer than 5s" in outcome[0], outcome
 
 
+def test_a_forked_child_starts_helpers_of_its_own(fresh_helper) -> None:
+    """It holds no copy of its parent's helper pipes (they would keep that helper alive after
+    the parent is gone) and renders through a helper of its own."""
+    import os
+
+    assert _render("echo {{ n }}") == "echo 3"
+    parent_helper = fresh_helper.proc.pid
+    parent_pipe = fresh_helper.proc.stdin.fileno()  # the helper's EOF: its caller is gone
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: render, report which helper answered, leave at once
+        code = 1
+        try:
+            try:
+                os.fstat(parent_pipe)
+                holds_pipe = True  # it would keep the parent's helper alive
+            except OSError:
+                holds_pipe = False
+            ok = not holds_pipe and _render("echo {{ n }}") == "echo 3"
+            helper = render_limits._pool.idle[0].proc.pid
+            os.write(write_fd, f"{ok} {helper}".encode())
+            render_limits._pool.stop()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as answer:
+        report = answer.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, report
+    ok, helper = report.split()
+    assert ok == "True" and int(helper) != parent_helper
+    assert _render("echo {{ n }}") == "echo 3"  # the parent's helper still answers the parent
+    assert fresh_helper.proc is not None and fresh_helper.proc.pid == parent_helper
+
+
 WORKER_ATTEMPT = """
 import json, resource
 from datetime import UTC, datetime
