@@ -18,8 +18,9 @@ START_SECONDS) leaves the render to the calling process, bounded by the sandbox 
 warning.
 
 Why not fork per render: the caller's gRPC threads (fork handlers, locks held mid-call) make
-a forked child of the webserver or the worker unsafe, and a fork of a big process costs more
-than the render (scripts/bench/render.py measures both).
+a forked child of the webserver or the worker unsafe, and a fork of a webserver-sized process
+cost 12-68 ms a render on a loaded 2-core machine, a render through a helper 0.2 ms
+(scripts/bench/render.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import threading
 import time
 from typing import Any
 
+from raftsched.dags.render_helper import EXIT_OUT_OF_MEMORY, perform
 from raftsched.dags.template_sizes import RENDER_SECONDS
 
 log = logging.getLogger(__name__)
@@ -129,7 +131,9 @@ class _Helper:
                 (size,) = _HEADER.unpack(self._read(fd, _HEADER.size, deadline))
                 if size > MAX_ANSWER_BYTES:
                     self._stop()
-                    raise RenderLimitExceeded(f"the rendered values are over {size} bytes")
+                    raise RenderLimitExceeded(
+                        f"the rendered values are {size} bytes (at most {MAX_ANSWER_BYTES})"
+                    )
                 answer = self._read(fd, size, deadline)
             except TimeoutError:
                 self._stop()
@@ -150,7 +154,7 @@ class _Helper:
 
 
 def _death(status: int | None) -> str:
-    if status == 3:  # render_helper's exit code after a MemoryError it could not report
+    if status == EXIT_OUT_OF_MEMORY:  # a MemoryError the helper could not even report
         return f"rendering needed more than {RENDER_MEMORY_BYTES // (1024 * 1024)} MiB of memory"
     if status is not None and status < 0:
         return f"the rendering process died of signal {-status}"
@@ -211,6 +215,4 @@ def run_limited(job: Any) -> Any:
         return _pool.call(job)
     except (OSError, pickle.PicklingError) as err:  # the sandbox alone bounds this render
         log.warning("rendering in this process, without its helper: %s", err)
-        from raftsched.dags.render_helper import perform
-
         return perform(job)
