@@ -26,11 +26,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from jinja2 import StrictUndefined, nodes
-from jinja2.runtime import Macro
+from jinja2.runtime import Macro, Markup  # (markupsafe's, re-exported: jinja2 is ours)
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from jinja2.utils import _PassArg
 from jinja2.visitor import NodeTransformer
-from markupsafe import Markup
 
 from raftsched.dags import template_sizes as sizes
 from raftsched.dags.template_sizes import (
