@@ -49,3 +49,13 @@ def test_a_body_that_is_not_utf8_is_a_400(client, canned) -> None:
     answer = client.post(RUNS, data=b'{"conf": "\xff"}', headers=HEADERS)
     assert answer.status_code == 400 and answer.get_json()["code"] == "INVALID_ARGUMENT"
     assert not [c for c in canned.calls if c[0] == "TriggerDag"]
+
+
+@pytest.mark.parametrize("header", ["9" * 5000, "\u00b2", "1" * 20, "-1"])
+def test_a_min_index_header_past_the_bounds_is_a_400_naming_it(client, canned, header) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Raftsched-Min-Index": header}
+    answer = client.get("/api/v1/dags", headers=headers)
+    assert answer.status_code == 400, answer.get_data(as_text=True)
+    problem = answer.get_json()
+    assert problem["field"] == "X-Raftsched-Min-Index"
+    assert "expected a non-negative integer" in problem["message"], problem
