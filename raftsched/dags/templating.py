@@ -20,9 +20,10 @@ name is an error, never an empty string), bounded by :mod:`raftsched.dags.sandbo
 at most MAX_RENDERED_CHARS, every value's size computed before it is built (``%``, ``*``,
 ``format`` widths, ``join``, ``replace``, ...), loops share MAX_LOOP_ITERATIONS, a render gives
 up after RENDER_SECONDS. :func:`render_task` (the worker, the task page, ``tasks render``) runs
-in a child process with a memory and a CPU limit (:mod:`raftsched.dags.render_limits`) when a
-field holds a template. A template that breaks any of this raises :class:`TemplateError`
-(line and cause): the attempt fails with it as its message; the worker carries on.
+in a helper process with a memory limit and a deadline (:mod:`raftsched.dags.render_limits`)
+when a field holds a template; templates are compiled once (COMPILED_CACHE_SIZE kept). A
+template that breaks any of this raises :class:`TemplateError` (line and cause): the attempt
+fails with it as its message; the worker carries on.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from raftsched.dags import render_limits, sandbox
 from raftsched.dags.params import effective_params
 from raftsched.dags.sandbox import MAX_RENDERED_CHARS
 
-__all__ = ["MAX_RENDERED_CHARS", "TemplateError", "render_task", "render_text"]
+__all__ = ["MAX_RENDERED_CHARS", "TemplateError", "render_fields", "render_task", "render_text"]
 
 if TYPE_CHECKING:
     from raftsched.core.model import TaskSpec
