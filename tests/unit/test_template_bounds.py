@@ -154,6 +154,10 @@ def fresh_helper(monkeypatch: pytest.MonkeyPatch):
     pool.stop()
 
 
+# 100,000 copies of a million characters: minutes of work, so it runs to whatever deadline
+SLOW = "{% for i in range(99999) %}{% if ('x' * 999999).replace('x', 'y') %}{% endif %}{% endfor %}"
+
+
 def _render(command: str, env: tuple[tuple[str, str], ...] = ()) -> str:
     return render_task(command=command, env=env, kwargs={}, context={"n": 3}).command
 
@@ -176,10 +180,9 @@ def test_a_render_past_the_memory_limit_fails_alone(fresh_helper, monkeypatch) -
 
 def test_a_render_past_the_deadline_is_killed(fresh_helper, monkeypatch) -> None:
     assert _render("echo {{ n }}") == "echo 3"  # started: the deadline is the render's alone
-    slow = "{% for i in range(99999) %}{% if ('x' * 20000).replace('x', 'yy') %}{% endif %}"
     monkeypatch.setattr(render_limits, "RENDER_WALL_SECONDS", 0.2)
     with pytest.raises(TemplateError, match=r"rendering took longer than 0.2s"):
-        _render(slow + "{% endfor %}")
+        _render(SLOW)
     assert fresh_helper.proc is None  # killed
     assert _render("echo {{ n }}") == "echo 3"
 
@@ -202,12 +205,11 @@ def test_a_slow_render_holds_one_helper_not_every_render(monkeypatch) -> None:
         helper._start()
         pool.idle.append(helper)
     monkeypatch.setattr(render_limits, "_pool", pool)
-    slow = "{% for i in range(99999) %}{% if ('x' * 999999).replace('x', 'y') %}{% endif %}"
     outcome: list[str] = []
 
     def stuck() -> None:
         try:
-            _render(slow + "{% endfor %}")
+            _render(SLOW)
         except TemplateError as err:
             outcome.append(str(err))
 
