@@ -116,7 +116,10 @@ class _Helper:
         return b"".join(chunks)
 
     def call(self, job: Any) -> Any:
-        data = pickle.dumps(job)
+        try:
+            data = pickle.dumps(job)
+        except (AttributeError, TypeError) as err:  # a local object in the context
+            raise pickle.PicklingError(str(err)) from err
         with self.lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._stop()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -164,6 +165,24 @@ def interval_start_convention(task_env: Iterable[tuple[str, str]] | Mapping[str,
     return env.get(MARKER) == INTERVAL_START
 
 
+@dataclass(frozen=True)
+class TemplateTaskInstance:
+    """``ti`` / ``task_instance`` in a template. A plain class, not a closure: the context
+    is pickled to the render helper process (``render_limits``)."""
+
+    dag_id: Any
+    task_id: Any
+    run_id: Any
+    try_number: Any
+    upstream: dict[str, Any] | None
+    map_index: int = -1
+
+    def xcom_pull(
+        self, task_ids: str | list[str] | None = None, key: str = RETURN_VALUE, **_: Any
+    ) -> Any:
+        return xcom_pull(self.upstream, str(self.task_id), task_ids, key)
+
+
 def extend(
     context: dict[str, Any],
     task_env: Iterable[tuple[str, str]] | Mapping[str, str] = (),
@@ -192,18 +211,12 @@ def extend(
     upstream = None
     if upstream_results is not None:
         upstream = {k: json.loads(v) if v else None for k, v in upstream_results.items()}
-    this = str(context.get("task_id"))
-
-    def pull(task_ids: str | list[str] | None = None, key: str = RETURN_VALUE, **_: Any) -> Any:
-        return xcom_pull(upstream, this, task_ids, key)
-
-    context["ti"] = context["task_instance"] = SimpleNamespace(
+    context["ti"] = context["task_instance"] = TemplateTaskInstance(
         dag_id=context.get("dag_id"),
         task_id=context.get("task_id"),
         run_id=context.get("run_id"),
         try_number=context.get("try_number"),
-        map_index=-1,
-        xcom_pull=pull,
+        upstream=upstream,
     )
     context["dag_run"] = SimpleNamespace(
         dag_id=context.get("dag_id"),
