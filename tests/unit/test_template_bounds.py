@@ -168,6 +168,31 @@ def test_render_task_renders_in_a_helper_process(fresh_helper) -> None:
     assert _render("echo plain") == "echo plain"  # no template: no helper needed
 
 
+def test_airflow_names_render_in_the_helper_process(fresh_helper) -> None:
+    """The context with Airflow's names (``ti.xcom_pull``, ``macros``, ``var``, ``dag_run``)
+    crosses to the helper: a closure in it made every such render raise."""
+    from datetime import UTC, datetime
+
+    from raftsched.dags.templating import template_context
+
+    context = template_context(
+        dag_id="d",
+        run_id="r",
+        task_id="t",
+        try_number=1,
+        logical_date=datetime(2024, 3, 2, tzinfo=UTC),
+        data_interval_start=datetime(2024, 3, 1, tzinfo=UTC),
+        data_interval_end=datetime(2024, 3, 2, tzinfo=UTC),
+        conf={"k": 1},
+        secret_env=[("RAFTSCHED_VAR_FOO", "bar")],
+        upstream_results={"up": '{"a": 1}'},
+    )
+    text = "{{ macros.ds_add(ds, 1) }} {{ ti.xcom_pull(task_ids='up')['a'] }} {{ var.value.FOO }}"
+    rendered = render_task(command=text, env=(), kwargs={}, context=context)
+    assert rendered.command == "2024-03-03 1 bar"
+    assert fresh_helper.proc is not None and fresh_helper.proc.poll() is None
+
+
 def test_a_render_past_the_memory_limit_fails_alone(fresh_helper, monkeypatch) -> None:
     """Each value within the sandbox's bounds, 120 of them together past a 64 MiB limit."""
     monkeypatch.setattr(render_limits, "RENDER_MEMORY_BYTES", 64 * 1024 * 1024)
