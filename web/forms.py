@@ -48,8 +48,11 @@ def parse_conf(text: str) -> dict[str, Any]:
         raise ValueError(
             f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}"
         ) from None
-    except ValueError as err:  # e.g. an integer of more than 4300 digits
-        raise ValueError(f"not valid JSON: {err}") from None
+    except ValueError:  # an integer past Python's own digit limit
+        raise ValueError(
+            "the conf has an integer of thousands of digits: integers are limited to 64 bits"
+            " (19 digits); send a larger number as a string"
+        ) from None
     if not isinstance(value, dict):
         raise ValueError(f"expected a JSON object ({{...}}), got a {type(value).__name__}")
     return value

@@ -33,7 +33,7 @@ def post(client, **data):
         ('{"a": "\\ud800"}', "conf has a string with NUL or invalid UTF-8"),
         ('{"a": 1e999}', "which JSON cannot carry"),
         ('{"a": ' + "9" * 30 + "}", "conf has an integer beyond 64 bits"),
-        ('{"a": ' + "9" * 5000 + "}", "not valid JSON"),
+        ('{"a": ' + "9" * 5000 + "}", "integers are limited to 64 bits"),
         ('"a string"', "expected a JSON object"),
     ],
 )
