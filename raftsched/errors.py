@@ -223,3 +223,14 @@ class MembershipUnconfirmed(RaftschedError):
         )
         self.address = address
         self.seconds = seconds
+
+
+class RaftPortUnreachable(RaftschedError):
+    """A node's Raft port did not answer an admin message (leadership transfer)."""
+
+    status = "UNAVAILABLE"
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"cannot reach the Raft port {address}: {reason}")
+        self.address = address
+        self.reason = reason

@@ -136,7 +136,7 @@ class LeaderLoop(LeaderTick):
         node.add_role_listener(lambda _role: self._wake.set())
         # Every node (leader or not) logs a stalled tick thread and what it applied meanwhile.
         self.tick_watch = TickWatch()
-        self._on_tick = getattr(node, "addOnTickCallback", None)  # absent in tests' fakes
+        self._on_tick = getattr(node, "add_tick_callback", None)  # absent in tests' fakes
         if self._on_tick is not None:
             node.add_apply_listener(self.tick_watch.on_apply)
             self._on_tick(self.tick_watch.on_tick)

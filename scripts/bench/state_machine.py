@@ -35,10 +35,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from raftsched.cluster.snapshots import read_snapshot_file
 from raftsched.core import commands as c
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec
 from raftsched.core.state import SchedulerState
+from raftsched.raft.snapshots import read_snapshot_file
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

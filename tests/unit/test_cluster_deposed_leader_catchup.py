@@ -6,7 +6,7 @@ two elect a new leader whose log then holds large entries (64 KiB or more: each 
 so one tick sends several messages). After the heal, pysyncobj's refusals of the later
 messages undid the new leader's step back every tick (it keeps the last refusal it reads),
 and the old leader never reached the point where the logs agree: it stayed at its old commit
-index for good (cluster/append_entries.py, ``lower_refusal``).
+index for good (raft/append_entries.py, ``lower_refusal``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from test_cluster_support import FakeState, cluster_settings, wait_for
 
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer, new_request_id
-from raftsched.cluster.transport import ContactTransport
 from raftsched.core.commands import AckMaterialized
+from raftsched.raft.transport import ContactTransport
 
 pytestmark = pytest.mark.timeout(40)
 

@@ -216,7 +216,7 @@ def test_restart_between_snapshot_and_compaction_keeps_the_entries_after_it(
     acknowledged entries after the snapshot included; the node compacts it to the snapshot
     first. Here a journal that was never compacted (the node stopped after the snapshot file
     was renamed into place) is put back, and the node, alone, replays past the snapshot."""
-    from raftsched.cluster.journal import MAGIC, encode_record, entries_of
+    from raftsched.raft.journal import MAGIC, encode_record, entries_of
 
     settings = cluster_settings(tmp_path)
     nodes = [SchedulerNode(s, state_factory=FakeState) for s in settings]

@@ -72,7 +72,7 @@ class Feeder:
 
 def snapshot_now(node: SchedulerNode) -> None:
     """Force a snapshot and wait for its file. A writer that fails (one stuck is killed after
-    15 s: cluster/snapshots.py, its stack in the log) is forced again: what this module checks
+    15 s: raft/snapshots.py, its stack in the log) is forced again: what this module checks
     is what a written snapshot holds; the writer's own failures are tested beside it."""
     node._snapshots.timeout, node._snapshots.retry_after = 15.0, 0.1
     node.forceLogCompaction()

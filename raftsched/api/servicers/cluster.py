@@ -37,16 +37,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from pysyncobj.utility import TcpUtility, UtilityException
 
 from raftsched.api import tls
 from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
-from raftsched.cluster.membership import change_membership
-from raftsched.cluster.settings import split_address
-from raftsched.errors import ConfigError, MembershipUnconfirmed
+from raftsched.errors import ConfigError, MembershipUnconfirmed, RaftPortUnreachable
+from raftsched.raft import admin_messages
+from raftsched.raft.membership import change_membership
+from raftsched.raft.settings import split_address
 
 log = logging.getLogger(__name__)
 
@@ -189,12 +189,12 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         )
 
     def _utility(self, raft_address: str, message: list[str]) -> str:
-        utility = TcpUtility(password=self.ctx.secret or None, timeout=2.0)
         try:
-            return str(utility.executeCommand(raft_address, message))
-        except UtilityException as err:
+            return admin_messages.send(raft_address, self.ctx.secret, message, timeout=2.0)
+        except RaftPortUnreachable as err:
             raise StatusError(
-                Code.UNAVAILABLE, f"cannot reach the leader's Raft port {raft_address}: {err}"
+                Code.UNAVAILABLE,
+                f"cannot reach the leader's Raft port {raft_address}: {err.reason}",
             ) from None
 
     # -- membership --------------------------------------------------------------------------

@@ -4,11 +4,11 @@ the journal's fsync thread, never the tick thread.
 :class:`DurableTicks` is mixed into ``SchedulerNode`` before pysyncobj's ``SyncObj``:
 
 - On its first tick the node starts the journal's fsync thread
-  (:meth:`~raftsched.cluster.journal_sync.GroupCommit.start_syncer`), with a pipe on the tick
+  (:meth:`~raftsched.raft.journal_sync.GroupCommit.start_syncer`), with a pipe on the tick
   thread's poller that the fsync thread writes to when ``durable_index`` rose: the tick wakes
   at once instead of at its next 50-ms period.
 - At the start of every tick the transport sends the append-entries acknowledgements whose
-  entries are now on disk (:meth:`~raftsched.cluster.transport.ContactTransport.release_held`);
+  entries are now on disk (:meth:`~raftsched.raft.transport.ContactTransport.release_held`);
   nothing on the tick thread waits for the disk, so heartbeats are read and an election
   deadline is never missed because of an fsync (issue 16).
 - A follower's tick wakes at its election deadline, not only every 50 ms
@@ -17,7 +17,7 @@ the journal's fsync thread, never the tick thread.
 - The leader counts itself towards a commit only for entries on its own disk: pysyncobj's
   commit loop counts the leader for every entry it wrote, so the journal hands each new
   commit index to :meth:`DurableTicks._guard_commit`, which lowers it
-  (:func:`~raftsched.cluster.transport.durable_commit_index`) when the followers alone are no
+  (:func:`~raftsched.raft.transport.durable_commit_index`) when the followers alone are no
   majority for what is not yet durable here.
 
 Until the first tick (and when the journal is not durable) the journal is fsynced inline at
@@ -32,11 +32,12 @@ from typing import Any
 from pysyncobj.monotonic import monotonic as raft_clock  # its timers' clock: not time.monotonic
 from pysyncobj.pipe_notifier import PipeNotifier
 
-from raftsched.cluster.transport import durable_commit_index
+from raftsched.raft.outcomes import Role
+from raftsched.raft.transport import durable_commit_index
 
 log = logging.getLogger(__name__)
 
-_LEADER = 2  # pysyncobj's _RAFT_STATE.LEADER
+_LEADER = Role.LEADER
 
 
 class DurableTicks:

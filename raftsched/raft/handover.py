@@ -17,7 +17,10 @@ from typing import Any
 
 from pysyncobj.monotonic import monotonic as _monotonic  # the clock of pysyncobj's timers
 
-log = logging.getLogger("raftsched.cluster.node")
+from raftsched.errors import RaftPortUnreachable
+from raftsched.raft import admin_messages
+
+log = logging.getLogger("raftsched.raft.node")  # the node's logger
 
 RESTART_HOLD = 3.0  # s a restarted node waits for the leader before it may stand
 HANDOVER_RETRY = 0.02  # s between transfer requests while no follower holds every entry
@@ -121,14 +124,12 @@ class Handover:
             return True
 
     def _ask_transfer(self) -> bool:
-        from pysyncobj.utility import TcpUtility, UtilityException
-
-        utility = TcpUtility(password=self.settings.secret or None, timeout=1.0)
+        me = self.settings.self_address
         try:
-            answer = utility.executeCommand(self.settings.self_address, ["transfer", ""])
-        except UtilityException as err:
+            answer = admin_messages.send(me, self.settings.secret, ["transfer", ""], timeout=1.0)
+        except RaftPortUnreachable as err:
             log.debug("transfer request not answered: %s", err)
             return False
-        return str(answer).startswith("SUCCESS")
+        return answer.startswith("SUCCESS")
 
     # -- lifecycle ---------------------------------------------------------------------------

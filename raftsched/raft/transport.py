@@ -2,20 +2,20 @@
 
 - :func:`safe_commit_index`: the commit index a follower may take from an append_entries
   message (Raft's min(leaderCommit, last new entry); pysyncobj takes its own last index),
-  after :func:`~raftsched.cluster.append_entries.trim_append_entries` kept the message from
+  after :func:`~raftsched.raft.append_entries.trim_append_entries` kept the message from
   truncating entries the journal already holds.
 - :class:`ContactTransport`: pysyncobj's TCP transport that notes when the leader last reached
   this node, applies :func:`safe_commit_index`, and holds append-entries acknowledgements
   (``next_node_idx``) until the journal's ``durable_index`` covers what they acknowledge
   (:meth:`ContactTransport.release_held`; the fsync runs on the journal's own thread). It
   also reassembles a large entry's chunks and keeps a refusal from undoing the leader's step
-  back (:class:`~raftsched.cluster.append_entries.ChunkAssembler`,
-  :func:`~raftsched.cluster.append_entries.lower_refusal`).
+  back (:class:`~raftsched.raft.append_entries.ChunkAssembler`,
+  :func:`~raftsched.raft.append_entries.lower_refusal`).
 - :func:`durable_commit_index`: the commit index a leader may take when it counts itself only
   for the entries on its own disk.
 - pysyncobj builds its journal with the module-level ``createJournal(journalFile)``: the journals
   of scheduler nodes (registered by path with :func:`register_journal`) become
-  :class:`~raftsched.cluster.journal.DurableJournal`; any other SyncObj keeps pysyncobj's own.
+  :class:`~raftsched.raft.journal.DurableJournal`; any other SyncObj keeps pysyncobj's own.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ import pysyncobj.syncobj as _pysyncobj_syncobj
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
-from raftsched.cluster.append_entries import (
+from raftsched.core.versions import RELEASE
+from raftsched.raft.append_entries import (
     ChunkAssembler,
     Conflict,
     lower_refusal,
     note_conflict,
     trim_append_entries,
 )
-from raftsched.cluster.journal import DurableJournal
-from raftsched.core.versions import RELEASE
+from raftsched.raft.journal import DurableJournal
 
 log = logging.getLogger(__name__)
 

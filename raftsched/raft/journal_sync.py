@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class GroupCommit:
-    """The fsync half of :class:`~raftsched.cluster.journal.DurableJournal` (a mixin: it uses
+    """The fsync half of :class:`~raftsched.raft.journal.DurableJournal` (a mixin: it uses
     the journal's ``_fd``, ``_entries``, ``durable``, ``path``, ``_sync_fd`` and
     ``_store_meta``)."""
 
