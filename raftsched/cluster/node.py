@@ -1,7 +1,9 @@
-"""The scheduler node: a Raft node (:class:`~raftsched.raft.node.RaftNode`) whose entries are
-scheduler commands applied to one ``SchedulerState``.
+"""The scheduler node: one ``SchedulerState`` replicated by a Raft node it holds
+(``self.raft``, a :class:`~raftsched.raft.node.RaftNode`), whose state machine it is.
 
-Contract (the Raft side, proposals, roles, snapshots and handover, is ``raftsched.raft``'s):
+Contract (the Raft side, proposals, roles, snapshots and handover, is ``raftsched.raft``'s;
+the node answers the Raft status its callers read, ``is_leader`` to ``member_releases``, from
+``self.raft``, and tools reach the rest there):
 
 - ``submit(command, callback)`` proposes one command as ONE Raft entry (from any node: the
   Raft layer forwards a follower's command to the leader). ``callback(result, fail_reason)``
@@ -48,6 +50,7 @@ from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
 from raftsched.errors import UpgradeUnfinished
 from raftsched.raft.node import RaftNode
+from raftsched.raft.outcomes import FailReason
 from raftsched.raft.settings import RaftSettings
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ log = logging.getLogger(__name__)
 ApplyListener = Callable[[int, Command, Result], None]
 
 
-class SchedulerNode(ReleaseMixin, RaftNode):
+class SchedulerNode(ReleaseMixin):
     def __init__(
         self,
         settings: RaftSettings,
@@ -70,23 +73,28 @@ class SchedulerNode(ReleaseMixin, RaftNode):
             from raftsched.core.state import SchedulerState
 
             state_factory = SchedulerState
-        # Everything here is set before RaftNode.__init__ starts the tick thread.
+        # Everything here is set before the Raft node starts its tick thread.
+        self.settings = settings
         self._state_factory = state_factory
         self._lock = threading.RLock()
         self._state = state_factory()
         # Prometheus counters and histograms of this node (cluster/metrics.py).
         self.instruments = instruments if instruments is not None else NodeInstruments()
         self._apply_listeners: list[ApplyListener] = [self.instruments.on_apply]
-        super().__init__(settings, instruments=self.instruments)
+        self.raft = RaftNode(settings, self, instruments=self.instruments)
+        self.raft.start()
 
     # -- the state machine -------------------------------------------------------------------
 
     def apply_entry(self, command: Command, log_index: int) -> Result:
         with self._lock:
-            if self._fatal_error is None:  # a finalized upgrade past this release: stop here
-                self._fatal_error = self.too_old_for(command)
-            if self._fatal_error is not None:
-                raise RuntimeError(f"node stopped applying: {self._fatal_error}")
+            if self.raft.fatal_error is None:  # a finalized upgrade past this release: stop
+                too_old = self.too_old_for(command)
+                if too_old is not None:
+                    self.raft.fail(too_old)  # no handover: the runtime exits
+            fatal = self.raft.fatal_error
+            if fatal is not None:
+                raise RuntimeError(f"node stopped applying: {fatal}")
             started = time.perf_counter()
             try:
                 result = self._state.apply(command, log_index=log_index)
@@ -112,11 +120,22 @@ class SchedulerNode(ReleaseMixin, RaftNode):
 
     def submit(self, command: Command, callback: Callable[[Any, int], None]) -> None:
         """Propose ``command``; ``callback(result, fail_reason)`` runs on the tick thread."""
-        if not self.gate_refuses(command):  # (a gated command is refused by propose)
-            refusal = self.release_refusal(command)  # a mixed-release cluster (versions.py)
-            if refusal is not None:
-                raise UpgradeUnfinished(refusal)
-        self.propose(command, callback)
+        if self.raft.gate_refuses(command):
+            callback(None, FailReason.REQUEST_DENIED)
+            return
+        refusal = self.release_refusal(command)  # a mixed-release cluster (versions.py)
+        if refusal is not None:
+            raise UpgradeUnfinished(refusal)
+        self.raft.propose(command, callback)
+
+    @property
+    def command_gate(self) -> Callable[[Command | None], str | None] | None:
+        """Set by the runtime: see the module's docstring."""
+        return self.raft.command_gate
+
+    @command_gate.setter
+    def command_gate(self, gate: Callable[[Command | None], str | None] | None) -> None:
+        self.raft.command_gate = gate
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -134,6 +153,11 @@ class SchedulerNode(ReleaseMixin, RaftNode):
         """(applied index of the state, its digest), taken atomically."""
         with self._lock:
             return int(self._state.applied_index), self._state.digest()
+
+    @property
+    def fatal_error(self) -> str | None:
+        """Why this node stopped for good (the runtime exits), or None."""
+        return self.raft.fatal_error
 
     @property
     def apply_error(self) -> str | None:
@@ -166,6 +190,45 @@ class SchedulerNode(ReleaseMixin, RaftNode):
         state = _restore(self._state_factory, data)
         with self._lock:
             self._state = state
+
+    # -- the Raft node's status, as the API, the leader loop and the runtime read it ----------
+
+    @property
+    def role(self) -> str:
+        return self.raft.role
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.is_leader
+
+    @property
+    def term(self) -> int:
+        return self.raft.term
+
+    @property
+    def leader_address(self) -> str | None:
+        return self.raft.leader_address
+
+    @property
+    def quorum(self) -> bool:
+        return self.raft.quorum
+
+    @property
+    def last_leader_contact(self) -> float | None:
+        return self.raft.last_leader_contact
+
+    def peers(self) -> dict[str, bool]:
+        return self.raft.peers()
+
+    def member_releases(self) -> dict[str, int | None]:
+        return self.raft.member_releases()
+
+    def add_role_listener(self, listener: Callable[[str], None]) -> None:
+        self.raft.add_role_listener(listener)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the Raft node (tick thread, sockets, journal). Idempotent."""
+        self.raft.close(timeout)
 
 
 def _restore(factory: Callable[[], SchedulerState], data: dict[str, Any]) -> SchedulerState:

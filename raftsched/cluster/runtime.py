@@ -211,7 +211,7 @@ class NodeRuntime:
                 except Exception:
                     log.exception("stopping %s failed", type(part).__name__)
         try:
-            node.hand_over(timeout)
+            node.raft.hand_over(timeout)
         except Exception:  # a failed handover must not keep the process from stopping
             log.exception("handing leadership over failed; stopping anyway")
 
@@ -239,8 +239,8 @@ class NodeRuntime:
             "term": node.term,
             "leader": node.leader_address,
             "has_quorum": node.quorum,
-            "commit_index": node.commit_index,
-            "applied_index": node.last_applied,
+            "commit_index": node.raft.commit_index,
+            "applied_index": node.raft.last_applied,
             "digest": digest,
             "digest_index": digest_index,
             "outbox_size": outbox[0],

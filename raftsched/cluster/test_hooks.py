@@ -49,7 +49,7 @@ def install(node: SchedulerNode, env: dict[str, str] | None = None) -> None:
 
 def slow_fsync(node: SchedulerNode, delay: float) -> None:
     """Every journal fsync of ``node`` takes ``delay`` seconds longer."""
-    journal = node.journal
+    journal = node.raft.journal
     if not hasattr(journal, "fsync_delay"):
         log.error("%s: this node's journal has no fsync to slow down: ignored", FSYNC_DELAY_ENV)
         return
@@ -92,7 +92,7 @@ class ApplyDelay:
                 message["commit_index"] = self.hold_back(int(message["commit_index"]))
             deliver(peer, message)
 
-        node.filter_received(received)
+        node.raft.filter_received(received)
 
     def hold_back(self, commit_index: int) -> int:
         """The highest commit index heard at least ``delay`` seconds ago."""

@@ -46,8 +46,8 @@ def change_membership(node: Any, address: str, *, add: bool, wait: float = MEMBE
             box.append(error)
             ev.set()
 
-        change = node.addNodeToCluster if add else node.removeNodeFromCluster
-        change(address, callback=callback)
+        change = node.add_member if add else node.remove_member
+        change(address, callback)
         if not event.wait(max(0.1, end - time.monotonic())):
             break
         error = box[0]

@@ -1,310 +1,179 @@
-"""``RaftNode``: pysyncobj's ``SyncObj`` with raftsched's patches, and one replicated entry type.
+"""``RaftNode``: one member of a Raft cluster, built by composition (the package's contract).
 
-The contract is the package's (``raftsched/raft/__init__.py``). This module is where the node
-reaches into pysyncobj's private state (``_SyncObj__*``); the patches themselves are mixins
-of their own modules (:mod:`~raftsched.raft.group_commit`, :mod:`~raftsched.raft.handover`,
-:mod:`~raftsched.raft.releases`) and the transport (:mod:`~raftsched.raft.transport`).
+``RaftNode(settings, fsm, instruments=...)`` is the only way raftsched uses Raft. It owns a
+private pysyncobj ``SyncObj`` (:class:`~raftsched.raft.engine.Engine`, where every patch
+and every reach-in lives) and answers only through the methods below; nothing of pysyncobj
+leaks through them (roles are names, failure reasons are
+:class:`~raftsched.raft.outcomes.FailReason`).
 
-A subclass supplies the state machine through four methods, called on the tick thread:
-
-- ``apply_entry(command, log_index)`` applies one committed command and returns its result.
-  ``log_index`` is the entry's Raft index (``raftLastApplied + 1``: pysyncobj increments it
-  after the replicated method returns), the fencing token of leases.
-- ``snapshot_subject()`` returns ``(state, lock)``: the state whose ``snapshot()`` a forked
-  child writes, and the lock under which it forks (:mod:`~raftsched.raft.snapshots`).
-- ``snapshot_refusal()`` says why no snapshot may be written now (None: it may).
-- ``restore_state(data)`` replaces the state with the snapshot dict ``data`` (may raise: the
-  node then records ``fatal_error`` and pysyncobj's load fails).
+``fsm`` is the state machine (:class:`~raftsched.raft.engine.StateMachine`): entries,
+snapshots and restores reach it on the tick thread. ``start()`` starts the tick thread (and
+may replay the journal into ``fsm`` at once), so whatever ``fsm`` needs must exist before it.
+Everything here may be called from any thread once started, except where a method says so.
 """
 
 from __future__ import annotations
 
-import logging
-import pickle
-import threading
-import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from pysyncobj import SyncObj, replicated
-
-from raftsched.raft.group_commit import DurableTicks
-from raftsched.raft.handover import Handover
-from raftsched.raft.outcomes import FailReason, Role, role_name
-from raftsched.raft.releases import ReleaseReports
-from raftsched.raft.settings import RaftSettings, build_conf
-from raftsched.raft.snapshots import (
-    ForkedSnapshotWriter,
-    align_journal,
-    entry_index,
-    read_snapshot_file,
-)
-from raftsched.raft.transport import _REGULAR, ContactTransport, register_journal
-
-log = logging.getLogger(__name__)
-
-RoleListener = Callable[[str], None]
-MessageFilter = Callable[[Any, Any, Callable[[Any, Any], None]], None]
+from raftsched.raft.engine import Engine, Fatal, MessageFilter, RaftInstruments, StateMachine
+from raftsched.raft.settings import RaftSettings
 
 
-class RaftInstruments(Protocol):
-    """What the node and its snapshot writer record (``cluster/instruments.NodeInstruments``)."""
-
-    snapshot_pause: Any
-    snapshot_duration: Any
-    snapshot_failures: Any
-
-    def note_leader(self, term: int) -> None: ...
-
-
-class RaftNode(Handover, DurableTicks, ReleaseReports, SyncObj):
-    def __init__(self, settings: RaftSettings, *, instruments: RaftInstruments) -> None:
-        # Everything here is set before SyncObj.__init__ starts the tick thread.
-        settings.node_dir.mkdir(parents=True, exist_ok=True)
+class RaftNode:
+    def __init__(
+        self, settings: RaftSettings, fsm: StateMachine, *, instruments: RaftInstruments
+    ) -> None:
         self.settings = settings
-        self.raft_instruments = instruments
-        self._role_listeners: list[RoleListener] = []
-        self._role_cond = threading.Condition()
-        self._role_seq = 0
-        self._last_leader_contact: float | None = None
-        self._fatal_error: str | None = None
-        self._closed = False
-        self.command_gate: Callable[[Any], str | None] | None = None
-        self._init_releases()  # members' releases, heard by the transport (raft/releases.py)
-        register_journal(str(settings.journal_file), settings.durable_journal)
-        conf = build_conf(
-            settings,
-            serializer=self._write_snapshot,
-            deserializer=self._read_snapshot,
-            on_state_changed=self._on_state_changed,
-        )
-        # Snapshots are written by a forked child; pysyncobj polls this for its outcome.
-        conf.serializeChecker = self._snapshot_progress
-        self._snapshots = ForkedSnapshotWriter(str(settings.dump_file), instruments)
-        super().__init__(
-            settings.self_address,
-            list(settings.partners),
-            conf,
-            transportClass=ContactTransport,
-        )
-        self._hold_first_election()
+        self._fsm = fsm
+        self._instruments = instruments
+        self._fatal = Fatal()
+        self._engine: Engine | None = None
 
-    # -- the state machine (a subclass's) ----------------------------------------------------
+    def start(self) -> None:
+        """Open the journal, load the last snapshot, start the tick thread (once)."""
+        if self._engine is None:
+            self._engine = Engine(
+                self.settings, self._fsm, instruments=self._instruments, fatal=self._fatal
+            )
 
-    def apply_entry(self, command: Any, log_index: int) -> Any:
-        raise NotImplementedError
-
-    def snapshot_subject(self) -> tuple[Any, Any]:
-        raise NotImplementedError
-
-    def snapshot_refusal(self) -> str | None:
-        return None
-
-    def restore_state(self, data: dict[str, Any]) -> None:
-        raise NotImplementedError
+    @property
+    def _started(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("the Raft node is not started")
+        return self._engine
 
     # -- proposals ---------------------------------------------------------------------------
 
-    @replicated
-    def _apply_command(self, command: Any) -> Any:
-        return self.apply_entry(command, self.raftLastApplied + 1)
-
     def propose(self, command: Any, callback: Callable[[Any, int], None]) -> None:
-        """Propose ``command`` as one entry; ``callback(result, FailReason)`` runs on the tick
-        thread. Refused at once (REQUEST_DENIED) while ``command_gate`` names a reason."""
-        if self.gate_refuses(command):
-            callback(None, FailReason.REQUEST_DENIED)
-            return
-        self._apply_command(command, callback=callback)
+        """Append ``command`` as one entry; ``callback(result, FailReason)`` runs once on the
+        tick thread (the contract says what each reason means, and that it can be lost)."""
+        self._started.propose(command, callback)
+
+    def propose_all(self, commands: list[Any], callback: Callable[[Any, int], None]) -> None:
+        """Propose each of ``commands`` in order, one entry each (the same callback for all)."""
+        for command in commands:
+            self.propose(command, callback)
+
+    @property
+    def command_gate(self) -> Callable[[Any], str | None] | None:
+        """While it returns a reason for a command, the command is refused (REQUEST_DENIED)
+        when it is proposed here or forwarded to this node as leader. ``gate(None)`` is None
+        while it refuses nothing (forwarded commands are then not decoded)."""
+        return self._started.command_gate
+
+    @command_gate.setter
+    def command_gate(self, gate: Callable[[Any], str | None] | None) -> None:
+        self._started.command_gate = gate
 
     def gate_refuses(self, command: Any) -> bool:
-        gate = self.command_gate
-        if gate is None:
-            return False
-        try:
-            return gate(command) is not None
-        except Exception:
-            log.exception("command gate failed")
-            return False
-
-    def _applyCommand(self, command: Any, callback: Any, commandType: Any = None) -> None:
-        # pysyncobj gives a follower's forwarded command to the leader's SyncObj here, as its
-        # pickled bytes with commandType None: without this, the gate would stop only the
-        # commands proposed on the leader itself.
-        gate = self.command_gate
-        if (
-            gate is not None
-            and commandType is None
-            and gate(None) is not None  # the gate is closed for something: look closer
-            and isinstance(command, bytes)
-            and command[:1] == _REGULAR
-        ):
-            try:
-                decoded = pickle.loads(command[1:])
-                args = decoded[1] if isinstance(decoded, tuple) and len(decoded) > 1 else ()
-                inner = args[0] if args else None
-            except Exception:
-                inner = None
-            if inner is not None and self.gate_refuses(inner):
-                self._SyncObj__callErrCallback(FailReason.REQUEST_DENIED, callback)  # type: ignore[attr-defined]
-                return
-        super()._applyCommand(command, callback, commandType)
+        return self._started.gate_refuses(command)
 
     # -- what the node knows -----------------------------------------------------------------
 
     @property
     def role(self) -> str:
-        return role_name(self._SyncObj__raftState)  # type: ignore[attr-defined]
+        """ "follower", "candidate" or "leader"."""
+        return self._started.role
 
     @property
     def is_leader(self) -> bool:
-        return self._isLeader()
+        """This node believes it leads (possibly with another: act only on commits)."""
+        return self._started.is_leader
 
     @property
     def term(self) -> int:
-        return int(self.raftCurrentTerm)
-
-    @property
-    def commit_index(self) -> int:
-        return int(self.raftCommitIndex)
-
-    @property
-    def last_applied(self) -> int:
-        """The Raft index of the last entry applied (pysyncobj's no-op entries included)."""
-        return int(self.raftLastApplied)
+        return self._started.term
 
     @property
     def leader_address(self) -> str | None:
-        leader = self._getLeader()
-        if leader is None:
-            return None
-        return str(getattr(leader, "address", None) or leader.id)
+        return self._started.leader_address
 
     @property
     def quorum(self) -> bool:
-        for _ in range(5):  # the tick thread may change the connected set meanwhile
-            try:
-                return bool(self.hasQuorum)
-            except RuntimeError:
-                continue
-        return False
+        return self._started.quorum
 
-    def peers(self) -> dict[str, bool]:
-        """Raft address of every other member (sorted) -> connected to this node now."""
-        for _ in range(5):  # the tick thread may change the sets meanwhile
-            try:
-                return {
-                    str(getattr(peer, "address", None) or peer.id): bool(self.isNodeConnected(peer))
-                    for peer in sorted(self.otherNodes, key=lambda n: n.id)
-                }
-            except RuntimeError:
-                continue
-        return {}
+    @property
+    def commit_index(self) -> int:
+        return self._started.commit_index
+
+    @property
+    def last_applied(self) -> int:
+        """Raft index of the last entry applied (the Raft layer's own no-op entries too)."""
+        return self._started.last_applied
 
     @property
     def last_leader_contact(self) -> float | None:
         """Unix time the leader last reached this node (now, if this node leads)."""
-        if self._isLeader():
-            return time.time()
-        return self._last_leader_contact
+        return self._started.last_leader_contact
+
+    def peers(self) -> dict[str, bool]:
+        """Raft address of every other member (sorted) -> connected to this node now."""
+        return self._started.peers()
+
+    def member_releases(self) -> dict[str, int | None]:
+        """Raft address of every member -> the release it last reported (None: unknown)."""
+        return self._started.member_releases()
 
     @property
     def fatal_error(self) -> str | None:
-        return self._fatal_error
+        """Why this node stopped for good (a snapshot it cannot load, ``fail``), or None."""
+        return self._fatal.reason
+
+    def fail(self, reason: str) -> None:
+        """Stop for good (the first reason stays): no handover, the runtime exits."""
+        if self._fatal.reason is None:
+            self._fatal.reason = reason
+
+    @property
+    def journal(self) -> Any:
+        """The Raft log (:class:`~raftsched.raft.journal.DurableJournal`): tests and tools."""
+        return self._started.journal
+
+    # -- events ------------------------------------------------------------------------------
+
+    def add_role_listener(self, listener: Callable[[str], None]) -> None:
+        """``listener(role)`` runs on the tick thread at every role change."""
+        self._started.add_role_listener(listener)
 
     def add_tick_callback(self, callback: Callable[[], None]) -> None:
         """``callback()`` runs on the tick thread at every tick (keep it short)."""
-        self.addOnTickCallback(callback)
+        self._started.add_tick_callback(callback)
+
+    def remove_tick_callback(self, callback: Callable[[], None]) -> None:
+        self._started.removeOnTickCallback(callback)
 
     def filter_received(self, wrap: MessageFilter) -> None:
-        """Every Raft message this node receives goes through ``wrap(peer, message, deliver)``
-        first, on the tick thread (a test hook: a lagging replica)."""
-        transport = self._SyncObj__transport  # type: ignore[attr-defined]
-        inner = transport._onMessageReceivedCallback
-        transport._onMessageReceivedCallback = lambda peer, message: wrap(peer, message, inner)
+        """Every Raft message received goes through ``wrap(peer, message, deliver)`` first
+        (tick thread; a test hook: a lagging replica)."""
+        self._started.filter_received(wrap)
 
-    # -- role events -------------------------------------------------------------------------
+    # -- membership, leadership, snapshots, lifecycle ----------------------------------------
 
-    def add_role_listener(self, listener: RoleListener) -> None:
-        with self._role_cond:
-            self._role_listeners.append(listener)
+    def add_member(self, address: str, callback: Callable[[Any, int], None]) -> None:
+        """Start adding ``address`` (one change at a time; see raft/membership.py)."""
+        self._started.addNodeToCluster(address, callback=callback)
 
-    def wait_role_change(self, seen: int, timeout: float) -> int:
-        """Block until the role changed since sequence number ``seen`` (or timeout); return
-        the current sequence number. Start with ``seen=role_seq``."""
-        with self._role_cond:
-            self._role_cond.wait_for(lambda: self._role_seq != seen, timeout)
-            return self._role_seq
+    def remove_member(self, address: str, callback: Callable[[Any, int], None]) -> None:
+        self._started.removeNodeFromCluster(address, callback=callback)
+
+    def hand_over(self, timeout: float) -> str | None:
+        """Hand leadership to the most up-to-date connected follower; the new leader's
+        address, or None (see raft/handover.py)."""
+        return self._started.hand_over(timeout)
 
     @property
-    def role_seq(self) -> int:
-        with self._role_cond:
-            return self._role_seq
-
-    def _on_state_changed(self, old: int, new: int) -> None:
-        role = role_name(new)
-        log.info(
-            "raft role %s -> %s (term %d, leader %s)",
-            role_name(old),
-            role,
-            self.raftCurrentTerm,
-            self.leader_address,
-        )
-        if new == Role.LEADER:
-            self.raft_instruments.note_leader(int(self.raftCurrentTerm))
-        with self._role_cond:
-            self._role_seq += 1
-            listeners = list(self._role_listeners)
-            self._role_cond.notify_all()
-        for listener in listeners:
-            try:
-                listener(role)
-            except Exception:
-                log.exception("role listener failed")
-
-    def _note_leader_contact(self) -> None:
-        self._last_leader_contact = time.time()
-        self.raft_instruments.note_leader(int(self.raftCurrentTerm))
-
-    # -- snapshots (called by pysyncobj on the tick thread) ----------------------------------
-
-    def _write_snapshot(self, filename: str, raft_data: Any) -> None:
-        """Start writing a snapshot of the state as it is now (a forked child: see
-        :mod:`raftsched.raft.snapshots`) and return at once; ``filename`` is pysyncobj's
-        temporary path."""
-        refusal = self.snapshot_refusal()
-        if refusal is not None:  # pysyncobj retries compaction later
-            self._snapshots.refuse(refusal)
-        state, lock = self.snapshot_subject()
-        self._snapshots.start(state, tuple(raft_data), lock, filename)
-
-    def _snapshot_progress(self) -> int:
-        """pysyncobj's ``serializeChecker``: where the forked snapshot writer is."""
-        return self._snapshots.progress()
-
-    def _read_snapshot(self, filename: str) -> tuple[Any, ...]:
-        try:
-            payload = read_snapshot_file(filename)
-            self.restore_state(payload["state"])
-        except Exception as err:
-            self._fatal_error = f"cannot load snapshot {filename}: {err}"
-            log.critical("%s", self._fatal_error)
-            raise
-        align_journal(getattr(self, "_SyncObj__raftLog", None), payload["raft"])
-        log.info("snapshot loaded at log index %s", entry_index(payload["raft"]))
-        return tuple(payload["raft"])
+    def snapshot_writer(self) -> Any:
+        """The forked snapshot writer (:class:`~raftsched.raft.snapshots.ForkedSnapshotWriter`:
+        its ``timeout``, ``retry_after``, ``running``): tests and tools."""
+        return self._started._snapshots
 
     def force_compaction(self) -> None:
         """Write a snapshot and compact the log at the next tick (tests, tools)."""
-        self.forceLogCompaction()
+        self._started.forceLogCompaction()
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the tick thread, close sockets and the journal. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self.destroy()
-        self._snapshots.stop()
-        thread = self._SyncObj__thread  # type: ignore[attr-defined]
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if self._engine is not None:
+            self._engine.close(timeout)

@@ -193,21 +193,24 @@ def test_apply_delay_hook_holds_back_the_commit_index_a_follower_learns():
     def deliver(peer, msg):
         delivered.append(msg)
 
-    class Node:
+    class Raft:
         receive = staticmethod(deliver)
 
         def filter_received(self, wrap):
             inner = self.receive
             self.receive = lambda peer, message: wrap(peer, message, inner)
 
+    class Node:
+        raft = Raft()
+
     node = Node()
     test_hooks.install(node, {})  # type: ignore[arg-type]
     test_hooks.install(node, {test_hooks.APPLY_DELAY_ENV: "nope"})  # type: ignore[arg-type]
     assert len(delivered) == 0
-    node.receive(None, {"type": "append_entries", "commit_index": 3})
+    node.raft.receive(None, {"type": "append_entries", "commit_index": 3})
     assert delivered[-1]["commit_index"] == 3  # not installed: untouched
     test_hooks.install(node, {test_hooks.APPLY_DELAY_ENV: "0.2"})  # type: ignore[arg-type]
-    receive = node.receive
+    receive = node.raft.receive
     receive(None, {"type": "append_entries", "commit_index": 5})
     assert delivered[-1]["commit_index"] == 0  # heard just now: held back
     receive(None, {"type": "request_vote", "term": 2})

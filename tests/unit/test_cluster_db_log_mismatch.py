@@ -215,7 +215,7 @@ def _outcome(node: SchedulerNode, command: AckMaterialized, *, forward: bool) ->
             done.set()
 
         if forward:
-            node._apply_command(command, callback=callback)
+            node.raft._engine._apply_command(command, callback=callback)  # (past the gate here)
         else:
             node.submit(command, callback)
         done.wait(5.0)

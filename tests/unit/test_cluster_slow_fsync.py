@@ -54,7 +54,7 @@ def test_a_slow_fsync_causes_no_election(tmp_path: Path, slow: str) -> None:
         victim = leader if slow == "leader" else next(n for n in nodes if n is not leader)
         delay = 2 * victim.settings.raft_max_timeout
         test_hooks.install(victim, {test_hooks.FSYNC_DELAY_ENV: str(delay)})
-        fsyncs_before = victim.journal.fsyncs
+        fsyncs_before = victim.raft.journal.fsyncs
 
         errors: list[BaseException] = []
 
@@ -81,14 +81,14 @@ def test_a_slow_fsync_causes_no_election(tmp_path: Path, slow: str) -> None:
         assert not errors, errors
         # the slow disk was really in the way: several slow fsyncs while commands flowed
         wait_for(
-            lambda: victim.journal.fsyncs >= fsyncs_before + 2,
+            lambda: victim.raft.journal.fsyncs >= fsyncs_before + 2,
             timeout=10,
             what="slow fsyncs on the victim",
         )
-        last = leader.journal[-1][1]
+        last = leader.raft.journal[-1][1]
         # the victim still takes part: its durable copy catches up, and so does its commit
         wait_for(
-            lambda: victim.journal.durable_index >= last and victim.raftCommitIndex >= last,
+            lambda: victim.raft.journal.durable_index >= last and victim.raft.commit_index >= last,
             timeout=20,
             what="the slow node to hold every entry on disk",
         )

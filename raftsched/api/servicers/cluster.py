@@ -242,7 +242,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
 
     def _apply_change(self, address: str, add: bool) -> None:
         try:
-            change_membership(self.ctx.node, address, add=add)
+            change_membership(self.ctx.node.raft, address, add=add)
         except MembershipUnconfirmed:
             if not self.ctx.has_leader():
                 raise self.ctx.no_quorum() from None
