@@ -48,6 +48,10 @@ _ATTRIBUTES = (
     ("pysyncobj.node", "TCPNode"),
     # group_commit.py and journal_sync.py (fsync off the tick thread, keep-alives, wake-ups)
     ("pysyncobj.monotonic", "monotonic"),
+    # clock.py (a simulation's virtual time) and memory_transport.py (messages as data)
+    ("pysyncobj.syncobj", "monotonicTime"),
+    ("pysyncobj.syncobj", "random"),
+    ("pysyncobj.transport", "Transport._onNodeConnected"),
     ("pysyncobj.pipe_notifier", "PipeNotifier"),
     ("pysyncobj.tcp_connection", "CONNECTION_STATE"),
     *(

@@ -37,6 +37,8 @@ log = logging.getLogger("raftsched.raft.node")  # the node's one logger
 
 RoleListener = Callable[[str], None]
 MessageFilter = Callable[[Any, Any, Callable[[Any, Any], None]], None]
+# pysyncobj's transportClass: (engine, this node, the other nodes) -> a Transport
+TransportFactory = Callable[[Any, Any, Any], Any]
 
 
 class StateMachine(Protocol):
@@ -77,6 +79,8 @@ class Engine(Handover, DurableTicks, ReleaseReports, SyncObj):
         *,
         instruments: RaftInstruments,
         fatal: Fatal,
+        transport: TransportFactory = ContactTransport,
+        auto_tick: bool = True,
     ) -> None:
         # Everything here is set before SyncObj.__init__ starts the tick thread.
         settings.node_dir.mkdir(parents=True, exist_ok=True)
@@ -99,12 +103,13 @@ class Engine(Handover, DurableTicks, ReleaseReports, SyncObj):
         )
         # Snapshots are written by a forked child; pysyncobj polls this for its outcome.
         conf.serializeChecker = self._snapshot_progress
+        conf.autoTick = auto_tick  # off: the caller ticks (raft/memory_transport.py)
         self._snapshots = ForkedSnapshotWriter(str(settings.dump_file), instruments)
         super().__init__(
             settings.self_address,
             list(settings.partners),
             conf,
-            transportClass=ContactTransport,
+            transportClass=transport,
         )
         self._hold_first_election()
 
@@ -292,6 +297,6 @@ class Engine(Handover, DurableTicks, ReleaseReports, SyncObj):
         self._closed = True
         self.destroy()
         self._snapshots.stop()
-        thread = self._SyncObj__thread  # type: ignore[attr-defined]
+        thread = getattr(self, "_SyncObj__thread", None)  # none without auto_tick
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)

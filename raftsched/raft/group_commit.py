@@ -29,9 +29,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pysyncobj.monotonic import monotonic as raft_clock  # its timers' clock: not time.monotonic
 from pysyncobj.pipe_notifier import PipeNotifier
 
+from raftsched.raft import clock
 from raftsched.raft.outcomes import Role
 from raftsched.raft.transport import durable_commit_index
 
@@ -67,7 +67,7 @@ class DurableTicks:
             return
         deadline = getattr(self, "_SyncObj__raftElectionDeadline", None)
         poller = getattr(self, "_poller", None)
-        if deadline is None or poller is None or deadline >= raft_clock():
+        if deadline is None or poller is None or deadline >= clock.now():
             return
         transport = getattr(self, "_SyncObj__transport", None)
         if transport is not None and getattr(transport, "ready", False):
@@ -86,7 +86,7 @@ class DurableTicks:
         pysyncobj's clock (CLOCK_MONOTONIC_RAW), not ``time.monotonic``."""
         if self._SyncObj__raftState == _LEADER:  # type: ignore[attr-defined]
             return time_to_wait
-        left = getattr(self, "_SyncObj__raftElectionDeadline", 0.0) - raft_clock()
+        left = getattr(self, "_SyncObj__raftElectionDeadline", 0.0) - clock.now()
         if left <= 0:  # passed already (e.g. not connected to anyone): pysyncobj's pace
             return time_to_wait
         return min(time_to_wait, left + 0.001)

@@ -15,10 +15,8 @@ import logging
 import time
 from typing import Any
 
-from pysyncobj.monotonic import monotonic as _monotonic  # the clock of pysyncobj's timers
-
 from raftsched.errors import RaftPortUnreachable
-from raftsched.raft import admin_messages
+from raftsched.raft import admin_messages, clock
 
 log = logging.getLogger("raftsched.raft.node")  # the node's logger
 
@@ -110,7 +108,7 @@ class Handover:
             return
         # The tick thread compares this float with the clock; it reaches its first election
         # check no earlier than raft_min_timeout after __init__, so there is no race here.
-        setattr(self, attribute, max(getattr(self, attribute), _monotonic() + hold))
+        setattr(self, attribute, max(getattr(self, attribute), clock.now() + hold))
 
     def _handover_resend(self) -> float:
         # The target stands at once on TimeoutNow and wins within a round trip; a leader still

@@ -17,17 +17,36 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from raftsched.raft.engine import Engine, Fatal, MessageFilter, RaftInstruments, StateMachine
+from raftsched.raft.engine import (
+    Engine,
+    Fatal,
+    MessageFilter,
+    RaftInstruments,
+    StateMachine,
+    TransportFactory,
+)
 from raftsched.raft.settings import RaftSettings
+from raftsched.raft.transport import ContactTransport
 
 
 class RaftNode:
     def __init__(
-        self, settings: RaftSettings, fsm: StateMachine, *, instruments: RaftInstruments
+        self,
+        settings: RaftSettings,
+        fsm: StateMachine,
+        *,
+        instruments: RaftInstruments,
+        transport: TransportFactory = ContactTransport,
+        auto_tick: bool = True,
     ) -> None:
+        """``transport``: pysyncobj's TCP with our patches, or a
+        :class:`~raftsched.raft.memory_transport.MemoryNetwork`'s ``transport``.
+        ``auto_tick=False``: no tick thread; the caller calls :meth:`tick`."""
         self.settings = settings
         self._fsm = fsm
         self._instruments = instruments
+        self._transport = transport
+        self._auto_tick = auto_tick
         self._fatal = Fatal()
         self._engine: Engine | None = None
 
@@ -35,8 +54,18 @@ class RaftNode:
         """Open the journal, load the last snapshot, start the tick thread (once)."""
         if self._engine is None:
             self._engine = Engine(
-                self.settings, self._fsm, instruments=self._instruments, fatal=self._fatal
+                self.settings,
+                self._fsm,
+                instruments=self._instruments,
+                fatal=self._fatal,
+                transport=self._transport,
+                auto_tick=self._auto_tick,
             )
+
+    def tick(self) -> None:
+        """One tick, without waiting (only with ``auto_tick=False``): read what arrived,
+        stand or step down if a deadline passed, send, apply what committed."""
+        self._started.doTick(0.0)
 
     @property
     def _started(self) -> Engine:

@@ -120,11 +120,14 @@ _REGULAR = b"\x00"  # pysyncobj's _COMMAND_TYPE.REGULAR, as the first byte of a 
 _KEEPALIVE = {"type": "keepalive"}
 
 
-class ContactTransport(TCPTransport):
-    """pysyncobj's TCP transport: notes when the leader last reached us, holds a follower's
-    commit index to what the leader has vouched for (:func:`safe_commit_index`), and holds
-    append-entries acknowledgements until the journal has them on disk (:meth:`release_held`).
-    """
+class PatchedTransport:
+    """Our patches of any pysyncobj ``Transport`` (a mixin before it): notes when the leader
+    last reached us, holds a follower's commit index to what the leader has vouched for
+    (:func:`safe_commit_index`), keeps append_entries from truncating what the journal holds,
+    holds append-entries acknowledgements until the journal has them on disk
+    (:meth:`release_held`), and tags every message with this node's release."""
+
+    _syncObj: Any
 
     def send(self, node: Any, message: Any) -> bool:
         if isinstance(message, dict):
@@ -164,24 +167,6 @@ class ContactTransport(TCPTransport):
             if not stale:
                 super().send(node, message)
         del held[:sent]
-
-    def keep_alive(self, interval: float) -> None:
-        """Send a ``keepalive`` to every connected node at most every ``interval`` seconds
-        (tick thread; pysyncobj ignores message types it does not know).
-
-        pysyncobj closes a connection on which nothing was read for ``connectionTimeout``,
-        and checks that only when it next sends on it. Two followers never write to each other,
-        so when the leader died the first vote request found their link stale, closed it and
-        was lost: the election waited for a reconnect and a second election timeout (about
-        half of the ~0.55-s failover measured in issue 16). With a message each way every
-        ``interval`` the link is always fresh and a vote request arrives at once."""
-        now = time.monotonic()
-        if now - getattr(self, "_last_keepalive", 0.0) < interval:
-            return
-        self._last_keepalive = now
-        for node, connection in list(self._connections.items()):
-            if connection.state == CONNECTION_STATE.CONNECTED:
-                super().send(node, _KEEPALIVE)
 
     def _durable_index(self) -> int:
         journal = getattr(self._syncObj, "journal", None)
@@ -233,6 +218,28 @@ class ContactTransport(TCPTransport):
                 current = int(getattr(self._syncObj, "raftCommitIndex", 0) or 0)
                 message["commit_index"] = safe_commit_index(message, current)
         super()._onMessageReceived(node, message)
+
+
+class ContactTransport(PatchedTransport, TCPTransport):
+    """pysyncobj's TCP transport with our patches, and keep-alives on every link."""
+
+    def keep_alive(self, interval: float) -> None:
+        """Send a ``keepalive`` to every connected node at most every ``interval`` seconds
+        (tick thread; pysyncobj ignores message types it does not know).
+
+        pysyncobj closes a connection on which nothing was read for ``connectionTimeout``,
+        and checks that only when it next sends on it. Two followers never write to each other,
+        so when the leader died the first vote request found their link stale, closed it and
+        was lost: the election waited for a reconnect and a second election timeout (about
+        half of the ~0.55-s failover measured in issue 16). With a message each way every
+        ``interval`` the link is always fresh and a vote request arrives at once."""
+        now = time.monotonic()
+        if now - getattr(self, "_last_keepalive", 0.0) < interval:
+            return
+        self._last_keepalive = now
+        for node, connection in list(self._connections.items()):
+            if connection.state == CONNECTION_STATE.CONNECTED:
+                TCPTransport.send(self, node, _KEEPALIVE)
 
 
 def register_journal(journal_file: str, durable: bool) -> None:
