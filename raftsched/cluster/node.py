@@ -49,9 +49,10 @@ from raftsched.cluster.versions import ReleaseMixin
 from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
 from raftsched.errors import UpgradeUnfinished
-from raftsched.raft.node import RaftNode
+from raftsched.raft.node import RaftNode, TransportFactory
 from raftsched.raft.outcomes import FailReason
 from raftsched.raft.settings import RaftSettings
+from raftsched.raft.transport import ContactTransport
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -68,7 +69,12 @@ class SchedulerNode(ReleaseMixin):
         *,
         state_factory: Callable[[], SchedulerState] | None = None,
         instruments: NodeInstruments | None = None,
+        transport: TransportFactory = ContactTransport,
+        auto_tick: bool = True,
     ) -> None:
+        """``transport`` and ``auto_tick`` go to the Raft node: a simulation gives a
+        :class:`~raftsched.raft.memory_transport.MemoryNetwork`'s transport and ticks
+        ``node.raft`` by hand."""
         if state_factory is None:
             from raftsched.core.state import SchedulerState
 
@@ -81,7 +87,13 @@ class SchedulerNode(ReleaseMixin):
         # Prometheus counters and histograms of this node (cluster/metrics.py).
         self.instruments = instruments if instruments is not None else NodeInstruments()
         self._apply_listeners: list[ApplyListener] = [self.instruments.on_apply]
-        self.raft = RaftNode(settings, self, instruments=self.instruments)
+        self.raft = RaftNode(
+            settings,
+            self,
+            instruments=self.instruments,
+            transport=transport,
+            auto_tick=auto_tick,
+        )
         self.raft.start()
 
     # -- the state machine -------------------------------------------------------------------

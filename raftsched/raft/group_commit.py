@@ -1,7 +1,7 @@
 """The node's side of the group commit: acknowledgements and the leader's own count wait for
 the journal's fsync thread, never the tick thread.
 
-:class:`DurableTicks` is mixed into ``SchedulerNode`` before pysyncobj's ``SyncObj``:
+:class:`DurableTicks` is mixed into the engine (``raft/engine.py``) before pysyncobj's ``SyncObj``:
 
 - On its first tick the node starts the journal's fsync thread
   (:meth:`~raftsched.raft.journal_sync.GroupCommit.start_syncer`), with a pipe on the tick

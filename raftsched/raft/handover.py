@@ -1,6 +1,6 @@
 """Planned leadership changes of a scheduler node (SIGTERM on the leader, docs/architecture.md §9).
 
-:class:`Handover` is mixed into :class:`~raftsched.cluster.node.SchedulerNode`:
+:class:`Handover` is mixed into the engine (:class:`~raftsched.raft.engine.Engine`):
 
 - ``hand_over(timeout)``: leadership goes to the most up-to-date connected follower (pysyncobj's
   ``transferLeadership``: Raft's TimeoutNow), and the call returns once another node leads
@@ -26,7 +26,7 @@ HANDOVER_POLL = 0.01  # s between looks at the role while a handover runs
 
 
 class Handover:
-    """Mixin for SchedulerNode (uses its settings, role properties and pysyncobj state)."""
+    """Mixin of the engine (uses its settings, role properties and pysyncobj state)."""
 
     settings: Any
     _fatal_error: str | None

@@ -30,7 +30,7 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architect
   compaction is later by its ``compaction_offset`` (rank / members) so nodes never compact in
   lockstep.
 - ``handover_timeout`` 3 s (``[cluster] handover_timeout``): how long a leader stopped by
-  SIGTERM waits for the follower it handed leadership to (``SchedulerNode.hand_over``).
+  SIGTERM waits for the follower it handed leadership to (``RaftNode.hand_over``).
 
 Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` (+ ``.meta``) and
 ``raft.dump``.

@@ -4,13 +4,15 @@
   message (Raft's min(leaderCommit, last new entry); pysyncobj takes its own last index),
   after :func:`~raftsched.raft.append_entries.trim_append_entries` kept the message from
   truncating entries the journal already holds.
-- :class:`ContactTransport`: pysyncobj's TCP transport that notes when the leader last reached
-  this node, applies :func:`safe_commit_index`, and holds append-entries acknowledgements
+- :class:`PatchedTransport`: our patches of a pysyncobj transport (TCP here, in memory in
+  :mod:`~raftsched.raft.memory_transport`): it notes when the leader last reached this node,
+  applies :func:`safe_commit_index`, and holds append-entries acknowledgements
   (``next_node_idx``) until the journal's ``durable_index`` covers what they acknowledge
-  (:meth:`ContactTransport.release_held`; the fsync runs on the journal's own thread). It
+  (:meth:`PatchedTransport.release_held`; the fsync runs on the journal's own thread). It
   also reassembles a large entry's chunks and keeps a refusal from undoing the leader's step
   back (:class:`~raftsched.raft.append_entries.ChunkAssembler`,
   :func:`~raftsched.raft.append_entries.lower_refusal`).
+- :class:`ContactTransport`: pysyncobj's TCP transport with those patches, and keep-alives.
 - :func:`durable_commit_index`: the commit index a leader may take when it counts itself only
   for the entries on its own disk.
 - pysyncobj builds its journal with the module-level ``createJournal(journalFile)``: the journals
@@ -69,7 +71,7 @@ def safe_commit_index(message: dict[str, Any], current_commit: int) -> int:
 
 
 # pysyncobj builds its journal with the module-level createJournal(journalFile): journals of
-# SchedulerNodes (registered by path, with their durability) become DurableJournals; any other
+# scheduler nodes (registered by path, with their durability) become DurableJournals; any other
 # SyncObj in the process keeps pysyncobj's own.
 def durable_commit_index(
     proposed: int,
