@@ -156,3 +156,54 @@ def test_the_same_seed_gives_the_same_history(tmp_path: Path, seed: int) -> None
     first = _scenario(tmp_path / "first", seed)
     again = _scenario(tmp_path / "again", seed)
     assert first == again
+
+
+class _Receiver:
+    """What MemoryNetwork needs of a transport: ``receive`` and ``closed``."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, Any]] = []
+
+    def receive(self, src: str, message: Any) -> None:
+        self.got.append((src, message))
+
+
+def _wire(network: MemoryNetwork) -> dict[str, _Receiver]:
+    receivers = {a: _Receiver() for a in ("a", "b", "c")}
+    network._transports.update(receivers)  # type: ignore[arg-type]
+    return receivers
+
+
+def test_the_network_delays_reorders_duplicates_drops_and_partitions_from_its_seed() -> None:
+    def deliveries(seed: int) -> tuple[list[Any], int]:
+        network = MemoryNetwork(seed, delay=(0.0, 0.1), loss=0.2, duplication=0.2)
+        receivers = _wire(network)
+        for i in range(50):
+            network.send("a", "b", {"n": i})
+        network.deliver(0.05)
+        early = len(receivers["b"].got)
+        network.deliver(1.0)
+        assert 0 < early < len(receivers["b"].got)  # delays spread the arrivals
+        return [m["n"] for _, m in receivers["b"].got], network.dropped
+
+    got, dropped = deliveries(5)
+    assert (got, dropped) == deliveries(5)  # the seed decides everything
+    assert got != sorted(got)  # reordered
+    assert len(set(got)) < 50 and dropped > 0  # lost
+    assert len(got) > len(set(got))  # duplicated
+
+    network = MemoryNetwork(1, delay=(0.001, 0.001))
+    receivers = _wire(network)
+    network.partition(["a"], ["b", "c"])
+    message = {"type": "ping"}
+    network.send("a", "b", message)
+    network.send("b", "c", message)
+    network.deliver(1.0)
+    assert receivers["b"].got == [] and receivers["c"].got == [("b", message)]
+    assert receivers["c"].got[0][1] is not message  # data, not a shared object
+    network.heal()
+    network.send("a", "b", message)
+    network.deliver(2.0)
+    assert receivers["b"].got == [("a", message)]
