@@ -63,7 +63,7 @@ _ENTRY = struct.Struct("<QQ")  # index, term
 _PYSYNCOBJ_MAGIC = b"PYSYNCOBJ"
 SYNCED_ENV = "RAFTSCHED_TEST_JOURNAL_SYNCED"
 SLOW_FSYNC = 0.1  # seconds: an fsync this slow is logged
-DUMP_NAME = "raft.dump"  # the node's snapshot, next to the journal (cluster.settings)
+DUMP_NAME = "raft.dump"  # the node's snapshot, next to the journal (raft/settings.py)
 
 
 def _fsync(fd: int) -> None:

@@ -6,15 +6,16 @@ API address, see ``context.peer_api_address``) with a short timeout, forwarding 
 own bearer token, and reports a silent peer as NODE_ROLE_UNREACHABLE with the error. ``lag``
 is the leader's commit index minus the node's applied index.
 
-TransferLeadership. Sent to the current leader's Raft port as a pysyncobj utility message
-(``transfer``; it runs on the leader's tick thread), then waits (bounded) until another node
-leads. Without a target the leader picks the connected follower with the highest match index
-(the most up-to-date one). The leader refuses when the target is not a connected, fully
-caught-up follower; a refusal is asked again for ``TRANSFER_RETRY`` seconds, because a busy
-leader's followers are one heartbeat behind its last entry at most moments.
+TransferLeadership. Sent to the current leader's Raft port as an admin message
+(``raft/admin_messages.py``, ``transfer``; it runs on the leader's tick thread), then waits
+(bounded) until another node leads. Without a target the leader picks the connected follower
+with the highest match index (the most up-to-date one). The leader refuses when the target is
+not a connected, fully caught-up follower; a refusal is asked again for ``TRANSFER_RETRY``
+seconds, because a busy leader's followers are one heartbeat behind its last entry at most
+moments.
 
-AddNode / RemoveNode (pysyncobj dynamic membership, one change at a time). To grow the
-cluster by one node:
+AddNode / RemoveNode (Raft dynamic membership, ``raft/membership.py``, one change at a
+time). To grow the cluster by one node:
 
 1. On the new host, start ``raftsched scheduler --address NEW`` with ``[cluster] nodes``
    listing the current members *and* NEW (same secret). It waits: the members ignore it.
