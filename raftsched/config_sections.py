@@ -84,7 +84,7 @@ class ClusterConfig(_Section):
     # loss may lose acknowledged entries; see README "Benchmarks")
     durable_journal: bool = setting("true", s.boolean)
     # Log compaction (a snapshot) after this many log entries or seconds, whichever comes
-    # first; each node's first one comes later by its own offset (cluster/settings.py).
+    # first; each node's first one comes later by its own offset (raft/settings.py).
     compaction_min_entries: int = setting("5000", s.integer(ge=2))
     compaction_min_seconds: float = setting("300", s.number(gt=0))
     # SIGTERM on the leader: seconds to wait for another node to take over (0: no handover)

@@ -262,3 +262,14 @@ class LoginThrottled(RaftschedError):
         super().__init__(f"{what} Try again in {wait} second{'s' if wait != 1 else ''}.")
         self.scope = scope
         self.retry_after = float(wait)
+
+
+class RaftPortUnreachable(RaftschedError):
+    """A node's Raft port did not answer an admin message (leadership transfer)."""
+
+    status = "UNAVAILABLE"
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"cannot reach the Raft port {address}: {reason}")
+        self.address = address
+        self.reason = reason

@@ -162,10 +162,10 @@ def _scheduler(args: argparse.Namespace) -> int:
     # processes keep gRPC's default.
     os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
     from raftsched import taskenv
-    from raftsched.cluster.compat import check_pysyncobj
     from raftsched.cluster.runtime import NodeRuntime, try_migrate
     from raftsched.config import load_config
     from raftsched.logging_setup import register_stack_dump
+    from raftsched.raft.compat import check_pysyncobj
 
     config = load_config(args.config)
     setup_logging(config.core.logging_level, config.core.log_format)

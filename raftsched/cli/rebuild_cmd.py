@@ -112,9 +112,9 @@ def _settle(state: Any, now: datetime, counts: dict[str, int]) -> None:
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    from raftsched.cluster.settings import node_dir
-    from raftsched.cluster.snapshots import write_starting_point
     from raftsched.config import load_config
+    from raftsched.raft.settings import node_dir
+    from raftsched.raft.snapshots import write_starting_point
 
     config = load_config(args.config)
     setup_logging(config.core.logging_level, config.core.log_format)

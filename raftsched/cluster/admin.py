@@ -17,7 +17,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from raftsched.cluster.settings import split_address
+from raftsched.raft.settings import split_address
 
 log = logging.getLogger(__name__)
 

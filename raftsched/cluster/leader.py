@@ -136,10 +136,10 @@ class LeaderLoop(LeaderTick):
         node.add_role_listener(lambda _role: self._wake.set())
         # Every node (leader or not) logs a stalled tick thread and what it applied meanwhile.
         self.tick_watch = TickWatch()
-        self._on_tick = getattr(node, "addOnTickCallback", None)  # absent in tests' fakes
-        if self._on_tick is not None:
+        self._raft = getattr(node, "raft", None)  # absent in tests' fakes
+        if self._raft is not None:
             node.add_apply_listener(self.tick_watch.on_apply)
-            self._on_tick(self.tick_watch.on_tick)
+            self._raft.add_tick_callback(self.tick_watch.on_tick)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -149,9 +149,9 @@ class LeaderLoop(LeaderTick):
     def stop(self, timeout: float = 10.0) -> None:
         self._runner.stop(timeout)
         self._node.remove_apply_listener(self._on_apply)
-        if self._on_tick is not None:
+        if self._raft is not None:
             self._node.remove_apply_listener(self.tick_watch.on_apply)
-            self._node.removeOnTickCallback(self.tick_watch.on_tick)
+            self._raft.remove_tick_callback(self.tick_watch.on_tick)
 
     def wake(self) -> None:
         self._wake.set()

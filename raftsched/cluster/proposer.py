@@ -25,25 +25,24 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from pysyncobj import FAIL_REASON
-
 from raftsched import clock
 from raftsched.cluster import metrics
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
 from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, UpgradeUnfinished
+from raftsched.raft.outcomes import FailReason
 
 log = logging.getLogger(__name__)
 
 C = TypeVar("C", bound=Command)
 
 _RETRYABLE = {
-    FAIL_REASON.QUEUE_FULL: "queue_full",
-    FAIL_REASON.MISSING_LEADER: "missing_leader",
-    FAIL_REASON.DISCARDED: "discarded",
-    FAIL_REASON.NOT_LEADER: "not_leader",
-    FAIL_REASON.LEADER_CHANGED: "leader_changed",
-    FAIL_REASON.UNKNOWN_OUTCOME: "unknown_outcome",
+    FailReason.QUEUE_FULL: "queue_full",
+    FailReason.MISSING_LEADER: "missing_leader",
+    FailReason.DISCARDED: "discarded",
+    FailReason.NOT_LEADER: "not_leader",
+    FailReason.LEADER_CHANGED: "leader_changed",
+    FailReason.UNKNOWN_OUTCOME: "unknown_outcome",
 }
 _TIMEOUT = -1
 
@@ -95,7 +94,7 @@ class Proposer:
             self._node.submit(command, callback)
         except UpgradeUnfinished as err:
             log.info("%s not proposed: %s", type(command).__name__, err)
-            callback(None, FAIL_REASON.REQUEST_DENIED)
+            callback(None, FailReason.REQUEST_DENIED)
 
     def propose(
         self,
@@ -117,12 +116,12 @@ class Proposer:
         while True:
             attempts += 1
             outcome, result = self._attempt(command, attempt_timeout)
-            if outcome == FAIL_REASON.SUCCESS:
+            if outcome == FailReason.SUCCESS:
                 metrics.of(self._node).commit_latency.observe(max(0.0, self._clock() - end + total))
                 if attempts > 1:
                     log.debug("%s committed after %d attempts", command.request_id, attempts)
                 return result  # type: ignore[no-any-return]
-            if outcome == FAIL_REASON.REQUEST_DENIED:
+            if outcome == FailReason.REQUEST_DENIED:
                 raise RaftschedError(f"command {command.request_id} was refused by the cluster")
             last = "timeout" if outcome == _TIMEOUT else _RETRYABLE.get(outcome, str(outcome))
             remaining = end - self._clock()
@@ -260,7 +259,7 @@ class Pipeline:
 
         def callback(result: Any, error: int) -> None:
             with self._cond:
-                if slot.attempts != attempt and error != FAIL_REASON.SUCCESS:
+                if slot.attempts != attempt and error != FailReason.SUCCESS:
                     return  # a late failure of an attempt already given up (a success counts)
                 slot.outcome, slot.result, slot.done = error, result, True
                 self._cond.notify_all()
@@ -317,7 +316,7 @@ class Pipeline:
 
     @staticmethod
     def _succeeded(slot: _Slot) -> bool:
-        return slot.done and slot.outcome == FAIL_REASON.SUCCESS
+        return slot.done and slot.outcome == FailReason.SUCCESS
 
     def _propose_now(self, command: Command, on_done: Callable[[Any, bool], None]) -> None:
         """Propose and wait (with retries); a command that cannot be committed stops the
@@ -334,7 +333,7 @@ class Pipeline:
         on_done(result, True)
 
 
-REQUEST_DENIED = FAIL_REASON.REQUEST_DENIED
+REQUEST_DENIED = FailReason.REQUEST_DENIED
 _RETRY_PAUSE = 0.05  # seconds before retrying a command pysyncobj refused at once
 _LOOK_AGAIN = 0.1  # seconds between two looks at should_continue while waiting for a commit
 

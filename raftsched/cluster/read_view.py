@@ -9,7 +9,7 @@ and builds its page from it without any lock.
 an applied index (under the node's lock: frozen records shared, runs and task instances
 copied, only those that changed since the last capture, nothing sorted there);
 :meth:`ReadView.build` indexes it outside the lock. (Snapshots are the other consistent
-copy: a forked child's pages, :mod:`raftsched.cluster.snapshots`.)
+copy: a forked child's pages, :mod:`raftsched.raft.snapshots`.)
 
 Contract:
 

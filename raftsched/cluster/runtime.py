@@ -32,12 +32,12 @@ from raftsched.cluster.materializer_driver import MaterializerDriver
 from raftsched.cluster.metrics import NodeInstruments, NodeMetrics
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer
-from raftsched.cluster.settings import RaftSettings, settings_from_config
 from raftsched.cluster.workers_seen import EXTRA_KEY, LOST_KEY, WorkersSeen
 from raftsched.core.model import OutboxEntry
 from raftsched.core.versions import RELEASE
 from raftsched.dags.parser import configure_airflow
 from raftsched.errors import StoreUnavailable
+from raftsched.raft.settings import RaftSettings, settings_from_config
 from raftsched.store.abc import OutboxSink
 from raftsched.store.heartbeats import NodeHeartbeat
 
@@ -150,7 +150,7 @@ class NodeRuntime:
             metrics = NodeMetrics(self.status, instruments, node=lambda: self.node)
             self.admin = AdminServer(s.admin_address, self.status, metrics=metrics.render)
         self.node = node = SchedulerNode(s, instruments=instruments)
-        logging_setup.set_term_provider(lambda: node.raftCurrentTerm)  # "term" of log lines
+        logging_setup.set_term_provider(lambda: node.term)  # "term" of log lines
         test_hooks.install(node)  # RAFTSCHED_TEST_* variables; none in production
         self.proposer = Proposer(node, commit_timeout=s.commit_timeout)
         self.leader_loop = LeaderLoop(node, self.proposer, self.loop_settings)
@@ -216,7 +216,7 @@ class NodeRuntime:
                 except Exception:
                     log.exception("stopping %s failed", type(part).__name__)
         try:
-            node.hand_over(timeout)
+            node.raft.hand_over(timeout)
         except Exception:  # a failed handover must not keep the process from stopping
             log.exception("handing leadership over failed; stopping anyway")
 
@@ -244,8 +244,8 @@ class NodeRuntime:
             "term": node.term,
             "leader": node.leader_address,
             "has_quorum": node.quorum,
-            "commit_index": int(node.raftCommitIndex),
-            "applied_index": int(node.raftLastApplied),
+            "commit_index": node.raft.commit_index,
+            "applied_index": node.raft.last_applied,
             "digest": digest,
             "digest_index": digest_index,
             "outbox_size": outbox[0],

@@ -2,8 +2,8 @@
 
 ``RAFTSCHED_TEST_APPLY_DELAY=SECONDS``: this node's replica lags. While it follows, it
 applies each committed entry SECONDS after the leader told it the entry was committed: the
-commit index carried by the leader's append_entries is held back that long before pysyncobj
-sees it. Nothing else changes: the node still receives, stores and acknowledges every entry
+commit index carried by the leader's append_entries is held back that long before the Raft
+layer sees it. Nothing else changes: the node still receives, stores and acknowledges every entry
 at once (the leader's commits do not wait for it), answers votes and heartbeats on time
 (no spurious elections), and keeps serving reads from its state, which is simply behind —
 as on a slow or distant machine. A leader is never delayed (it has no one to wait for).
@@ -49,7 +49,7 @@ def install(node: SchedulerNode, env: dict[str, str] | None = None) -> None:
 
 def slow_fsync(node: SchedulerNode, delay: float) -> None:
     """Every journal fsync of ``node`` takes ``delay`` seconds longer."""
-    journal = node.journal
+    journal = node.raft.journal
     if not hasattr(journal, "fsync_delay"):
         log.error("%s: this node's journal has no fsync to slow down: ignored", FSYNC_DELAY_ENV)
         return
@@ -81,23 +81,18 @@ class ApplyDelay:
         self._released = 0
 
     def install(self, node: SchedulerNode) -> None:
-        transport = node._SyncObj__transport  # type: ignore[attr-defined]
-        inner = transport._onMessageReceivedCallback
-        if inner is None:
-            log.error("%s: pysyncobj's transport has no message callback: ignored", APPLY_DELAY_ENV)
-            return
         log.warning(
             "%s = %.3f: this node's replica lags on purpose (a test hook)",
             APPLY_DELAY_ENV,
             self.delay,
         )
 
-        def received(peer: Any, message: Any) -> None:
+        def received(peer: Any, message: Any, deliver: Callable[[Any, Any], None]) -> None:
             if _is_append(message) and "commit_index" in message:
                 message["commit_index"] = self.hold_back(int(message["commit_index"]))
-            inner(peer, message)
+            deliver(peer, message)
 
-        transport._onMessageReceivedCallback = received
+        node.raft.filter_received(received)
 
     def hold_back(self, commit_index: int) -> int:
         """The highest commit index heard at least ``delay`` seconds ago."""

@@ -1,12 +1,8 @@
-"""Rolling upgrades on a node: release reports, the proposal gate, finalization (§12).
+"""Rolling upgrades on a node: the proposal gate and finalization (§12).
 
-- **Reports.** Every Raft message a node sends carries its release (:data:`RELEASE_KEY`,
-  added by ``ContactTransport.send``); a node of release 1 adds nothing, and pysyncobj
-  ignores keys it does not read, so the previous release neither sees nor minds it. The
-  receiving transport notes the sender's release (:meth:`ReleaseMixin._note_release`). Only
-  the leader hears from every member (followers answer its heartbeats every 40 ms), so its
-  :meth:`ReleaseMixin.member_releases` is the cluster's picture: a member not heard from in
-  :data:`REPORT_TTL` seconds is unknown.
+- **Reports.** Which release each member runs is heard by the Raft layer
+  (:class:`~raftsched.raft.releases.ReleaseReports`, ``member_releases()``): the leader's
+  picture is the cluster's.
 - **Gate.** ``SchedulerNode.submit`` (every proposal of this node passes there) asks
   :meth:`ReleaseMixin.release_refusal`: while the committed ``cluster_version`` is older
   than this release, a command that a node of that release could not apply identically is
@@ -28,11 +24,9 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
-from raftsched.cluster.transport import RELEASE_KEY
 from raftsched.core import versions as vs
 from raftsched.core.commands import Command, SetClusterVersion
 from raftsched.core.model import DagSpec, ImportErrorRecord
@@ -40,53 +34,16 @@ from raftsched.errors import ReleaseTooOld
 
 log = logging.getLogger(__name__)
 
-REPORT_TTL = 3.0  # seconds a member's last report counts (followers answer every 40 ms)
 FINALIZE_CHECK_INTERVAL = 1.0
 
 
 class ReleaseMixin:
-    """Release reports and the gate of a ``SchedulerNode`` (uses its ``read``, ``otherNodes``
-    and ``settings``)."""
+    """The release gate of a ``SchedulerNode`` (uses its ``read`` and, from the Raft node,
+    ``member_releases``)."""
 
-    _release_lock: threading.Lock
-    _releases: dict[str, tuple[int, float]]
-
-    def _init_releases(self) -> None:
-        self._release_lock = threading.Lock()
-        self._releases = {}
-        # Set once the committed cluster version reached this release: it is never lowered,
-        # so from then on the gate lets everything through without reading the state.
-        self._finalized = False
-
-    def _note_release(self, node: Any, message: dict[str, Any]) -> None:
-        """The transport got ``message`` from ``node``: note the release it runs."""
-        address = str(getattr(node, "address", None) or getattr(node, "id", node))
-        release = message.get(RELEASE_KEY, vs.BASELINE_RELEASE)
-        if not isinstance(release, int) or isinstance(release, bool):
-            release = vs.BASELINE_RELEASE
-        with self._release_lock:
-            self._releases[address] = (release, time.monotonic())
-
-    def member_releases(self) -> dict[str, int | None]:
-        """Raft address of every member -> its release as last reported within REPORT_TTL
-        (None: not heard from; only a leader hears from every member)."""
-        out: dict[str, int | None] = {self.settings.self_address: vs.RELEASE}  # type: ignore[attr-defined]
-        now = time.monotonic()
-        with self._release_lock:
-            reports = dict(self._releases)
-        for peer in self._peers():
-            address = str(getattr(peer, "address", None) or peer.id)
-            release, at = reports.get(address, (None, 0.0))
-            out[address] = release if now - at <= REPORT_TTL else None
-        return out
-
-    def _peers(self) -> list[Any]:
-        for _ in range(5):  # the tick thread may change the set meanwhile
-            try:
-                return list(self.otherNodes)  # type: ignore[attr-defined]
-            except RuntimeError:
-                continue
-        return []
+    # Set once the committed cluster version reached this release: it is never lowered,
+    # so from then on the gate lets everything through without reading the state.
+    _finalized = False
 
     @property
     def cluster_version(self) -> int:
@@ -103,7 +60,8 @@ class ReleaseMixin:
         if isinstance(command, SetClusterVersion):
             if command.version > vs.RELEASE:
                 return f"release {command.version} is newer than this node's ({vs.RELEASE})"
-            behind = {a: r for a, r in self.member_releases().items() if (r or 0) < command.version}
+            releases = self.member_releases()  # type: ignore[attr-defined]
+            behind = {a: r for a, r in releases.items() if (r or 0) < command.version}
             if behind:
                 shown = ", ".join(f"{a}: {r or 'unknown'}" for a, r in sorted(behind.items()))
                 return f"not every member runs release {command.version} yet ({shown})"

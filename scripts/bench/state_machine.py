@@ -35,10 +35,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from raftsched.cluster.snapshots import read_snapshot_file
 from raftsched.core import commands as c
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec
 from raftsched.core.state import SchedulerState
+from raftsched.raft.snapshots import read_snapshot_file
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -283,7 +283,7 @@ def node_build(dags: int, runs: int, tasks: int, path: str) -> None:
 def node_restore(path: str) -> None:
     """Child 2: a node starting from the snapshot file (or receiving it from the leader)."""
 
-    # as a node reads it (raftsched.cluster.node: read_snapshot_file, then restore)
+    # as a node reads it (raftsched.raft.engine: read_snapshot_file, then restore)
     wall, cpu, payload = timed_both(functools.partial(read_snapshot_file, path))
     print(f"  read+unpickle the file    {wall:7.2f} s   (CPU {cpu:6.2f} s)")
     snap, expected = payload["state"], payload["digest"]

@@ -5,7 +5,7 @@
   cut each node's Raft journal back to its last fsynced length (:func:`cut_to_synced`): what
   a power cut of the whole cluster may leave on disk. The nodes run with
   ``RAFTSCHED_TEST_JOURNAL_SYNCED=1`` (:func:`node_env`), so each records its journal's
-  durable length in ``raft.journal.synced`` after every fsync (``raftsched.cluster.journal``);
+  durable length in ``raft.journal.synced`` after every fsync (``raftsched.raft.journal``);
   the meta file (term, vote, commit index) is only ever replaced durably and is kept as it
   is. Heal: restart every node. The start event records, per node, the journal's size, its
   durable length and the bytes dropped.
@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from raftsched.clock import OFFSET_FILE_ENV
-from raftsched.cluster.journal import SYNCED_ENV
-from raftsched.cluster.settings import node_dir
+from raftsched.raft.journal import SYNCED_ENV
+from raftsched.raft.settings import node_dir
 
 OFFSET_FILE = "clock-offset"
 SKEW_SECONDS = (0.5, 1.25)  # magnitude of a clock-skew offset; see the module docstring

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cluster import compat
 from raftsched.errors import ConfigError
+from raftsched.raft import compat
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -42,7 +42,7 @@ EXTRAS = PROJECT["optional-dependencies"]
 
 
 def test_pysyncobj_is_pinned_exactly() -> None:
-    """raftsched patches its internals (raftsched/cluster/compat.py lists them)."""
+    """raftsched patches its internals (raftsched/raft/compat.py lists them)."""
     assert requirement(CORE, "pysyncobj") == f"pysyncobj=={compat.PINNED}"
 
 

@@ -30,7 +30,7 @@ from harness import (
     whole_second,
 )
 
-from raftsched.cluster.journal import SYNCED_ENV
+from raftsched.raft.journal import SYNCED_ENV
 from raftsched.store import tables as t
 
 pytestmark = pytest.mark.slow

@@ -13,13 +13,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pysyncobj import FAIL_REASON
-
 from raftsched.cluster.leader import LeaderLoop, LoopSettings
 from raftsched.cluster.proposer import Proposer
 from raftsched.core import commands as c
 from raftsched.core.results import Result
 from raftsched.core.state import SchedulerState
+from raftsched.raft.outcomes import FailReason
 
 
 class FakeNode:
@@ -67,7 +66,7 @@ class CommittingReplica(FakeNode):
 
     def submit(self, command: c.Command, callback: Callable[[Any, int], None]) -> None:
         self.submitted.append(command)
-        callback(self.apply(command), FAIL_REASON.SUCCESS)
+        callback(self.apply(command), FailReason.SUCCESS)
 
 
 class OneReplica(FakeNode):
@@ -81,11 +80,11 @@ class OneReplica(FakeNode):
         self.submitted.append(command)
         self.pending.append((command, callback))
 
-    def answer(self, position: int = 0, outcome: int = FAIL_REASON.SUCCESS) -> c.Command:
+    def answer(self, position: int = 0, outcome: int = FailReason.SUCCESS) -> c.Command:
         """Commit (apply, call back) or fail the pending command at ``position``."""
         command, callback = self.pending[position]
         del self.pending[position]
-        if outcome == FAIL_REASON.SUCCESS:
+        if outcome == FailReason.SUCCESS:
             callback(self.apply(command), outcome)
         else:
             callback(None, outcome)

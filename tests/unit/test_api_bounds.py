@@ -87,15 +87,14 @@ class Node:
         self.lock = threading.RLock()
         self.leader_address = "127.0.0.1:7101"
         self.quorum = True
-        self.otherNodes: list[Any] = []
         self.settings = SimpleNamespace(self_address="127.0.0.1:7101")
 
     def read(self, fn: Callable[[Any], Any]) -> Any:
         with self.lock:
             return fn(self.sim.state)
 
-    def isNodeConnected(self, node: Any) -> bool:
-        return True
+    def peers(self) -> dict[str, bool]:
+        return {}
 
 
 class Proposer:

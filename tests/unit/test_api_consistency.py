@@ -190,20 +190,27 @@ def test_seen_index_survives_in_a_file(tmp_path):
 def test_apply_delay_hook_holds_back_the_commit_index_a_follower_learns():
     delivered = []
 
-    class Transport:
-        _onMessageReceivedCallback = staticmethod(lambda peer, msg: delivered.append(msg))
+    def deliver(peer, msg):
+        delivered.append(msg)
+
+    class Raft:
+        receive = staticmethod(deliver)
+
+        def filter_received(self, wrap):
+            inner = self.receive
+            self.receive = lambda peer, message: wrap(peer, message, inner)
 
     class Node:
-        _SyncObj__transport = Transport()
+        raft = Raft()
 
     node = Node()
     test_hooks.install(node, {})  # type: ignore[arg-type]
     test_hooks.install(node, {test_hooks.APPLY_DELAY_ENV: "nope"})  # type: ignore[arg-type]
     assert len(delivered) == 0
-    Transport._onMessageReceivedCallback(None, {"type": "append_entries", "commit_index": 3})
+    node.raft.receive(None, {"type": "append_entries", "commit_index": 3})
     assert delivered[-1]["commit_index"] == 3  # not installed: untouched
     test_hooks.install(node, {test_hooks.APPLY_DELAY_ENV: "0.2"})  # type: ignore[arg-type]
-    receive = node._SyncObj__transport._onMessageReceivedCallback
+    receive = node.raft.receive
     receive(None, {"type": "append_entries", "commit_index": 5})
     assert delivered[-1]["commit_index"] == 0  # heard just now: held back
     receive(None, {"type": "request_vote", "term": 2})

@@ -10,7 +10,7 @@ from typing import Any
 import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 
-from raftsched.cluster.append_entries import (
+from raftsched.raft.append_entries import (
     ChunkAssembler,
     lower_refusal,
     note_conflict,

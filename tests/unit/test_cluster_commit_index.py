@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from raftsched.cluster.transport import safe_commit_index
+from raftsched.raft.transport import safe_commit_index
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Log compaction thresholds come from the config, and nodes never compact in lockstep: each
-node's first compaction is later by its rank among the members (cluster/settings.py)."""
+node's first compaction is later by its rank among the members (raft/settings.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from raftsched.cluster.settings import (
+from raftsched.config import load_config
+from raftsched.errors import ConfigError
+from raftsched.raft.settings import (
     RaftSettings,
     build_conf,
     compaction_offset,
     settings_from_config,
 )
-from raftsched.config import load_config
-from raftsched.errors import ConfigError
 
 NODES = ("127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103")
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pysyncobj import FAIL_REASON
 from test_cluster_support import FakeState, cluster_settings, wait_for
 
 from raftsched.cluster.leader import LeaderLoop, LoopSettings
@@ -32,6 +31,7 @@ from raftsched.core.commands import (
 from raftsched.core.model import OutboxEntry
 from raftsched.core.results import Result
 from raftsched.errors import RaftschedError
+from raftsched.raft.outcomes import FailReason
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -204,7 +204,7 @@ def nodes(tmp_path: Path) -> Any:
 
 
 def _outcome(node: SchedulerNode, command: AckMaterialized, *, forward: bool) -> int:
-    """pysyncobj's FAIL_REASON for one proposal: submit() here, or (``forward``) straight to
+    """pysyncobj's FailReason for one proposal: submit() here, or (``forward``) straight to
     the replicated method, so a follower forwards it to the leader without its own gate."""
     for _ in range(20):  # an election may interrupt a proposal: ask again
         done = threading.Event()
@@ -215,11 +215,11 @@ def _outcome(node: SchedulerNode, command: AckMaterialized, *, forward: bool) ->
             done.set()
 
         if forward:
-            node._apply_command(command, callback=callback)
+            node.raft._engine._apply_command(command, callback=callback)  # (past the gate here)
         else:
             node.submit(command, callback)
         done.wait(5.0)
-        if got and got[0] in (FAIL_REASON.SUCCESS, FAIL_REASON.REQUEST_DENIED):
+        if got and got[0] in (FailReason.SUCCESS, FailReason.REQUEST_DENIED):
             return got[0]
         threading.Event().wait(0.2)
     raise AssertionError(f"no definite outcome for {command.request_id}")
@@ -240,12 +240,12 @@ def test_node_gate_refuses_commands_from_here_and_forwarded(nodes: list[Schedule
     def ack(prefix: str) -> AckMaterialized:
         return AckMaterialized(request_id=prefix + new_request_id(), now=NOW, seq=1)
 
-    assert _outcome(leader, ack("no-"), forward=False) == FAIL_REASON.REQUEST_DENIED
-    assert _outcome(follower, ack("no-"), forward=True) == FAIL_REASON.REQUEST_DENIED
-    assert _outcome(follower, ack("ok-"), forward=True) == FAIL_REASON.SUCCESS
+    assert _outcome(leader, ack("no-"), forward=False) == FailReason.REQUEST_DENIED
+    assert _outcome(follower, ack("no-"), forward=True) == FailReason.REQUEST_DENIED
+    assert _outcome(follower, ack("ok-"), forward=True) == FailReason.SUCCESS
     for node in nodes:
         node.command_gate = None
-    assert _outcome(follower, ack("no-"), forward=True) == FAIL_REASON.SUCCESS
+    assert _outcome(follower, ack("no-"), forward=True) == FailReason.SUCCESS
     with pytest.raises(RaftschedError, match="refused"):
         leader.command_gate = lambda c: "mismatch"
         Proposer(leader, commit_timeout=3.0).propose(ack("x-"), deadline=3.0)

@@ -6,7 +6,7 @@ two elect a new leader whose log then holds large entries (64 KiB or more: each 
 so one tick sends several messages). After the heal, pysyncobj's refusals of the later
 messages undid the new leader's step back every tick (it keeps the last refusal it reads),
 and the old leader never reached the point where the logs agree: it stayed at its old commit
-index for good (cluster/append_entries.py, ``lower_refusal``).
+index for good (raft/append_entries.py, ``lower_refusal``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from test_cluster_support import FakeState, cluster_settings, wait_for
 
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer, new_request_id
-from raftsched.cluster.transport import ContactTransport
 from raftsched.core.commands import AckMaterialized
+from raftsched.raft.transport import ContactTransport
 
 pytestmark = pytest.mark.timeout(40)
 
@@ -64,11 +64,11 @@ def test_a_deposed_leader_with_a_conflicting_tail_catches_up(
         proposer = Proposer(old, commit_timeout=5.0)
         for _ in range(5):
             assert proposer.propose(_command()).ok
-        committed = old.raftCommitIndex
+        committed = old.raft.commit_index
         cut_off.add(old.settings.self_address)
         for _ in range(30):  # its own tail: appended, never committed
             old.submit(_command(), lambda _result, _error: None)
-        wait_for(lambda: old.journal[-1][1] >= committed + 30, timeout=5, what="the old tail")
+        wait_for(lambda: old.raft.journal[-1][1] >= committed + 30, timeout=5, what="the old tail")
         others = [n for n in nodes if n is not old]
         new = wait_for(
             lambda: next((n for n in others if n.is_leader), None), timeout=15, what="a new leader"
@@ -77,21 +77,23 @@ def test_a_deposed_leader_with_a_conflicting_tail_catches_up(
         for i in range(40):  # large entries among small ones, across the old tail's indexes
             assert proposer.propose(_command(f"big-{i}-" + "x" * BIG if i % 4 == 1 else None)).ok
         wait_for(lambda: not old.is_leader, timeout=10, what="the old leader to step down")
-        assert old.raftCommitIndex == committed  # nothing of its own tail was committed
+        assert old.raft.commit_index == committed  # nothing of its own tail was committed
         cut_off.clear()
 
         def caught_up() -> bool:
             leader = next((n for n in nodes if n.is_leader), None)
             if leader is None or leader is old:
                 return False
-            target = leader.raftCommitIndex
-            return all(n.raftCommitIndex >= target and n.raftLastApplied >= target for n in nodes)
+            target = leader.raft.commit_index
+            return all(
+                n.raft.commit_index >= target and n.raft.last_applied >= target for n in nodes
+            )
 
         wait_for(caught_up, timeout=15, what="the old leader to catch up after the heal")
         leader = next(n for n in nodes if n.is_leader)
-        last = leader.raftCommitIndex
-        assert old.journal[-1][1] >= last
-        assert [e[2] for e in old.journal[:last]] == [e[2] for e in leader.journal[:last]]
+        last = leader.raft.commit_index
+        assert old.raft.journal[-1][1] >= last
+        assert [e[2] for e in old.raft.journal[:last]] == [e[2] for e in leader.raft.journal[:last]]
         shared = min(len(old._state.applied), len(leader._state.applied))
         assert old._state.applied[:shared] == leader._state.applied[:shared]
     finally:

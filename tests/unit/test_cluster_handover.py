@@ -50,10 +50,10 @@ def test_the_leader_hands_over_in_one_term(cluster: list[SchedulerNode]) -> None
     propose(leader, 5)
     term = leader.term
     follower = next(n for n in cluster if n is not leader)
-    assert follower.hand_over(3.0) is None  # a follower has nothing to hand over
-    assert leader.hand_over(0) is None  # handover_timeout = 0: stop as after a crash
+    assert follower.raft.hand_over(3.0) is None  # a follower has nothing to hand over
+    assert leader.raft.hand_over(0) is None  # handover_timeout = 0: stop as after a crash
     assert leader.is_leader
-    new = leader.hand_over(3.0)
+    new = leader.raft.hand_over(3.0)
     assert new is not None and new != leader.settings.self_address
     assert not leader.is_leader
     winner = next(n for n in cluster if n.settings.self_address == new)

@@ -1,4 +1,4 @@
-"""A follower's held append-entries answers (cluster/transport.py ``ContactTransport``).
+"""A follower's held append-entries answers (raft/transport.py ``ContactTransport``).
 
 Answers wait, in order, until the journal's fsync covers what they acknowledge. An answer
 that acknowledges entries a truncation has removed since can never become durable: it must be
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pysyncobj.transport import TCPTransport
 
-from raftsched.cluster.transport import ContactTransport
+from raftsched.raft.transport import ContactTransport
 
 
 class _Journal:

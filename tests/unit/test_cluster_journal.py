@@ -1,4 +1,4 @@
-"""The durable Raft journal (raftsched.cluster.journal) and the node's group commit.
+"""The durable Raft journal (raftsched.raft.journal) and the node's group commit.
 
 Pins: records survive a reopen; a torn or corrupt tail is dropped at start; a saved commit
 index past the journal's end is clamped (pysyncobj PR #197); pysyncobj's own journal format is
@@ -22,11 +22,11 @@ from pysyncobj.pickle import loads
 from pysyncobj.transport import TCPTransport
 from test_cluster_support import FakeState, cluster_settings, wait_for
 
-from raftsched.cluster import journal as journal_mod
-from raftsched.cluster.journal import MAGIC, DurableJournal
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer, new_request_id
 from raftsched.core.commands import AckMaterialized
+from raftsched.raft import journal as journal_mod
+from raftsched.raft.journal import MAGIC, DurableJournal
 
 
 def _path(fd: int) -> str:
@@ -235,8 +235,8 @@ def test_without_durable_journal_nothing_is_fsynced(tmp_path: Path, recorder: _R
 
 
 def test_durable_journal_is_the_default_and_can_be_turned_off(tmp_path: Path) -> None:
-    from raftsched.cluster.settings import settings_from_config
     from raftsched.config import load_config
+    from raftsched.raft.settings import settings_from_config
 
     env = {"RAFTSCHED_HOME": str(tmp_path), "RAFTSCHED__CLUSTER__SELF_ADDRESS": "127.0.0.1:7101"}
     assert settings_from_config(load_config(None, env)).durable_journal is True

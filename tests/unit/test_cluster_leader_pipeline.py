@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from leader_fakes import OneReplica, create_runs, leader_loop, proposer
-from pysyncobj import FAIL_REASON
 
 from raftsched.cluster.leader import LeaderLoop
 from raftsched.cluster.leader_commands import InFlightDecisions
@@ -24,6 +23,7 @@ from raftsched.cluster.proposer import Pipeline
 from raftsched.core import commands as c
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskKey, TaskSpec, TaskState
 from raftsched.core.results import Result
+from raftsched.raft.outcomes import FailReason
 
 NOW = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
 
@@ -85,7 +85,7 @@ def test_a_failed_proposal_is_retried_once_with_its_request_id_before_later_ones
     first, second = noop("r0"), noop("r1")
     pipeline.submit(first, on_done(first))
     pipeline.submit(second, on_done(second))
-    node.answer(0, FAIL_REASON.QUEUE_FULL)  # r0 refused at once
+    node.answer(0, FailReason.QUEUE_FULL)  # r0 refused at once
     node.answer(0)  # r1 commits
     # poll retries r0 (same command, same request id) and waits for it: answer from the
     # "tick thread" once it is resubmitted.
@@ -105,10 +105,10 @@ def test_a_proposal_failing_twice_fails_the_pipeline_and_later_ones_keep_their_o
     commands = [noop(f"r{i}") for i in range(3)]
     for command in commands:
         pipeline.submit(command, on_done(command))
-    node.answer(0, FAIL_REASON.QUEUE_FULL)
+    node.answer(0, FailReason.QUEUE_FULL)
     node.answer(0)  # r1 commits
-    node.answer(0, FAIL_REASON.QUEUE_FULL)  # r2 fails: not retried once the pipeline failed
-    retried = _answer_when_submitted(node, count=4, outcome=FAIL_REASON.QUEUE_FULL)
+    node.answer(0, FailReason.QUEUE_FULL)  # r2 fails: not retried once the pipeline failed
+    retried = _answer_when_submitted(node, count=4, outcome=FailReason.QUEUE_FULL)
     pipeline.poll()
     retried.join(5)
     assert [x.request_id for x in node.submitted] == ["r0", "r1", "r2", "r0"]  # r0 once more
@@ -143,7 +143,7 @@ def test_request_denied_fails_at_once_without_a_retry() -> None:
     done, on_done = recorder()
     first = noop("r0")
     pipeline.submit(first, on_done(first))
-    node.answer(0, FAIL_REASON.REQUEST_DENIED)
+    node.answer(0, FailReason.REQUEST_DENIED)
     pipeline.poll()
     assert done == [("r0", False)] and pipeline.failed and len(node.submitted) == 1
 
@@ -183,7 +183,7 @@ def _answer_when_submitted(
     node: OneReplica,
     *,
     count: int,
-    outcome: int = FAIL_REASON.SUCCESS,
+    outcome: int = FailReason.SUCCESS,
     then: Callable[[], None] | None = None,
 ) -> Any:
     """A thread that answers the pending command once ``count`` commands were submitted (the
@@ -283,8 +283,8 @@ def test_a_run_whose_proposal_failed_twice_is_decided_again(
     leader, node, _clock = loop
     leader._tick()
     first = node.submitted[0]
-    node.answer(0, FAIL_REASON.QUEUE_FULL)  # refused; the pipeline retries it once...
-    retry = _answer_when_submitted(node, count=2, outcome=FAIL_REASON.QUEUE_FULL)
+    node.answer(0, FailReason.QUEUE_FULL)  # refused; the pipeline retries it once...
+    retry = _answer_when_submitted(node, count=2, outcome=FailReason.QUEUE_FULL)
     leader._tick()  # ...which fails too: its decisions are released and decided again anew
     retry.join(5)
     assert node.submitted[1] is first  # the retry: the same command, the same request id

@@ -70,7 +70,7 @@ def test_retry_with_same_request_id_applies_once(cluster: list[SchedulerNode]) -
         wait_for(
             lambda node=node: (
                 applied_ids(node).count(cmd.request_id) == 1
-                and node.raftLastApplied >= leader.raftCommitIndex
+                and node.raft.last_applied >= leader.raft.commit_index
             ),
             timeout=10,
             what="every node applying the command",
@@ -106,7 +106,7 @@ def test_snapshot_and_restart_from_journal(tmp_path: Path) -> None:
         wait_for(
             lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="victim caught up"
         )
-        victim.forceLogCompaction()
+        victim.raft.force_compaction()
         wait_for(victim.settings.dump_file.exists, timeout=10, what="a snapshot file")
         for _ in range(5):  # entries after the snapshot live in the journal only
             proposer.propose(command())
@@ -173,9 +173,9 @@ def test_snapshot_written_while_commands_apply_is_the_state_at_its_index(tmp_pat
         feeder = threading.Thread(target=keep_proposing, daemon=True)
         feeder.start()
         try:
-            victim.forceLogCompaction()
+            victim.raft.force_compaction()
             wait_for(victim.settings.dump_file.exists, timeout=10, what="a snapshot file")
-            applied_when_written = victim.raftLastApplied
+            applied_when_written = victim.raft.last_applied
         finally:
             stop.set()
             feeder.join(timeout=10)
@@ -216,7 +216,7 @@ def test_restart_between_snapshot_and_compaction_keeps_the_entries_after_it(
     acknowledged entries after the snapshot included; the node compacts it to the snapshot
     first. Here a journal that was never compacted (the node stopped after the snapshot file
     was renamed into place) is put back, and the node, alone, replays past the snapshot."""
-    from raftsched.cluster.journal import MAGIC, encode_record, entries_of
+    from raftsched.raft.journal import MAGIC, encode_record, entries_of
 
     settings = cluster_settings(tmp_path)
     nodes = [SchedulerNode(s, state_factory=FakeState) for s in settings]
@@ -229,9 +229,9 @@ def test_restart_between_snapshot_and_compaction_keeps_the_entries_after_it(
         victim_settings = victim.settings
         wait_for(lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="catch-up")
         early = entries_of(str(victim_settings.journal_file))  # every entry so far
-        victim.forceLogCompaction()
+        victim.raft.force_compaction()
         wait_for(
-            lambda: victim_settings.dump_file.exists() and len(victim.journal) < 5,
+            lambda: victim_settings.dump_file.exists() and len(victim.raft.journal) < 5,
             timeout=10,
             what="a snapshot and a compacted journal",
         )
@@ -277,12 +277,12 @@ def test_a_refused_snapshot_does_not_stop_compaction_for_good(tmp_path: Path) ->
         for _ in range(5):
             proposer.propose(command())
         victim = next(n for n in nodes if n is not leader)
-        victim._snapshots.retry_after = 0.1
+        victim.raft.snapshot_writer.retry_after = 0.1
         wait_for(
             lambda: victim.digest()[0] == leader.digest()[0], timeout=10, what="victim caught up"
         )
         victim._state.halted = "a handler raised (test)"
-        victim.forceLogCompaction()
+        victim.raft.force_compaction()
         wait_for(
             lambda: victim.instruments.registry.get_sample_value(
                 "raftsched_snapshot_failures_total"
@@ -293,7 +293,7 @@ def test_a_refused_snapshot_does_not_stop_compaction_for_good(tmp_path: Path) ->
         assert not victim.settings.dump_file.exists()
         victim._state.halted = None
         proposer.propose(command())  # something new to snapshot
-        victim.forceLogCompaction()
+        victim.raft.force_compaction()
         wait_for(victim.settings.dump_file.exists, timeout=10, what="a snapshot file")
     finally:
         for node in nodes:

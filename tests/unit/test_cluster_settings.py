@@ -14,8 +14,8 @@ from raftsched.addresses import (
     api_bind_for,
     is_loopback,
 )
-from raftsched.cluster.settings import RaftSettings, build_conf, settings_from_config
 from raftsched.errors import ConfigError
+from raftsched.raft.settings import RaftSettings, build_conf, settings_from_config
 
 NODES = ("127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103")
 

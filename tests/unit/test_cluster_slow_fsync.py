@@ -7,7 +7,7 @@ leader held its heartbeats back. Here one node's journal fsyncs take twice the l
 election timeout (the ``RAFTSCHED_TEST_FSYNC_DELAY`` hook) while commands commit: no node may
 become a candidate and the term must not move. Also pinned: what the slow node acknowledges
 is still on its disk first, and the leader's own count waits for its disk
-(:func:`~raftsched.cluster.transport.durable_commit_index`).
+(:func:`~raftsched.raft.transport.durable_commit_index`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from test_cluster_support import FakeState, cluster_settings, wait_for
 from raftsched.cluster import test_hooks
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer, new_request_id
-from raftsched.cluster.transport import durable_commit_index
 from raftsched.core.commands import AckMaterialized
+from raftsched.raft.transport import durable_commit_index
 
 
 @pytest.mark.parametrize("slow", ["follower", "leader"])
@@ -54,7 +54,7 @@ def test_a_slow_fsync_causes_no_election(tmp_path: Path, slow: str) -> None:
         victim = leader if slow == "leader" else next(n for n in nodes if n is not leader)
         delay = 2 * victim.settings.raft_max_timeout
         test_hooks.install(victim, {test_hooks.FSYNC_DELAY_ENV: str(delay)})
-        fsyncs_before = victim.journal.fsyncs
+        fsyncs_before = victim.raft.journal.fsyncs
 
         errors: list[BaseException] = []
 
@@ -81,14 +81,14 @@ def test_a_slow_fsync_causes_no_election(tmp_path: Path, slow: str) -> None:
         assert not errors, errors
         # the slow disk was really in the way: several slow fsyncs while commands flowed
         wait_for(
-            lambda: victim.journal.fsyncs >= fsyncs_before + 2,
+            lambda: victim.raft.journal.fsyncs >= fsyncs_before + 2,
             timeout=10,
             what="slow fsyncs on the victim",
         )
-        last = leader.journal[-1][1]
+        last = leader.raft.journal[-1][1]
         # the victim still takes part: its durable copy catches up, and so does its commit
         wait_for(
-            lambda: victim.journal.durable_index >= last and victim.raftCommitIndex >= last,
+            lambda: victim.raft.journal.durable_index >= last and victim.raft.commit_index >= last,
             timeout=20,
             what="the slow node to hold every entry on disk",
         )
@@ -132,7 +132,7 @@ def test_a_leader_counts_itself_only_for_what_is_on_its_disk() -> None:
 
 
 def test_durable_index_follows_the_fsync_thread_and_truncations(tmp_path: Path) -> None:
-    from raftsched.cluster.journal import DurableJournal
+    from raftsched.raft.journal import DurableJournal
 
     journal = DurableJournal(str(tmp_path / "raft.journal"))
     woken = threading.Event()

@@ -72,16 +72,16 @@ class Feeder:
 
 def snapshot_now(node: SchedulerNode) -> None:
     """Force a snapshot and wait for its file. A writer that fails (one stuck is killed after
-    15 s: cluster/snapshots.py, its stack in the log) is forced again: what this module checks
+    15 s: raft/snapshots.py, its stack in the log) is forced again: what this module checks
     is what a written snapshot holds; the writer's own failures are tested beside it."""
-    node._snapshots.timeout, node._snapshots.retry_after = 15.0, 0.1
-    node.forceLogCompaction()
+    node.raft.snapshot_writer.timeout, node.raft.snapshot_writer.retry_after = 15.0, 0.1
+    node.raft.force_compaction()
 
     def written() -> bool:
         if node.settings.dump_file.exists():  # in place before the writer is reaped
             return True
-        if not node._snapshots.running:  # not started yet, or failed: force (again)
-            node.forceLogCompaction()
+        if not node.raft.snapshot_writer.running:  # not started yet, or failed: force (again)
+            node.raft.force_compaction()
         return False
 
     wait_for(written, timeout=60, what="a snapshot file")
@@ -119,7 +119,7 @@ def test_snapshot_while_applying_is_the_state_at_its_index_and_a_restored_node_a
         thread.start()
         try:
             snapshot_now(victim)
-            applied_when_written = victim.raftLastApplied
+            applied_when_written = victim.raft.last_applied
         finally:
             stop.set()
             thread.join(timeout=15)

@@ -10,9 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raftsched.cluster.settings import RaftSettings
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
+from raftsched.raft.settings import RaftSettings
 
 T = TypeVar("T")
 

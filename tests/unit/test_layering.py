@@ -4,6 +4,8 @@
   replicated state machine stays pure (no network, DB, thread or clock module).
 - raftsched/cluster (Raft and the leader loop) imports nothing from the layers above it: api,
   web, cli, worker, standalone.
+- Only raftsched/raft imports pysyncobj (product code and scripts), and raftsched/raft imports
+  nothing of the scheduler built on it: cluster, store, api, web, cli, worker, standalone.
 - No import cycle inside raftsched/core (module-level imports).
 - No product module over 400 lines outside generated code. The modules listed in OVERSIZE are
   known to be over, each at most its listed length: split one, then drop it from the list.
@@ -89,6 +91,33 @@ def test_cluster_imports_nothing_from_the_layers_above_it() -> None:
         if _is_under(module, ABOVE_CLUSTER)
     ]
     assert not bad, "cluster/ is Raft and the leader loop only:\n" + "\n".join(sorted(set(bad)))
+
+
+def test_only_the_raft_package_imports_pysyncobj() -> None:
+    scripts = {
+        f"scripts.{'.'.join(path.relative_to(ROOT / 'scripts').with_suffix('').parts)}": path
+        for path in sorted((ROOT / "scripts").rglob("*.py"))
+    }
+    bad = [
+        f"{name} imports {module}"
+        for name, path in [*modules(), *scripts.items()]
+        if not _is_under(name, ("raftsched.raft",))
+        for module in imports(name, path)
+        if _is_under(module, ("pysyncobj",))
+    ]
+    assert not bad, "pysyncobj belongs to raftsched/raft only:\n" + "\n".join(sorted(set(bad)))
+
+
+def test_raft_imports_nothing_of_the_scheduler_built_on_it() -> None:
+    above = ("raftsched.cluster", "raftsched.store", *ABOVE_CLUSTER)
+    bad = [
+        f"{name} imports {module}"
+        for name, path in modules()
+        if _is_under(name, ("raftsched.raft",))
+        for module in imports(name, path)
+        if _is_under(module, above)
+    ]
+    assert not bad, "raft/ is the Raft engine only:\n" + "\n".join(sorted(set(bad)))
 
 
 def test_no_import_cycle_inside_core() -> None:

@@ -11,12 +11,12 @@ from datetime import timedelta
 
 from test_state_harness import T0, Sim, at, dag, task
 
-from raftsched.cluster.snapshots import read_snapshot_file, write_snapshot_file
 from raftsched.core import restore_decode
 from raftsched.core import snapshot as sn
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind
 from raftsched.core.restore_decode import RestoreDecoder
 from raftsched.core.state import SchedulerState
+from raftsched.raft.snapshots import read_snapshot_file, write_snapshot_file
 
 
 def busy() -> Sim:

@@ -1,5 +1,5 @@
 """The forked snapshot writer flushes its file to disk a few MiB at a time
-(cluster/snapshots.py), so journal fsyncs never queue behind one large flush."""
+(raft/snapshots.py), so journal fsyncs never queue behind one large flush."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from raftsched.cluster import snapshots
-from raftsched.cluster.snapshots import PacedWriter
+from raftsched.raft import snapshots
+from raftsched.raft.snapshots import PacedWriter
 
 
 def test_a_paced_file_flushes_every_few_mib_and_holds_all_it_was_given(

@@ -1,4 +1,4 @@
-"""The forked snapshot writer never stops compaction for good (cluster/snapshots.py).
+"""The forked snapshot writer never stops compaction for good (raft/snapshots.py).
 
 A child that hangs (here: on a lock a thread of the parent held when it forked, which no
 thread of the child will ever release) is asked for its stack, killed and reported FAILED
@@ -21,7 +21,7 @@ import pytest
 from pysyncobj.config import SERIALIZER_STATE
 
 from raftsched.cluster.instruments import NodeInstruments
-from raftsched.cluster.snapshots import ForkedSnapshotWriter
+from raftsched.raft.snapshots import ForkedSnapshotWriter
 
 RAFT = ((b"\x01", 7, 1), (b"\x01", 6, 1), set())  # (last applied, the one before, members)
 
@@ -85,7 +85,7 @@ def test_a_stuck_writer_is_killed_with_its_stack_and_the_next_one_writes(
     try:
         assert held.wait(5)
         writer.start(HeldLockState(lock), RAFT, threading.RLock(), str(tmp_path / "tmp"))
-        with caplog.at_level(logging.ERROR, logger="raftsched.cluster.snapshots"):
+        with caplog.at_level(logging.ERROR, logger="raftsched.raft.snapshots"):
             assert outcome(writer) == SERIALIZER_STATE.FAILED
     finally:
         writer.stop()  # a child left hanging (the test failed) is killed, not leaked
@@ -112,7 +112,7 @@ def test_a_failed_writer_is_retried_only_after_a_while(
 ) -> None:
     writer = ForkedSnapshotWriter(str(tmp_path / "raft.dump"), instruments, retry_after=1.0)
     writer.start(FailingState(), RAFT, threading.RLock(), str(tmp_path / "tmp"))
-    with caplog.at_level(logging.ERROR, logger="raftsched.cluster.snapshots"):
+    with caplog.at_level(logging.ERROR, logger="raftsched.raft.snapshots"):
         assert outcome(writer) == SERIALIZER_STATE.FAILED
     failed_at = time.monotonic()
     while writer.progress() == SERIALIZER_STATE.SERIALIZING:  # no writer forked meanwhile
@@ -130,7 +130,7 @@ def test_a_refusal_is_reported_failed_once_so_that_compaction_goes_on(
     writer = ForkedSnapshotWriter(str(tmp_path / "raft.dump"), instruments, retry_after=1.0)
     with pytest.raises(RuntimeError, match="state machine is stopped"):
         writer.refuse("no snapshot while the state machine is stopped: boom")
-    with caplog.at_level(logging.WARNING, logger="raftsched.cluster.snapshots"):
+    with caplog.at_level(logging.WARNING, logger="raftsched.raft.snapshots"):
         assert writer.progress() == SERIALIZER_STATE.FAILED
     assert "state machine is stopped: boom" in caplog.text
     assert writer.progress() == SERIALIZER_STATE.SERIALIZING  # once, then a pause

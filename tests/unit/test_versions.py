@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 import raftsched
-from raftsched.cluster.transport import RELEASE_KEY
 from raftsched.cluster.versions import Finalizer, ReleaseMixin, hold_back_new_dags
 from raftsched.core import commands as c
 from raftsched.core import model as m
@@ -31,6 +30,8 @@ from raftsched.core import versions as vs
 from raftsched.core import versions_baseline as baseline
 from raftsched.core.state import SchedulerState
 from raftsched.errors import ReleaseTooOld, SnapshotVersionError
+from raftsched.raft.releases import ReleaseReports
+from raftsched.raft.transport import RELEASE_KEY
 from tests.old_release import old_env, old_python
 from tests.unit.test_digest_golden import _scenario_dags, _scenario_tasks
 from tests.unit.test_state_harness import T0, at, dag, task
@@ -246,18 +247,20 @@ class _Peer:
         self.address = self.id = address
 
 
-class _FakeNode(ReleaseMixin):
-    """What ReleaseMixin uses of a SchedulerNode."""
+class _FakeNode(ReleaseMixin, ReleaseReports):
+    """What ReleaseMixin and ReleaseReports use of a SchedulerNode."""
 
     def __init__(self, cluster_version: int = 1) -> None:
         self._init_releases()
         self.settings = type("S", (), {"self_address": "a:1"})()
-        self.otherNodes = [_Peer("b:1"), _Peer("c:1")]
         self.state = SchedulerState()
         self.state.cluster_version = cluster_version
 
     def read(self, fn: Any) -> Any:
         return fn(self.state)
+
+    def peers(self) -> dict[str, bool]:
+        return {"b:1": True, "c:1": True}
 
 
 def test_node_gate_and_finalization_follow_the_members_releases() -> None:

@@ -6,15 +6,16 @@ API address, see ``context.peer_api_address``) with a short timeout, forwarding 
 own bearer token, and reports a silent peer as NODE_ROLE_UNREACHABLE with the error. ``lag``
 is the leader's commit index minus the node's applied index.
 
-TransferLeadership. Sent to the current leader's Raft port as a pysyncobj utility message
-(``transfer``; it runs on the leader's tick thread), then waits (bounded) until another node
-leads. Without a target the leader picks the connected follower with the highest match index
-(the most up-to-date one). The leader refuses when the target is not a connected, fully
-caught-up follower; a refusal is asked again for ``TRANSFER_RETRY`` seconds, because a busy
-leader's followers are one heartbeat behind its last entry at most moments.
+TransferLeadership. Sent to the current leader's Raft port as an admin message
+(``raft/admin_messages.py``, ``transfer``; it runs on the leader's tick thread), then waits
+(bounded) until another node leads. Without a target the leader picks the connected follower
+with the highest match index (the most up-to-date one). The leader refuses when the target is
+not a connected, fully caught-up follower; a refusal is asked again for ``TRANSFER_RETRY``
+seconds, because a busy leader's followers are one heartbeat behind its last entry at most
+moments.
 
-AddNode / RemoveNode (pysyncobj dynamic membership, one change at a time). To grow the
-cluster by one node:
+AddNode / RemoveNode (Raft dynamic membership, ``raft/membership.py``, one change at a
+time). To grow the cluster by one node:
 
 1. On the new host, start ``raftsched scheduler --address NEW`` with ``[cluster] nodes``
    listing the current members *and* NEW (same secret). It waits: the members ignore it.
@@ -37,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-from pysyncobj.utility import TcpUtility, UtilityException
 
 from raftsched import retry
 from raftsched.api import tls
@@ -45,9 +45,10 @@ from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
-from raftsched.cluster.membership import change_membership
-from raftsched.cluster.settings import split_address
-from raftsched.errors import ConfigError, MembershipUnconfirmed
+from raftsched.errors import ConfigError, MembershipUnconfirmed, RaftPortUnreachable
+from raftsched.raft import admin_messages
+from raftsched.raft.membership import change_membership
+from raftsched.raft.settings import split_address
 
 log = logging.getLogger(__name__)
 
@@ -200,12 +201,12 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         )
 
     def _utility(self, raft_address: str, message: list[str]) -> str:
-        utility = TcpUtility(password=self.ctx.secret or None, timeout=2.0)
         try:
-            return str(utility.executeCommand(raft_address, message))
-        except UtilityException as err:
+            return admin_messages.send(raft_address, self.ctx.secret, message, timeout=2.0)
+        except RaftPortUnreachable as err:
             raise StatusError(
-                Code.UNAVAILABLE, f"cannot reach the leader's Raft port {raft_address}: {err}"
+                Code.UNAVAILABLE,
+                f"cannot reach the leader's Raft port {raft_address}: {err.reason}",
             ) from None
 
     # -- membership --------------------------------------------------------------------------
@@ -253,7 +254,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
 
     def _apply_change(self, address: str, add: bool) -> None:
         try:
-            change_membership(self.ctx.node, address, add=add)
+            change_membership(self.ctx.node.raft, address, add=add)
         except MembershipUnconfirmed:
             if not self.ctx.has_leader():
                 raise self.ctx.no_quorum() from None

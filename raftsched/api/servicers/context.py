@@ -231,17 +231,7 @@ class ApiContext:
 
     def members(self) -> dict[str, bool]:
         """Raft address of every member (this node first) -> connected to this node."""
-        out = {self.node_id: True}
-        for _ in range(5):  # the tick thread may change the sets meanwhile
-            try:
-                for peer in sorted(self.node.otherNodes, key=lambda n: n.id):
-                    out[str(getattr(peer, "address", None) or peer.id)] = bool(
-                        self.node.isNodeConnected(peer)
-                    )
-                return out
-            except RuntimeError:
-                out = {self.node_id: True}
-        return out
+        return {self.node_id: True, **self.node.peers()}
 
     def _await_leader(self, timeout: float) -> bool:
         end = time.monotonic() + timeout

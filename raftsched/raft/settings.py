@@ -11,7 +11,7 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architect
   stands only after 150 ms (five heartbeats) without word from the leader. This holds because
   nothing blocks the tick thread (the journal fsyncs on its own thread), every link carries a
   keep-alive (no stale link loses the vote request) and a follower wakes at its deadline and
-  reads its sockets before standing (``cluster/group_commit.py``; docs/architecture.md §9).
+  reads its sockets before standing (``raft/group_commit.py``; docs/architecture.md §9).
 - ``leaderFallbackTimeout`` 1.5 s: a leader cut off from the majority steps down (and its
   leader loop stops) within ~2 s instead of pysyncobj's 30 s.
 - ``appendEntriesUseBatch`` off: a command is sent as soon as it is queued (~1 ms commit on
@@ -24,13 +24,13 @@ What is chosen and why (measured on 2 cores, 3 nodes on loopback; docs/architect
 
 - ``durable_journal`` on (``[cluster] durable_journal``): the journal and term/vote are
   fsynced before the node acknowledges an entry or a vote, and a leader counts itself towards
-  a commit only for what is on its disk (``raftsched.cluster.journal``, ``journal_sync``).
+  a commit only for what is on its disk (``raftsched.raft.journal``, ``journal_sync``).
 - Log compaction after ``[cluster] compaction_min_entries`` (5,000) entries or
   ``compaction_min_seconds`` (300 s), pysyncobj's defaults, now in config; each node's first
   compaction is later by its ``compaction_offset`` (rank / members) so nodes never compact in
   lockstep.
 - ``handover_timeout`` 3 s (``[cluster] handover_timeout``): how long a leader stopped by
-  SIGTERM waits for the follower it handed leadership to (``SchedulerNode.hand_over``).
+  SIGTERM waits for the follower it handed leadership to (``RaftNode.hand_over``).
 
 Files live under ``<data_dir>/<host>_<port>/``: ``raft.journal`` (+ ``.meta``) and
 ``raft.dump``.

@@ -1,10 +1,10 @@
 """Start-up self-check: the pysyncobj internals raftsched patches are still there.
 
 raftsched builds on private parts of pysyncobj 0.3.17 (pyproject.toml pins it exactly):
-``raftsched.cluster.transport`` subclasses its TCP transport (``ContactTransport``: leader
-contact, :func:`~raftsched.cluster.transport.safe_commit_index`, held acknowledgements), overrides
+``raftsched.raft.transport`` subclasses its TCP transport (``ContactTransport``: leader
+contact, :func:`~raftsched.raft.transport.safe_commit_index`, held acknowledgements), overrides
 ``SyncObj._applyCommand`` and ``_onTick``, reads name-mangled ``SyncObj`` attributes and
-replaces the module-level ``createJournal``; ``raftsched.cluster.journal`` implements its
+replaces the module-level ``createJournal``; ``raftsched.raft.journal`` implements its
 ``Journal`` interface and reads its ``FileJournal`` and pickle format. Another release could
 rename any of these, and the node would then misbehave quietly (a patch that no longer
 applies) rather than fail.
@@ -48,6 +48,10 @@ _ATTRIBUTES = (
     ("pysyncobj.node", "TCPNode"),
     # group_commit.py and journal_sync.py (fsync off the tick thread, keep-alives, wake-ups)
     ("pysyncobj.monotonic", "monotonic"),
+    # clock.py (a simulation's virtual time) and memory_transport.py (messages as data)
+    ("pysyncobj.syncobj", "monotonicTime"),
+    ("pysyncobj.syncobj", "random"),
+    ("pysyncobj.transport", "Transport._onNodeConnected"),
     ("pysyncobj.pipe_notifier", "PipeNotifier"),
     ("pysyncobj.tcp_connection", "CONNECTION_STATE"),
     *(

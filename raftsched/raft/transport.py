@@ -2,20 +2,22 @@
 
 - :func:`safe_commit_index`: the commit index a follower may take from an append_entries
   message (Raft's min(leaderCommit, last new entry); pysyncobj takes its own last index),
-  after :func:`~raftsched.cluster.append_entries.trim_append_entries` kept the message from
+  after :func:`~raftsched.raft.append_entries.trim_append_entries` kept the message from
   truncating entries the journal already holds.
-- :class:`ContactTransport`: pysyncobj's TCP transport that notes when the leader last reached
-  this node, applies :func:`safe_commit_index`, and holds append-entries acknowledgements
+- :class:`PatchedTransport`: our patches of a pysyncobj transport (TCP here, in memory in
+  :mod:`~raftsched.raft.memory_transport`): it notes when the leader last reached this node,
+  applies :func:`safe_commit_index`, and holds append-entries acknowledgements
   (``next_node_idx``) until the journal's ``durable_index`` covers what they acknowledge
-  (:meth:`ContactTransport.release_held`; the fsync runs on the journal's own thread). It
+  (:meth:`PatchedTransport.release_held`; the fsync runs on the journal's own thread). It
   also reassembles a large entry's chunks and keeps a refusal from undoing the leader's step
-  back (:class:`~raftsched.cluster.append_entries.ChunkAssembler`,
-  :func:`~raftsched.cluster.append_entries.lower_refusal`).
+  back (:class:`~raftsched.raft.append_entries.ChunkAssembler`,
+  :func:`~raftsched.raft.append_entries.lower_refusal`).
+- :class:`ContactTransport`: pysyncobj's TCP transport with those patches, and keep-alives.
 - :func:`durable_commit_index`: the commit index a leader may take when it counts itself only
   for the entries on its own disk.
 - pysyncobj builds its journal with the module-level ``createJournal(journalFile)``: the journals
   of scheduler nodes (registered by path with :func:`register_journal`) become
-  :class:`~raftsched.cluster.journal.DurableJournal`; any other SyncObj keeps pysyncobj's own.
+  :class:`~raftsched.raft.journal.DurableJournal`; any other SyncObj keeps pysyncobj's own.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ import pysyncobj.syncobj as _pysyncobj_syncobj
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
-from raftsched.cluster.append_entries import (
+from raftsched.core.versions import RELEASE
+from raftsched.raft.append_entries import (
     ChunkAssembler,
     Conflict,
     lower_refusal,
     note_conflict,
     trim_append_entries,
 )
-from raftsched.cluster.journal import DurableJournal
-from raftsched.core.versions import RELEASE
+from raftsched.raft.journal import DurableJournal
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ def safe_commit_index(message: dict[str, Any], current_commit: int) -> int:
 
 
 # pysyncobj builds its journal with the module-level createJournal(journalFile): journals of
-# SchedulerNodes (registered by path, with their durability) become DurableJournals; any other
+# scheduler nodes (registered by path, with their durability) become DurableJournals; any other
 # SyncObj in the process keeps pysyncobj's own.
 def durable_commit_index(
     proposed: int,
@@ -120,11 +122,14 @@ _REGULAR = b"\x00"  # pysyncobj's _COMMAND_TYPE.REGULAR, as the first byte of a 
 _KEEPALIVE = {"type": "keepalive"}
 
 
-class ContactTransport(TCPTransport):
-    """pysyncobj's TCP transport: notes when the leader last reached us, holds a follower's
-    commit index to what the leader has vouched for (:func:`safe_commit_index`), and holds
-    append-entries acknowledgements until the journal has them on disk (:meth:`release_held`).
-    """
+class PatchedTransport:
+    """Our patches of any pysyncobj ``Transport`` (a mixin before it): notes when the leader
+    last reached us, holds a follower's commit index to what the leader has vouched for
+    (:func:`safe_commit_index`), keeps append_entries from truncating what the journal holds,
+    holds append-entries acknowledgements until the journal has them on disk
+    (:meth:`release_held`), and tags every message with this node's release."""
+
+    _syncObj: Any
 
     def send(self, node: Any, message: Any) -> bool:
         if isinstance(message, dict):
@@ -164,24 +169,6 @@ class ContactTransport(TCPTransport):
             if not stale:
                 super().send(node, message)
         del held[:sent]
-
-    def keep_alive(self, interval: float) -> None:
-        """Send a ``keepalive`` to every connected node at most every ``interval`` seconds
-        (tick thread; pysyncobj ignores message types it does not know).
-
-        pysyncobj closes a connection on which nothing was read for ``connectionTimeout``,
-        and checks that only when it next sends on it. Two followers never write to each other,
-        so when the leader died the first vote request found their link stale, closed it and
-        was lost: the election waited for a reconnect and a second election timeout (about
-        half of the ~0.55-s failover measured in issue 16). With a message each way every
-        ``interval`` the link is always fresh and a vote request arrives at once."""
-        now = time.monotonic()
-        if now - getattr(self, "_last_keepalive", 0.0) < interval:
-            return
-        self._last_keepalive = now
-        for node, connection in list(self._connections.items()):
-            if connection.state == CONNECTION_STATE.CONNECTED:
-                super().send(node, _KEEPALIVE)
 
     def _durable_index(self) -> int:
         journal = getattr(self._syncObj, "journal", None)
@@ -233,6 +220,28 @@ class ContactTransport(TCPTransport):
                 current = int(getattr(self._syncObj, "raftCommitIndex", 0) or 0)
                 message["commit_index"] = safe_commit_index(message, current)
         super()._onMessageReceived(node, message)
+
+
+class ContactTransport(PatchedTransport, TCPTransport):
+    """pysyncobj's TCP transport with our patches, and keep-alives on every link."""
+
+    def keep_alive(self, interval: float) -> None:
+        """Send a ``keepalive`` to every connected node at most every ``interval`` seconds
+        (tick thread; pysyncobj ignores message types it does not know).
+
+        pysyncobj closes a connection on which nothing was read for ``connectionTimeout``,
+        and checks that only when it next sends on it. Two followers never write to each other,
+        so when the leader died the first vote request found their link stale, closed it and
+        was lost: the election waited for a reconnect and a second election timeout (about
+        half of the ~0.55-s failover measured in issue 16). With a message each way every
+        ``interval`` the link is always fresh and a vote request arrives at once."""
+        now = time.monotonic()
+        if now - getattr(self, "_last_keepalive", 0.0) < interval:
+            return
+        self._last_keepalive = now
+        for node, connection in list(self._connections.items()):
+            if connection.state == CONNECTION_STATE.CONNECTED:
+                TCPTransport.send(self, node, _KEEPALIVE)
 
 
 def register_journal(journal_file: str, durable: bool) -> None:

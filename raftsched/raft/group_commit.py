@@ -1,14 +1,14 @@
 """The node's side of the group commit: acknowledgements and the leader's own count wait for
 the journal's fsync thread, never the tick thread.
 
-:class:`DurableTicks` is mixed into ``SchedulerNode`` before pysyncobj's ``SyncObj``:
+:class:`DurableTicks` is mixed into the engine (``raft/engine.py``) before pysyncobj's ``SyncObj``:
 
 - On its first tick the node starts the journal's fsync thread
-  (:meth:`~raftsched.cluster.journal_sync.GroupCommit.start_syncer`), with a pipe on the tick
+  (:meth:`~raftsched.raft.journal_sync.GroupCommit.start_syncer`), with a pipe on the tick
   thread's poller that the fsync thread writes to when ``durable_index`` rose: the tick wakes
   at once instead of at its next 50-ms period.
 - At the start of every tick the transport sends the append-entries acknowledgements whose
-  entries are now on disk (:meth:`~raftsched.cluster.transport.ContactTransport.release_held`);
+  entries are now on disk (:meth:`~raftsched.raft.transport.ContactTransport.release_held`);
   nothing on the tick thread waits for the disk, so heartbeats are read and an election
   deadline is never missed because of an fsync (issue 16).
 - A follower's tick wakes at its election deadline, not only every 50 ms
@@ -17,7 +17,7 @@ the journal's fsync thread, never the tick thread.
 - The leader counts itself towards a commit only for entries on its own disk: pysyncobj's
   commit loop counts the leader for every entry it wrote, so the journal hands each new
   commit index to :meth:`DurableTicks._guard_commit`, which lowers it
-  (:func:`~raftsched.cluster.transport.durable_commit_index`) when the followers alone are no
+  (:func:`~raftsched.raft.transport.durable_commit_index`) when the followers alone are no
   majority for what is not yet durable here.
 
 Until the first tick (and when the journal is not durable) the journal is fsynced inline at
@@ -29,14 +29,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pysyncobj.monotonic import monotonic as raft_clock  # its timers' clock: not time.monotonic
 from pysyncobj.pipe_notifier import PipeNotifier
 
-from raftsched.cluster.transport import durable_commit_index
+from raftsched.raft import clock
+from raftsched.raft.outcomes import Role
+from raftsched.raft.transport import durable_commit_index
 
 log = logging.getLogger(__name__)
 
-_LEADER = 2  # pysyncobj's _RAFT_STATE.LEADER
+_LEADER = Role.LEADER
 
 
 class DurableTicks:
@@ -66,7 +67,7 @@ class DurableTicks:
             return
         deadline = getattr(self, "_SyncObj__raftElectionDeadline", None)
         poller = getattr(self, "_poller", None)
-        if deadline is None or poller is None or deadline >= raft_clock():
+        if deadline is None or poller is None or deadline >= clock.now():
             return
         transport = getattr(self, "_SyncObj__transport", None)
         if transport is not None and getattr(transport, "ready", False):
@@ -85,7 +86,7 @@ class DurableTicks:
         pysyncobj's clock (CLOCK_MONOTONIC_RAW), not ``time.monotonic``."""
         if self._SyncObj__raftState == _LEADER:  # type: ignore[attr-defined]
             return time_to_wait
-        left = getattr(self, "_SyncObj__raftElectionDeadline", 0.0) - raft_clock()
+        left = getattr(self, "_SyncObj__raftElectionDeadline", 0.0) - clock.now()
         if left <= 0:  # passed already (e.g. not connected to anyone): pysyncobj's pace
             return time_to_wait
         return min(time_to_wait, left + 0.001)

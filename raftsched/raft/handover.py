@@ -1,6 +1,6 @@
 """Planned leadership changes of a scheduler node (SIGTERM on the leader, docs/architecture.md §9).
 
-:class:`Handover` is mixed into :class:`~raftsched.cluster.node.SchedulerNode`:
+:class:`Handover` is mixed into the engine (:class:`~raftsched.raft.engine.Engine`):
 
 - ``hand_over(timeout)``: leadership goes to the most up-to-date connected follower (pysyncobj's
   ``transferLeadership``: Raft's TimeoutNow), and the call returns once another node leads
@@ -15,9 +15,10 @@ import logging
 import time
 from typing import Any
 
-from pysyncobj.monotonic import monotonic as _monotonic  # the clock of pysyncobj's timers
+from raftsched.errors import RaftPortUnreachable
+from raftsched.raft import admin_messages, clock
 
-log = logging.getLogger("raftsched.cluster.node")
+log = logging.getLogger("raftsched.raft.node")  # the node's logger
 
 RESTART_HOLD = 3.0  # s a restarted node waits for the leader before it may stand
 HANDOVER_RETRY = 0.02  # s between transfer requests while no follower holds every entry
@@ -25,7 +26,7 @@ HANDOVER_POLL = 0.01  # s between looks at the role while a handover runs
 
 
 class Handover:
-    """Mixin for SchedulerNode (uses its settings, role properties and pysyncobj state)."""
+    """Mixin of the engine (uses its settings, role properties and pysyncobj state)."""
 
     settings: Any
     _fatal_error: str | None
@@ -107,7 +108,7 @@ class Handover:
             return
         # The tick thread compares this float with the clock; it reaches its first election
         # check no earlier than raft_min_timeout after __init__, so there is no race here.
-        setattr(self, attribute, max(getattr(self, attribute), _monotonic() + hold))
+        setattr(self, attribute, max(getattr(self, attribute), clock.now() + hold))
 
     def _handover_resend(self) -> float:
         # The target stands at once on TimeoutNow and wins within a round trip; a leader still
@@ -121,14 +122,12 @@ class Handover:
             return True
 
     def _ask_transfer(self) -> bool:
-        from pysyncobj.utility import TcpUtility, UtilityException
-
-        utility = TcpUtility(password=self.settings.secret or None, timeout=1.0)
+        me = self.settings.self_address
         try:
-            answer = utility.executeCommand(self.settings.self_address, ["transfer", ""])
-        except UtilityException as err:
+            answer = admin_messages.send(me, self.settings.secret, ["transfer", ""], timeout=1.0)
+        except RaftPortUnreachable as err:
             log.debug("transfer request not answered: %s", err)
             return False
-        return str(answer).startswith("SUCCESS")
+        return answer.startswith("SUCCESS")
 
     # -- lifecycle ---------------------------------------------------------------------------

@@ -55,8 +55,8 @@ from typing import Any, NoReturn
 
 from pysyncobj.config import SERIALIZER_STATE
 
-from raftsched.cluster.journal import fsync_dir
 from raftsched.core.snapshot import without_gc
+from raftsched.raft.journal import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -317,8 +317,8 @@ def write_starting_point(
 
     from pysyncobj.node import TCPNode
 
-    from raftsched.cluster.journal import DurableJournal, write_file_durably
-    from raftsched.cluster.settings import DUMP_FILE, JOURNAL_FILE
+    from raftsched.raft.journal import DurableJournal, write_file_durably
+    from raftsched.raft.settings import DUMP_FILE, JOURNAL_FILE
 
     directory = Path(node_dir)
     directory.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ pysyncobj's ``Journal`` interface and changes how it reaches the disk:
   read with pysyncobj's own reader and converted once, atomically.
 
 When to fsync: off the tick thread, by a group-commit thread of the journal's own
-(:mod:`raftsched.cluster.journal_sync`); the node acts only on ``durable_index``.
+(:mod:`raftsched.raft.journal_sync`); the node acts only on ``durable_index``.
 
 ``durable=False`` (``[cluster] durable_journal = false``) keeps the file format and skips every
 fsync: as safe as pysyncobj's own journal (kill -9 yes, power loss no), and faster.
@@ -53,7 +53,7 @@ from typing import Any
 from pysyncobj.journal import FileJournal, Journal
 from pysyncobj.pickle import dumps, loads
 
-from raftsched.cluster.journal_sync import GroupCommit
+from raftsched.raft.journal_sync import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ _ENTRY = struct.Struct("<QQ")  # index, term
 _PYSYNCOBJ_MAGIC = b"PYSYNCOBJ"
 SYNCED_ENV = "RAFTSCHED_TEST_JOURNAL_SYNCED"
 SLOW_FSYNC = 0.1  # seconds: an fsync this slow is logged
-DUMP_NAME = "raft.dump"  # the node's snapshot, next to the journal (cluster.settings)
+DUMP_NAME = "raft.dump"  # the node's snapshot, next to the journal (raft/settings.py)
 
 
 def _fsync(fd: int) -> None:

@@ -20,19 +20,18 @@ import threading
 import time
 from typing import Any
 
-from pysyncobj import FAIL_REASON
-
 from raftsched.errors import MembershipBusy, MembershipUnconfirmed
+from raftsched.raft.outcomes import FailReason
 
 MEMBERSHIP_WAIT = 10.0  # seconds for a change to commit
 DENIED_WAIT = 3.0  # seconds a REQUEST_DENIED is retried before it reaches the caller
 _RETRYABLE = {
-    FAIL_REASON.QUEUE_FULL,
-    FAIL_REASON.MISSING_LEADER,
-    FAIL_REASON.DISCARDED,
-    FAIL_REASON.NOT_LEADER,
-    FAIL_REASON.LEADER_CHANGED,
-    FAIL_REASON.REQUEST_DENIED,
+    FailReason.QUEUE_FULL,
+    FailReason.MISSING_LEADER,
+    FailReason.DISCARDED,
+    FailReason.NOT_LEADER,
+    FailReason.LEADER_CHANGED,
+    FailReason.REQUEST_DENIED,
 }
 
 
@@ -47,14 +46,14 @@ def change_membership(node: Any, address: str, *, add: bool, wait: float = MEMBE
             box.append(error)
             ev.set()
 
-        change = node.addNodeToCluster if add else node.removeNodeFromCluster
-        change(address, callback=callback)
+        change = node.add_member if add else node.remove_member
+        change(address, callback)
         if not event.wait(max(0.1, end - time.monotonic())):
             break
         error = box[0]
-        if error == FAIL_REASON.SUCCESS:
+        if error == FailReason.SUCCESS:
             return
-        if error == FAIL_REASON.REQUEST_DENIED and time.monotonic() - started >= DENIED_WAIT:
+        if error == FailReason.REQUEST_DENIED and time.monotonic() - started >= DENIED_WAIT:
             raise MembershipBusy(address)
         if error not in _RETRYABLE or time.monotonic() >= end:
             break

@@ -9,7 +9,7 @@ an fsync is (issue 16: fsyncs of 100+ ms on a busy disk held a follower's tick p
 election timeout, and it stood for election). Durability is unchanged, because the node acts
 on ``durable_index``, not on what was written: the transport holds a follower's append-entries
 acknowledgement until ``durable_index`` reaches the entry it acknowledges, and a leader counts
-itself towards a commit only up to ``durable_index`` (``raftsched.cluster.node``). Without a
+itself towards a commit only up to ``durable_index`` (``raftsched.raft.group_commit``). Without a
 syncer (unit tests, tools) ``flush`` fsyncs inline, as before.
 
 A truncation (``deleteEntriesFrom``, ``clear``) lowers ``durable_index`` below the cut and
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class GroupCommit:
-    """The fsync half of :class:`~raftsched.cluster.journal.DurableJournal` (a mixin: it uses
+    """The fsync half of :class:`~raftsched.raft.journal.DurableJournal` (a mixin: it uses
     the journal's ``_fd``, ``_entries``, ``durable``, ``path``, ``_sync_fd`` and
     ``_store_meta``)."""
 
