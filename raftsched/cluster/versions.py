@@ -20,6 +20,14 @@
   release cannot apply the log (its pysyncobj cannot unpickle the command and stops applying
   at it, logging the error on every tick) nor load a snapshot (schema version 4): rolling
   back is no longer possible, as the README says.
+- **Older than the baseline.** This release describes only the previous one
+  (``BASELINE_RELEASE``); a cluster of release 1 (0.1.0: cluster version 1, nodes that
+  report no release) must be upgraded to it first. While the cluster version is older than
+  the baseline and this node heard from such a member within :data:`REPORT_TTL`, it
+  proposes nothing (:class:`~raftsched.errors.UpgradeUnfinished`, "upgrade every node to
+  0.2.0 first") and logs it as an error; the finalizer never raises the version past such a
+  member either. (A fresh cluster also starts at version 1: without such a member, the gate
+  is the baseline's.)
 - **Too old.** A node that applies a ``SetClusterVersion`` newer than its own release (a
   rollback after finalization, from a later release than this one) stops with a fatal error
   instead of applying a log it cannot follow.
@@ -57,15 +65,19 @@ class ReleaseMixin:
         # Set once the committed cluster version reached this release: it is never lowered,
         # so from then on the gate lets everything through without reading the state.
         self._finalized = False
+        self._warned_older: set[str] = set()
 
     def _note_release(self, node: Any, message: dict[str, Any]) -> None:
         """The transport got ``message`` from ``node``: note the release it runs."""
         address = str(getattr(node, "address", None) or getattr(node, "id", node))
-        release = message.get(RELEASE_KEY, vs.BASELINE_RELEASE)
+        release = message.get(RELEASE_KEY, vs.FIRST_RELEASE)  # release 1 sends none
         if not isinstance(release, int) or isinstance(release, bool):
-            release = vs.BASELINE_RELEASE
+            release = vs.FIRST_RELEASE
         with self._release_lock:
             self._releases[address] = (release, time.monotonic())
+        if release < vs.BASELINE_RELEASE and address not in self._warned_older:
+            self._warned_older.add(address)
+            log.error("%s", vs.older_than_baseline_hint({address: release}))
 
     def member_releases(self) -> dict[str, int | None]:
         """Raft address of every member -> its release as last reported within REPORT_TTL
@@ -80,6 +92,17 @@ class ReleaseMixin:
             out[address] = release if now - at <= REPORT_TTL else None
         return out
 
+    def older_than_baseline(self) -> dict[str, int]:
+        """Nodes heard from within REPORT_TTL that run a release older than the baseline."""
+        now = time.monotonic()
+        with self._release_lock:
+            reports = dict(self._releases)
+        return {
+            a: r
+            for a, (r, at) in reports.items()
+            if r < vs.BASELINE_RELEASE and now - at <= REPORT_TTL
+        }
+
     def _peers(self) -> list[Any]:
         for _ in range(5):  # the tick thread may change the set meanwhile
             try:
@@ -90,7 +113,7 @@ class ReleaseMixin:
 
     @property
     def cluster_version(self) -> int:
-        return int(self.read(lambda st: getattr(st, "cluster_version", vs.BASELINE_RELEASE)))  # type: ignore[attr-defined]
+        return int(self.read(lambda st: getattr(st, "cluster_version", vs.FIRST_RELEASE)))  # type: ignore[attr-defined]
 
     def release_refusal(self, command: Command) -> str | None:
         """Why this node must not propose ``command`` now (None: it may)."""
@@ -100,6 +123,10 @@ class ReleaseMixin:
         if current >= vs.RELEASE:
             self._finalized = True
             return None
+        if current < vs.BASELINE_RELEASE:
+            older = self.older_than_baseline()
+            if older:
+                return vs.older_than_baseline_hint(older)
         if isinstance(command, SetClusterVersion):
             if command.version > vs.RELEASE:
                 return f"release {command.version} is newer than this node's ({vs.RELEASE})"
