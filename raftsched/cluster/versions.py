@@ -69,6 +69,10 @@ class ReleaseMixin:
 
     def _note_release(self, node: Any, message: dict[str, Any]) -> None:
         """The transport got ``message`` from ``node``: note the release it runs."""
+        if RELEASE_KEY not in message and message.get("type") == "keepalive":
+            # the transport's keepalive goes out as is, without a release (0.2.0's too);
+            # release 1 sends none: it says nothing about the sender's release
+            return
         address = str(getattr(node, "address", None) or getattr(node, "id", node))
         release = message.get(RELEASE_KEY, vs.FIRST_RELEASE)  # release 1 sends none
         if not isinstance(release, int) or isinstance(release, bool):

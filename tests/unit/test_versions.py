@@ -348,6 +348,8 @@ def test_a_member_older_than_the_baseline_stops_every_proposal(caplog) -> None: 
     node = _FakeNode(vs.FIRST_RELEASE)
     register = c.RegisterDags(request_id="r", now=T0, specs=(_spec(),))
     assert node.release_refusal(register) is None  # a fresh cluster: the baseline's gate
+    node._note_release(_Peer("b:1"), {"type": "keepalive"})  # sent without a release: no report
+    assert node.member_releases()["b:1"] is None and node.release_refusal(register) is None
     node._note_release(_Peer("b:1"), {"type": "next_node_idx"})  # 0.1.0 sends no release
     node._note_release(_Peer("c:1"), {"type": "next_node_idx", RELEASE_KEY: vs.RELEASE})
     assert node.older_than_baseline() == {"b:1": 1}
