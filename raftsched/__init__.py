@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 # The one place of the version: pyproject.toml reads it ([tool.setuptools.dynamic]); the
 # protocol number of this release is raftsched.core.versions.RELEASE.
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = [
     "DAG",
     "BashTask",

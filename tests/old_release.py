@@ -1,4 +1,5 @@
-"""The previous release of raftsched (0.1.0, release 1) for the rolling-upgrade tests.
+"""The previous release of raftsched (0.2.0, release 2: the baseline this release describes,
+``core/versions_baseline.py``) for the rolling-upgrade tests.
 
 It is taken from this repository's git history by commit id (tags need not survive into
 other checkouts, and this history has none): ``git archive`` of :data:`OLD_COMMIT` into a
@@ -34,9 +35,9 @@ from pathlib import Path
 import pytest
 
 OLD_COMMIT = (
-    "571c1359b902f737a2711d7c64e0c3e1e27cf81d"  # raftsched 0.1.0: HEAD when release 2 began
+    "ed38e7659c3093da7ba078b32ff2efe19b1afe47"  # raftsched 0.2.0: HEAD when release 3 began
 )
-OLD_VERSION = "0.1.0"
+OLD_VERSION = "0.2.0"
 REPO = Path(__file__).resolve().parents[1]
 _LAYOUT = "2"  # bump when the cache's layout changes: an old cache is then left alone
 # Per interpreter (path and version) and user too: the old release's virtualenv borrows this

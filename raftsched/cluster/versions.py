@@ -16,6 +16,14 @@
   release cannot apply the log (its pysyncobj cannot unpickle the command and stops applying
   at it, logging the error on every tick) nor load a snapshot (schema version 4): rolling
   back is no longer possible, as the README says.
+- **Older than the baseline.** This release describes only the previous one
+  (``BASELINE_RELEASE``); a cluster of release 1 (0.1.0: cluster version 1, nodes that
+  report no release) must be upgraded to it first. While the cluster version is older than
+  the baseline and this node heard from such a member within :data:`REPORT_TTL`, it
+  proposes nothing (:class:`~raftsched.errors.UpgradeUnfinished`, "upgrade every node to
+  0.2.0 first") and logs it as an error; the finalizer never raises the version past such a
+  member either. (A fresh cluster also starts at version 1: without such a member, the gate
+  is the baseline's.)
 - **Too old.** A node that applies a ``SetClusterVersion`` newer than its own release (a
   rollback after finalization, from a later release than this one) stops with a fatal error
   instead of applying a log it cannot follow.
@@ -47,7 +55,7 @@ class ReleaseMixin:
 
     @property
     def cluster_version(self) -> int:
-        return int(self.read(lambda st: getattr(st, "cluster_version", vs.BASELINE_RELEASE)))  # type: ignore[attr-defined]
+        return int(self.read(lambda st: getattr(st, "cluster_version", vs.FIRST_RELEASE)))  # type: ignore[attr-defined]
 
     def release_refusal(self, command: Command) -> str | None:
         """Why this node must not propose ``command`` now (None: it may)."""
@@ -57,6 +65,10 @@ class ReleaseMixin:
         if current >= vs.RELEASE:
             self._finalized = True
             return None
+        if current < vs.BASELINE_RELEASE:
+            older = self.raft.older_than_baseline()  # type: ignore[attr-defined]
+            if older:
+                return vs.older_than_baseline_hint(older)
         if isinstance(command, SetClusterVersion):
             if command.version > vs.RELEASE:
                 return f"release {command.version} is newer than this node's ({vs.RELEASE})"

@@ -6,10 +6,11 @@ committed change (docs/architecture.md §5: written exactly once, behind the wat
 ``SECRET`` with the record's Fernet token exactly as the log holds it (the DB never sees a
 value), ``CALLBACK_JOB`` with the job as it is after the change.
 
-Only once the cluster version is past release 1: a release-1 node applies ``SetSecret``
-without an entry, and the outbox is digested state, so a mixed cluster must not emit one.
-The ``SetClusterVersion`` that leaves release 1 emits every record and job held then
-(:func:`emit_all`), so the DB misses nothing that came before.
+Only once the cluster version is :data:`SINCE_RELEASE` (the release that introduced these
+entries) or newer: a node of an older release applies ``SetSecret`` without an entry, and
+the outbox is digested state, so a mixed cluster must not emit one. The ``SetClusterVersion``
+that raises the cluster to it (from 2, or from 1 on a fresh cluster) emits every record and
+job held then (:func:`emit_all`), so the DB misses nothing that came before.
 
 Pure, like the rest of the core.
 """
@@ -24,10 +25,13 @@ from raftsched.core.changes import emit_entry
 from raftsched.core.model import OutboxKind
 from raftsched.core.rows import CallbackJobRow, SecretRow
 from raftsched.core.secret_table import SecretKey, SecretRecord
-from raftsched.core.versions_baseline import BASELINE_RELEASE
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
+
+# The release (0.3.0) that introduced the SECRET and CALLBACK_JOB entries: a fixed fact, not
+# core.versions.RELEASE (which moves on with later releases).
+SINCE_RELEASE = 3
 
 
 def persists(state: SchedulerState | Any) -> bool:
@@ -36,7 +40,7 @@ def persists(state: SchedulerState | Any) -> bool:
 
 
 def persists_at(cluster_version: int) -> bool:
-    return cluster_version > BASELINE_RELEASE
+    return cluster_version >= SINCE_RELEASE
 
 
 def emit_secret(
@@ -73,7 +77,7 @@ def emit_job(state: SchedulerState, job: CallbackJob | None) -> None:
 
 
 def emit_all(state: SchedulerState) -> None:
-    """Every record and job held (the cluster version just left release 1)."""
+    """Every record and job held (the cluster version just reached SINCE_RELEASE)."""
     for ref, record in list(state.secrets.items()):
         emit_secret(state, ref, record, record.updated_at)
     for job in list(state.callbacks.jobs()):

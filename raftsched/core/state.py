@@ -117,9 +117,10 @@ class SchedulerState(StateViews):
         # The latest command time applied (commands' ``now`` raised to it): the state's clock
         self._clock = _EPOCH
         # The newest release whose commands every node can apply (core/versions.py); raised
-        # only by SetClusterVersion. At the baseline it is in no digest and no snapshot, so a
-        # state is the same as the previous release's.
-        self.cluster_version = vs.BASELINE_RELEASE
+        # only by SetClusterVersion. At FIRST_RELEASE (1: release 1 had none) it is in no
+        # digest and no snapshot, so a state is the same as every older release's; past it,
+        # in both (the same on every release that knows it).
+        self.cluster_version = vs.FIRST_RELEASE
 
     def remembers(self, request_id: str) -> bool:
         """Whether a command with this request id was applied (its result is remembered)."""
@@ -214,7 +215,7 @@ class SchedulerState(StateViews):
             self.outbox.last_seq,
             self._clock.isoformat(),
         )
-        if self.cluster_version > vs.BASELINE_RELEASE:
+        if self.cluster_version > vs.FIRST_RELEASE:
             scalars += (self.cluster_version,)
         return dg.finish(total, scalars, errors)
 
@@ -252,7 +253,7 @@ class SchedulerState(StateViews):
             data["secrets"] = self.secrets.to_list()
         if self.callbacks:  # only then: a state without any snapshots as before
             data["callbacks"] = self.callbacks.to_dict()
-        if self.cluster_version > vs.BASELINE_RELEASE:  # a release-1 node refuses this one
+        if self.cluster_version > vs.FIRST_RELEASE:  # a release-1 node refuses this one
             data["schema_version"] = vs.SNAPSHOT_SCHEMA_VERSION
             data["cluster_version"] = self.cluster_version
         return data
@@ -311,7 +312,7 @@ class SchedulerState(StateViews):
             and version != vs.SNAPSHOT_SCHEMA_VERSION
         ):
             raise SnapshotVersionError(version, vs.SNAPSHOT_SCHEMA_VERSION)
-        cluster_version = int(data.get("cluster_version", vs.BASELINE_RELEASE))
+        cluster_version = int(data.get("cluster_version", vs.FIRST_RELEASE))
         if cluster_version > vs.RELEASE:
             raise ReleaseTooOld(cluster_version, vs.RELEASE)
         state = cls()

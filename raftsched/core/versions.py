@@ -1,32 +1,39 @@
 """Releases and the cluster version: what a mixed cluster may commit (docs/architecture.md §12).
 
-Each release of raftsched has a protocol number, :data:`RELEASE` (0.1.0 is 1, 0.2.0 is 2).
-The replicated state holds the committed ``cluster_version``: the newest release whose
-commands every node can apply. It starts at :data:`BASELINE_RELEASE` and is raised by one
+Each release of raftsched has a protocol number, :data:`RELEASE` (0.1.0 is 1, 0.2.0 is 2,
+0.3.0 is 3). The replicated state holds the committed ``cluster_version``: the newest release
+whose commands every node can apply. It starts at :data:`FIRST_RELEASE` (a fresh state, and
+every state of release 1, the one that knew no cluster version) and is raised by one
 ``SetClusterVersion`` command, which the leader proposes only once every member reported a
 release at least that new (``cluster/versions.py``). Until then the cluster is *mixed*: a
 node of the previous release may apply any entry, so nothing may enter the log that it would
 not apply exactly as this release does.
 
+Each release describes the previous one, its *baseline* (:data:`BASELINE_RELEASE`), and no
+older one: a cluster upgrades one release at a time (README, Upgrading). A cluster whose
+nodes run a release older than the baseline must first be upgraded to the baseline (a node
+of this release refuses to propose anything while it hears from one, ``cluster/versions.py``).
+
 - :func:`refusal` is that gate, applied by ``SchedulerNode.submit`` to every proposal of
   this node (API calls, the leader loop, the materializer). While ``cluster_version`` is
-  older than this release it refuses a command that holds a class release 1 does not have
-  (it could not unpickle it: its tick thread would stop at that entry), a field release 1
+  older than this release it refuses a command that holds a class the baseline does not have
+  (it could not unpickle it: its tick thread would stop at that entry), a field the baseline
   does not have at a non-default value (an old node unpickles a slots dataclass by zipping
   its fields and silently drops trailing unknown ones: it would apply something else), an
-  enum value it does not know, or a value outside a release-1 vocabulary
-  (:data:`BASELINE_VALUES`). So a feature added by a later release is refused until the
+  enum value it does not know, or a value outside a baseline vocabulary
+  (:data:`BASELINE_VALUES`, :data:`BASELINE_CALLBACK_EVENTS`,
+  :data:`BASELINE_NOTIFIERS`). So a feature added by a later release is refused until the
   upgrade is finished, whoever wrote it, without code of its own here. The baseline is data
-  taken from release 1's source (:mod:`raftsched.core.versions_baseline`).
+  taken from the previous release's source (:mod:`raftsched.core.versions_baseline`).
 - :func:`install_tolerant_unpickling` is the other direction: an entry pickled by an older
   release lacks the fields added since; Python's own ``__setstate__`` of a frozen slots
   dataclass would leave them unset (AttributeError at first use, so this release would
   refuse or halt on an entry the old one applied). Fields missing at the end take their
   defaults instead.
 
-What the gate cannot see: a change of meaning of a value release 1 already accepts (a looser
-limit, another result for the same command). Such a change must be written to depend on
-``state.cluster_version`` explicitly (and be added to :data:`BASELINE_VALUES` when it is a
+What the gate cannot see: a change of meaning of a value the baseline already accepts (a
+looser limit, another result for the same command). Such a change must be written to depend
+on ``state.cluster_version`` explicitly (and be added to :data:`BASELINE_VALUES` when it is a
 new value of an existing field).
 """
 
@@ -43,21 +50,36 @@ from raftsched.core import persisted
 from raftsched.core import versions_baseline as baseline
 from raftsched.core.results import Result
 
-RELEASE = 2  # this release's protocol number
+RELEASE = 3  # this release's protocol number
 # Protocol number -> the raftsched version that introduced it (raftsched.__version__ is the
 # last one; tests/unit/test_versions.py checks they agree).
-RELEASES = {1: "0.1.0", 2: "0.2.0"}
+RELEASES = {1: "0.1.0", 2: "0.2.0", 3: "0.3.0"}
+# The release this one describes and upgrades from (the previous one): the gate's baseline.
 BASELINE_RELEASE = baseline.BASELINE_RELEASE
-# The one command that raises the cluster version: not in the baseline, let through by the
-# node only when every member reported a release at least that new.
+# Release 1 (0.1.0) knew no cluster version: a state's cluster version starts here, and while
+# it is here it is in no digest and no snapshot (as release 1's, and every later release's
+# at this version: they must agree byte for byte). Not the baseline: that moves on with every
+# release, this never does.
+FIRST_RELEASE = 1
+# The one command that raises the cluster version: let through by the node only when every
+# member reported a release at least that new.
 SET_CLUSTER_VERSION = "SetClusterVersion"
 
-# Release-1 vocabularies of plain-string fields: (class, field) -> the values it knew.
+# The baseline's vocabularies of plain-string fields: (class, field) -> the values it knew.
 BASELINE_VALUES: dict[tuple[str, str], frozenset[str]] = {
     ("TaskSpec", "kind"): frozenset({"bash", "python"}),
     ("SetSecret", "kind"): frozenset({"variable", "connection"}),
     ("DeleteSecret", "kind"): frozenset({"variable", "connection"}),
+    ("LogChunk", "stream"): frozenset({"stdout", "stderr"}),
 }
+# The baseline's callback events, by the class whose ``callbacks`` (event, callable,
+# kwargs_json) triples name them, and its built-in notifiers (callables "raftsched:...").
+BASELINE_CALLBACK_EVENTS: dict[str, frozenset[str]] = {
+    "TaskSpec": frozenset({"failure", "success", "retry"}),
+    "DagSpec": frozenset({"failure", "success", "deadline"}),
+}
+NOTIFIER_PREFIX = "raftsched:"
+BASELINE_NOTIFIERS = frozenset({"raftsched:webhook", "raftsched:email"})
 _LEAVES = (str, bytes, int, float, bool, datetime, date, time, timedelta, type(None))
 _MISSING: Any = dataclasses.MISSING
 
@@ -69,11 +91,27 @@ def upgrade_hint(cluster_version: int) -> str:
     )
 
 
+def older_than_baseline_hint(members: dict[str, int]) -> str:
+    """Why a node of this release proposes nothing while these members (address -> release)
+    run a release older than the baseline: it does not know what they can apply."""
+    shown = ", ".join(
+        f"{a}: release {r} ({RELEASES.get(r, '?')})" for a, r in sorted(members.items())
+    )
+    return (
+        f"a member runs a release older than {RELEASES[BASELINE_RELEASE]} ({shown}); this node"
+        f" runs {RELEASES[RELEASE]}, which upgrades from {RELEASES[BASELINE_RELEASE]} only:"
+        f" upgrade every node to {RELEASES[BASELINE_RELEASE]} first, then to"
+        f" {RELEASES[RELEASE]} (README, Upgrading: one release at a time)"
+    )
+
+
 def refusal(command: Any, cluster_version: int) -> str | None:
     """Why a release-``cluster_version`` node could not apply ``command`` as this release
-    does (None: it can). Only release 1 is described, so any newer cluster version allows
-    everything this release knows."""
-    if cluster_version > BASELINE_RELEASE:
+    does (None: it can). Only the baseline is described (the previous release), so any newer
+    cluster version allows everything this release knows; an older one (release 1) is
+    checked against the baseline too, and a node of release 1 is kept out by the node
+    (``cluster/versions.py``: upgrade it to the baseline first)."""
+    if cluster_version >= RELEASE:
         return None
     what = first_unknown(command)
     if what is None:
@@ -82,7 +120,7 @@ def refusal(command: Any, cluster_version: int) -> str | None:
 
 
 def first_unknown(value: Any) -> str | None:
-    """The first part of ``value`` that release 1 does not know, described; None if none.
+    """The first part of ``value`` that the baseline does not know, described; None if none.
     Walks with an explicit stack (nothing recurses on user data)."""
     stack: list[tuple[Any, str]] = [(value, "")]
     while stack:
@@ -123,7 +161,25 @@ def _unknown_fields(item: Any, where: str, stack: list[tuple[Any, str]]) -> str 
         vocabulary = BASELINE_VALUES.get((name, f.name))
         if vocabulary is not None and isinstance(value, str) and value not in vocabulary:
             return f"{path} = {value!r}"
+        if f.name == "callbacks" and name in BASELINE_CALLBACK_EVENTS:
+            problem = _unknown_callback(value, path, BASELINE_CALLBACK_EVENTS[name])
+            if problem is not None:
+                return problem
         stack.append((value, path))
+    return None
+
+
+def _unknown_callback(value: Any, path: str, events: frozenset[str]) -> str | None:
+    """A callback triple whose event or built-in notifier the baseline lacks, described."""
+    for i, item in enumerate(value if isinstance(value, tuple) else ()):
+        if not (isinstance(item, tuple) and len(item) == 3):
+            continue  # validation's to refuse, alike on every release
+        event, ref = item[0], item[1]
+        if isinstance(event, str) and event not in events:
+            return f"{path}[{i}].event = {event!r}"
+        notifier = isinstance(ref, str) and ref.startswith(NOTIFIER_PREFIX)
+        if notifier and ref not in BASELINE_NOTIFIERS:
+            return f"{path}[{i}].callable = {ref!r}"
     return None
 
 
@@ -178,16 +234,18 @@ def tolerant(cls: type) -> bool:
     return getattr(cls, "__setstate__", None) is _setstate_with_defaults
 
 
-# A snapshot of a state whose cluster version is past the baseline says this schema version,
+# A snapshot of a state whose cluster version is past FIRST_RELEASE says this schema version,
 # so that a release-1 node refuses it (it knows schema versions up to 3) instead of loading a
-# state it cannot run; at the baseline a snapshot is exactly the previous release's.
+# state it cannot run; at FIRST_RELEASE a snapshot is exactly release 1's. (Release 2 and
+# later read it, and refuse one whose cluster version is newer than their release.)
 SNAPSHOT_SCHEMA_VERSION = 4
 
 
 def apply_set_cluster_version(state: Any, cmd: Any, now: datetime, index: int) -> Result:
     """``SetClusterVersion``'s handler (``state.cluster_version`` belongs to SchedulerState).
-    Never lowered: a late or repeated proposal of an older version changes nothing. Leaving
-    release 1 emits every secret and callback job held (``core.persisted``)."""
+    Never lowered: a late or repeated proposal of an older version changes nothing. Reaching
+    ``persisted.SINCE_RELEASE`` (from any older version: 1 or 2) emits every secret and
+    callback job held (``core.persisted``)."""
     was = state.cluster_version
     state.cluster_version = max(state.cluster_version, cmd.version)
     if not persisted.persists_at(was) and persisted.persists(state):

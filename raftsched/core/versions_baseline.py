@@ -1,19 +1,21 @@
-"""What release 1 (raftsched 0.1.0, git commit 571c135) can decode and apply: generated data.
+"""What release 2 (raftsched 0.2.0, git commit ed38e76) can decode and apply: generated data.
 
 ``CLASSES``: every dataclass of ``raftsched.core.commands`` and ``raftsched.core.model`` in
-release 1, with its field names in order. ``ENUMS``: every enum of those modules with its
-values. ``raftsched.core.versions`` refuses, while the cluster runs release 1, any command
-holding a class, a field at a non-default value, or an enum value that is not here: a
-release-1 node would fail to unpickle it, or drop the field silently and diverge.
+release 2, with its field names in order. ``ENUMS``: every enum of those modules with its
+values. ``raftsched.core.versions`` refuses, while the cluster runs an older release than
+this one, any command holding a class, a field at a non-default value, or an enum value that
+is not here: a release-2 node would fail to unpickle it, or drop the field silently and
+diverge.
 
-Generated from the old source, never edited by hand; tests/unit/test_versions.py regenerates
-it from commit 571c135 (``git archive``) and compares.
+Each release describes the previous one (docs/architecture.md §12: upgrade one release at a
+time). Generated from the old source, never edited by hand; tests/unit/test_versions.py
+regenerates it from commit ed38e76 (``git archive``) and compares.
 """
 
 from __future__ import annotations
 
-BASELINE_RELEASE = 1
-BASELINE_COMMIT = "571c135"
+BASELINE_RELEASE = 2
+BASELINE_COMMIT = "ed38e76"
 
 CLASSES: dict[str, tuple[str, ...]] = {
     "AckMaterialized": ("request_id", "now", "seq", "finished_run_retention_seconds"),
@@ -31,6 +33,19 @@ CLASSES: dict[str, tuple[str, ...]] = {
         "message",
         "chunks",
         "worker_id",
+        "result_json",
+        "follow",
+        "skipped",
+    ),
+    "CompleteCallback": (
+        "request_id",
+        "now",
+        "worker_id",
+        "job_id",
+        "token",
+        "success",
+        "message",
+        "chunks",
     ),
     "CreateRuns": ("request_id", "now", "runs"),
     "DagRecord": ("spec", "paused", "active", "updated_at", "last_logical_date"),
@@ -61,16 +76,21 @@ CLASSES: dict[str, tuple[str, ...]] = {
         "description",
         "tasks",
         "spec_hash",
+        "params_json",
+        "callbacks",
+        "deadline_seconds",
     ),
     "DeleteSecret": ("request_id", "now", "kind", "key"),
     "ExpireLeases": ("request_id", "now", "leases"),
     "HeartbeatLeases": ("request_id", "now", "worker_id", "leases", "lease_ttl_seconds"),
     "ImportErrorRecord": ("fileloc", "message", "traceback"),
     "Lease": ("key", "try_number", "worker_id", "token", "expires_at"),
+    "LeaseCallbacks": ("request_id", "now", "worker_id", "max_jobs", "lease_ttl_seconds"),
     "LeaseRef": ("key", "token"),
-    "LeaseTasks": ("request_id", "now", "worker_id", "max_tasks", "lease_ttl_seconds"),
+    "LeaseTasks": ("request_id", "now", "worker_id", "max_tasks", "lease_ttl_seconds", "queues"),
     "LogChunk": ("stream", "text"),
     "MarkTasks": ("request_id", "now", "dag_id", "run_id", "task_ids", "state"),
+    "MissDeadlines": ("request_id", "now", "runs"),
     "OutboxEntry": ("seq", "kind", "data"),
     "QueueDecision": ("key", "expected_state", "try_number"),
     "QueueTasks": ("request_id", "now", "items", "unreachable"),
@@ -87,6 +107,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
         "run_id",
     ),
     "Schedule": ("kind", "cron", "interval_seconds", "display"),
+    "SetClusterVersion": ("request_id", "now", "version"),
     "SetImportErrors": ("request_id", "now", "errors"),
     "SetPaused": ("request_id", "now", "dag_id", "paused"),
     "SetSecret": ("request_id", "now", "kind", "key", "ciphertext", "description", "expected"),
@@ -105,6 +126,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
         "log_chunks",
         "worker_id",
         "lease_token",
+        "result_json",
     ),
     "TaskKey": ("dag_id", "run_id", "task_id"),
     "TaskSpec": (
@@ -122,6 +144,9 @@ CLASSES: dict[str, tuple[str, ...]] = {
         "priority_weight",
         "trigger_rule",
         "upstream",
+        "queue",
+        "skip_on_exit_code",
+        "callbacks",
     ),
 }
 ENUMS: dict[str, tuple[str, ...]] = {
@@ -146,5 +171,8 @@ ENUMS: dict[str, tuple[str, ...]] = {
         "one_success",
         "one_failed",
         "none_failed",
+        "none_failed_min_one_success",
+        "all_skipped",
+        "none_skipped",
     ),
 }

@@ -145,6 +145,11 @@ class RaftNode:
         """Raft address of every member -> the release it last reported (None: unknown)."""
         return self._started.member_releases()
 
+    def older_than_baseline(self) -> dict[str, int]:
+        """Members heard from lately that run a release older than the upgrade gate's
+        baseline (they must be upgraded to it first)."""
+        return self._started.older_than_baseline()
+
     @property
     def fatal_error(self) -> str | None:
         """Why this node stopped for good (a snapshot it cannot load, ``fail``), or None."""

@@ -44,6 +44,7 @@ from harness import whole_second as whole
 
 from raftsched.api.client import ApiError
 from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2, worker_pb2
+from raftsched.core.versions import RELEASE
 from raftsched.store import tables as t
 from raftsched.store.rebuild import INDEX_MARGIN, LOST_MESSAGE
 
@@ -259,6 +260,19 @@ def _lease_callbacks(client, worker_id: str) -> list:  # type: ignore[no-untyped
         return []
 
 
+def _wait_finalized(cluster: ApiCluster) -> None:
+    """Secrets and callback jobs reach the DB from cluster version 3 on (core/persisted.py):
+    the leader raises it about a second after it was elected, and then emits all held."""
+    wait_for(
+        lambda: all(
+            (st or {}).get("cluster_version") == RELEASE for st in cluster.statuses().values()
+        ),
+        timeout=30,
+        what="the cluster version raised",
+        describe=cluster.brief,
+    )
+
+
 def test_rebuild_keeps_variables_connections_and_pending_callbacks(
     tmp_path: Path, db_url: str
 ) -> None:
@@ -287,6 +301,7 @@ def test_rebuild_keeps_variables_connections_and_pending_callbacks(
             worker_id="t1", key=granted.key, token=granted.token, success=False, exit_code=3
         )
         worker.workers.Complete(failed)
+        _wait_finalized(cluster)
         cluster.wait_caught_up(timeout=30)
         with cluster.engine.connect() as conn:
             stored = conn.execute(sa.select(t.secret)).all()
@@ -321,6 +336,7 @@ def test_rebuild_keeps_variables_connections_and_pending_callbacks(
             describe=cluster.brief,
         )
         assert job.job_id == job_id and job.callable == "tell" and job.event == "failure"
+        _wait_finalized(cluster)  # the rebuilt state starts at cluster version 1, too
         cluster.wait_caught_up(timeout=30)
         with cluster.engine.connect() as conn:
             after = conn.execute(

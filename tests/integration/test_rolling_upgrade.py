@@ -1,18 +1,23 @@
 """Rolling upgrade from the previous release, and replacing a dead node (README: Upgrading,
 Replacing a dead node; docs/architecture.md §12).
 
-The previous release (0.1.0, git commit 571c135) runs from a virtualenv of its own
-(tests/old_release.py). One cluster per backend (SQLite, then PostgreSQL: the metadata
-database is where the two releases' schemas meet), a 1-second DAG on a worker:
+The previous release (0.2.0, release 2, git commit ed38e76: the baseline this release
+describes) runs from a virtualenv of its own (tests/old_release.py). One cluster per backend
+(SQLite, then PostgreSQL: the metadata database is where the two releases' schemas meet), a
+1-second DAG on a worker:
 
-1. The database as 0.1.0 migrated it (revision 0003); two nodes of 0.1.0 and one of this
-   release, which migrates the database on start. The cluster version stays 1; a DAG that
-   uses a trigger rule 0.1.0 lacks is held back (an import error saying to finish the
-   upgrade). The new node is rolled back to 0.1.0 on its data directory (after `raftsched db
-   migrate --to 0003`) and forward again. Then each old node in turn, followers first and
-   the leader last: SIGTERM, this release on the same data directory and address, caught up
-   before the next. Only once all three run it is the cluster version 2 (logged), and the
-   held DAG is registered. No slot was missed or doubled and replicas agree throughout.
+1. The database as 0.2.0 migrated it (revision 0004); three nodes of 0.2.0, which finalize
+   their cluster at version 2 (a production cluster of 0.2.0), and a variable set. Node 2 is
+   replaced by this release on its data directory; it migrates the database on start. The
+   cluster version stays 2; a DAG that uses something 0.2.0 lacks (if this release has such
+   a DAG-file feature) is held back (an import error saying to finish the upgrade), and
+   variables do not reach the database yet (release 3's SECRET entries: a 0.2.0 node applies
+   SetSecret without one). The new node is rolled back to 0.2.0 on its data directory (after
+   `raftsched db migrate --to 0004`) and forward again. Then each old node in turn, followers
+   first and the leader last: SIGTERM, this release on the same data directory and address,
+   caught up before the next. Only once all three run it is the cluster version 3 (logged),
+   the held DAG is registered, and every variable held reaches the database. No slot was
+   missed or doubled and replicas agree throughout.
 2. (PostgreSQL's cluster) A node dies (kill -9): `cluster status` shows it unreachable,
    `cluster remove-node` it, start a node with a new address and an empty data directory
    (ignored until added), `cluster add-node` it; it catches up and agrees. A survivor
@@ -29,9 +34,9 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import grpc
 import pytest
-from api_harness import ADMIN, WORKER, ApiCluster
+from api_harness import ADMIN, ApiCluster
+from cryptography.fernet import Fernet
 from harness import (
     Node,
     check_slots,
@@ -45,34 +50,43 @@ from harness import (
 )
 from test_rest_api import _database
 
-from raftsched.api.client import ApiError
-from raftsched.api.gen import cluster_pb2, dag_pb2, worker_pb2
+import raftsched
+from raftsched.api.gen import cluster_pb2, dag_pb2, secret_pb2
 from raftsched.cli.main import main
 from raftsched.core import versions as vs
 from raftsched.core import versions_baseline as baseline
 from raftsched.core.model import TriggerRule
 from raftsched.store.migrate import head_revision
-from tests.old_release import CACHE, old_env, old_python, old_source_tree
+from tests.old_release import CACHE, OLD_VERSION, old_env, old_python, old_source_tree
 
 pytestmark = pytest.mark.slow
 
 DAG_ID = "every_second_0"
-OLD_HEAD = "0003"  # 0.1.0's last migration
+OLD = vs.BASELINE_RELEASE  # the previous release's protocol number (2)
+OLD_HEAD = "0004"  # 0.2.0's last migration
 NEW_RULES = [r.value for r in TriggerRule if r.value not in baseline.ENUMS["TriggerRule"]]
-FEATURE_DAG = f"""\
+# A DAG file that uses a feature 0.2.0 lacks. This release adds no trigger rule; when it adds
+# another DAG-file feature (a DagSpec/TaskSpec field), write FEATURE_DAG with it.
+FEATURE_DAG = (
+    f"""\
 from datetime import datetime
 
 from raftsched import DAG, BashTask
 
 with DAG("uses_new_rule", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     first = BashTask("first", command="true")
-    second = BashTask("second", command="true", trigger_rule={NEW_RULES[:1] or ["all_done"]}[0])
+    second = BashTask("second", command="true", trigger_rule={NEW_RULES[0]!r})
     first >> second
 """
+    if NEW_RULES
+    else ""
+)
+FEATURE_DAGS = {"uses_new_rule"} if FEATURE_DAG else set()
+VARIABLES = {"BEFORE": "clear-before-3f1a", "MIXED": "clear-mixed-77c0"}
 
 
 def run_old(node: Node) -> None:
-    """This node runs 0.1.0 from its own virtualenv, in a directory of its own (so that this
+    """This node runs 0.2.0 from its own virtualenv, in a directory of its own (so that this
     checkout is not on its path)."""
     argv = Node.argv(node)
     cwd = CACHE
@@ -92,11 +106,11 @@ def run_new(node: Node) -> None:
 def release_of(status: dict[str, Any] | None) -> int | None:
     if status is None:
         return None
-    return int(status.get("release") or vs.BASELINE_RELEASE)  # 0.1.0 reports none
+    return int(status.get("release") or vs.FIRST_RELEASE)  # 0.1.0 reported none
 
 
 def old_cli(cluster: ApiCluster, *args: str) -> None:
-    """`raftsched --config ... ARGS` of 0.1.0."""
+    """`raftsched --config ... ARGS` of 0.2.0."""
     code = "import runpy; runpy.run_module('raftsched', run_name='__main__', alter_sys=True)"
     done = subprocess.run(
         [*old_python(), "-c", code, "--config", str(cluster.config_path), *args],
@@ -139,10 +153,15 @@ def cluster(
     old_source_tree()  # fails clearly when the history lacks the previous release
     workdir = tmp_path_factory.mktemp(f"upgrade-{request.param}")
     start = whole_second(utcnow()) - timedelta(seconds=3)
-    dags = {f"{DAG_ID}.py": every_second_dag(DAG_ID, start=start), "feature.py": FEATURE_DAG}
+    dags = {f"{DAG_ID}.py": every_second_dag(DAG_ID, start=start)}
+    if FEATURE_DAG:
+        dags["feature.py"] = FEATURE_DAG
+    config = {"secrets": {"fernet_key": Fernet.generate_key().decode()}}
     with (
         _database(request.param, workdir) as url,
-        ApiCluster(workdir / "cluster", url, dags=dags, spare=1, migrate=False) as harness,
+        ApiCluster(
+            workdir / "cluster", url, dags=dags, spare=1, migrate=False, config=config
+        ) as harness,
     ):
         harness.start_at = start  # type: ignore[attr-defined]
         yield harness
@@ -156,29 +175,37 @@ def cluster(
 
 
 def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
-    if not NEW_RULES:
-        pytest.fail("this release has no trigger rule 0.1.0 lacks: pick another gated feature")
-    old_cli(cluster, "db", "migrate")  # the database as 0.1.0 left it
-    old_head = _db_revision(cluster)
-    assert old_head == OLD_HEAD, "README, Upgrading, names 0.1.0's head revision for a rollback"
+    old_cli(cluster, "db", "migrate")  # the database as 0.2.0 left it
+    assert _db_revision(cluster) == OLD_HEAD, "README, Upgrading, names 0.2.0's head revision"
     head = head_revision()
-    for index in (0, 1):
+    for index in range(3):  # a cluster of 0.2.0, as users run it today
         run_old(cluster.nodes[index])
         cluster.nodes[index].start()
-    wait_for(lambda: cluster.status(0) and cluster.status(1), timeout=60, what="0.1.0 nodes up")
-    cluster.nodes[2].start()  # this release; it migrates the database (additions only)
     cluster.recorder.start()
-    cluster.wait_leader()
+    cluster.wait_leader(timeout=60)
     client = cluster.client()
     cluster.wait_dags(client, {DAG_ID})
     cluster.start_worker("w", noop=True, concurrency=4)
+    wait_for(
+        lambda: all((s or {}).get("cluster_version") == OLD for s in cluster.statuses().values()),
+        timeout=30,
+        what=f"the cluster of {OLD_VERSION} at cluster version {OLD}",
+        describe=cluster.brief,
+    )
+    _set_variable(client, "BEFORE")
 
-    # mixed: the new node reports its release, the cluster version stays 1
+    # node 2 runs this release: it reports it, migrates the database (additions only), and
+    # the cluster version stays the old one
+    cluster.nodes[2].stop()
+    cluster.nodes[2].proc = None
+    run_new(cluster.nodes[2])
+    cluster.nodes[2].start()
+    _caught_up(cluster, 2)
     wait_for(lambda: release_of(cluster.status(2)) == vs.RELEASE, timeout=30, what="release")
-    assert [release_of(cluster.status(i)) for i in range(3)] == [1, 1, vs.RELEASE]
+    assert [release_of(cluster.status(i)) for i in range(3)] == [OLD, OLD, vs.RELEASE]
     assert _db_revision(cluster) == head, "the new release's first node migrates on start"
 
-    def grpc_releases() -> dict[str, int]:  # 0.1.0 nodes answer for every member too
+    def grpc_releases() -> dict[str, int]:  # 0.2.0 nodes answer for every member too
         nodes = client.cluster.GetStatus(cluster_pb2.GetStatusRequest()).nodes
         return {n.address: n.release for n in nodes}
 
@@ -189,25 +216,32 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
         describe=grpc_releases,
     )
     shown = lambda: cli(cluster, "cluster", "status", check=False)  # noqa: E731
+    old_cell, new_cell = f"{OLD_VERSION}/r{OLD}", f"{raftsched.__version__}/r{vs.RELEASE}"
     wait_for(  # an election under load answers "no leader" (exit 3) for a moment
-        lambda: "0.1.0/r1" in (text := shown()) and "0.2.0/r2" in text,
+        lambda: old_cell in (text := shown()) and new_cell in text,
         timeout=30,
         what="`cluster status` showing both releases",
     )
 
-    # the new node leads: the DAG that needs release 2 is held back, with the reason
+    # the new node leads: a DAG that needs release 3 is held back, with the reason, and a
+    # variable set now stays out of the database (0.2.0 nodes emit no SECRET entry)
     _lead(cluster, client, 2)
-    wait_for(
-        lambda: "finish the upgrade" in _import_errors(client),
-        timeout=30,
-        what="the held-back DAG's import error",
-        describe=lambda: _import_errors(client),
+    if FEATURE_DAG:
+        wait_for(
+            lambda: "finish the upgrade" in _import_errors(client),
+            timeout=30,
+            what="the held-back DAG's import error",
+            describe=lambda: _import_errors(client),
+        )
+    _set_variable(client, "MIXED")
+    runs = len(cluster.run_dates().get(DAG_ID, []))
+    wait_for(  # materialized past the variable
+        lambda: len(cluster.run_dates().get(DAG_ID, [])) >= runs + 2, timeout=30, what="runs"
     )
-    assert cluster.status(2)["cluster_version"] == 1  # type: ignore[index]
-    refused = _lease_other_queue(cluster)
-    assert refused is None or "finish the upgrade" in refused, refused
+    assert cluster.status(2)["cluster_version"] == OLD  # type: ignore[index]
+    assert _stored_variables(cluster) == {}
 
-    # rollback of the new node to 0.1.0 (before finalization), then forward again; the
+    # rollback of the new node to 0.2.0 (before finalization), then forward again; the
     # schema goes back first, with this release's CLI (README, Upgrading: Rollback)
     cluster.nodes[2].stop()
     cluster.nodes[2].proc = None
@@ -217,7 +251,7 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
     run_old(cluster.nodes[2])
     cluster.nodes[2].start()
     _caught_up(cluster, 2)
-    assert release_of(cluster.status(2)) == 1
+    assert release_of(cluster.status(2)) == OLD
     cluster.nodes[2].stop()
     cluster.nodes[2].proc = None
     run_new(cluster.nodes[2])
@@ -229,9 +263,9 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
     # its own data directory and address
     old = [0, 1]
     while old:
-        assert all((s or {}).get("cluster_version", 1) == 1 for s in cluster.statuses().values()), (
-            "the cluster version was raised while a node of 0.1.0 was a member"
-        )
+        assert all(
+            (s or {}).get("cluster_version", OLD) == OLD for s in cluster.statuses().values()
+        ), f"the cluster version was raised while a node of {OLD_VERSION} was a member"
         leader = cluster.wait_leader(timeout=30)
         index = next((i for i in old if i != leader), old[0])
         old.remove(index)
@@ -245,12 +279,25 @@ def test_rolling_upgrade_from_the_previous_release(cluster: ApiCluster) -> None:
         statuses = [cluster.status(i) for i in range(3)]
         return all(s and s.get("cluster_version") == vs.RELEASE for s in statuses)
 
-    wait_for(finalized, timeout=30, what="cluster version 2 on every node", describe=cluster.brief)
+    wait_for(
+        finalized,
+        timeout=30,
+        what=f"cluster version {vs.RELEASE} on every node",
+        describe=cluster.brief,
+    )
     finalized_at = utcnow()
     logged = f"cluster version {vs.RELEASE} committed"
     assert any(logged in node.log_path.read_text(errors="replace") for node in cluster.nodes)
-    cluster.wait_dags(client, {DAG_ID, "uses_new_rule"}, timeout=30)  # accepted now
-    assert _lease_other_queue(cluster) in (None, "")
+    cluster.wait_dags(client, {DAG_ID, *FEATURE_DAGS}, timeout=30)  # accepted now
+    # the SetClusterVersion that raised it emitted every variable held: in the DB, encrypted
+    wait_for(
+        lambda: set(_stored_variables(cluster)) == set(VARIABLES),
+        timeout=30,
+        what="every variable in the DB",
+        describe=lambda: _stored_variables(cluster),
+    )
+    stored = repr(_stored_variables(cluster))
+    assert not any(value in stored for value in VARIABLES.values())
 
     # every slot up to the finalization exactly once; replicas agree
     expected = second_slots(cluster.start_at, whole_second(finalized_at))  # type: ignore[attr-defined]
@@ -390,19 +437,34 @@ def _caught_up(cluster: ApiCluster, index: int) -> None:
     wait_for(done, timeout=45, what=f"node {index} to catch up", describe=cluster.brief)
 
 
-def _lease_other_queue(cluster: ApiCluster) -> str | None:
-    """A worker's Lease of another queue than the default, at node 2 (this release): the
-    error's text, "" when accepted, None when this release has no queues."""
-    if "queues" not in worker_pb2.LeaseRequest.DESCRIPTOR.fields_by_name:
-        return None
-    worker = cluster.client(WORKER, nodes=[2])
-    request = worker_pb2.LeaseRequest(worker_id="probe", max_tasks=1, queues=["gpu"])
+def _set_variable(client: Any, key: str) -> None:
+    request = secret_pb2.SetSecretRequest(kind="variable", key=key, value=VARIABLES[key])
+    wait_for(  # an election under load answers "no leader" for a moment
+        lambda: _try(lambda: client.secrets.SetSecret(request)),
+        timeout=30,
+        what=f"variable {key} set",
+    )
+
+
+def _try(call: Any) -> bool:
     try:
-        worker.workers.Lease(request)
-    except ApiError as err:
-        assert err.code is grpc.StatusCode.FAILED_PRECONDITION, err
-        return str(err)
-    return ""
+        call()
+    except Exception:
+        return False
+    return True
+
+
+def _stored_variables(cluster: ApiCluster) -> dict[str, str]:
+    """key -> ciphertext of the metadata database's variables ({} before the table exists)."""
+    import sqlalchemy as sa
+
+    from raftsched.store import tables as t
+
+    if not sa.inspect(cluster.engine).has_table("secret"):
+        return {}
+    query = sa.select(t.secret.c.key, t.secret.c.ciphertext).where(t.secret.c.kind == "variable")
+    with cluster.engine.connect() as conn:
+        return {str(k): str(v) for k, v in conn.execute(query).all()}
 
 
 def _import_errors(client: Any) -> str:

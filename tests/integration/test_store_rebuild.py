@@ -159,12 +159,13 @@ def test_secrets_and_callback_jobs_survive_materialize_and_rebuild(db_engine: sa
     """What apply emits (test_persisted's scenario) lands in the DB as ciphertext and comes
     back whole: a variable, a connection, a deleted one gone, the pending callback job."""
     from raftsched.core import commands as c
+    from raftsched.core.persisted import SINCE_RELEASE
     from raftsched.store.materializer import Materializer
     from tests.unit.test_persisted import NOTIFY, _set
     from tests.unit.test_state_harness import Sim, at, dag, task
 
     sim = Sim()
-    sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=at(0), version=2))
+    sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=at(0), version=SINCE_RELEASE))
     assert sim.register(dag("d", task("a", callbacks=(NOTIFY,)))).ok
     sim.create("d")
     var = _set(sim, "MY_VAR", "clear-var")
