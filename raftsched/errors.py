@@ -254,3 +254,15 @@ class LoginThrottled(RaftschedError):
         super().__init__(f"{what} Try again in {wait} second{'s' if wait != 1 else ''}.")
         self.scope = scope
         self.retry_after = float(wait)
+
+
+class NoFencingToken(RaftschedError):
+    """Code that fences its writes (``raftsched.fencing``) runs outside an attempt, or was
+    handed a token that is not a positive integer."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(
+            f"no fencing token ({value!r}): RAFTSCHED_FENCING_TOKEN is set only inside a task"
+            " attempt run by a raftsched worker; pass token= explicitly elsewhere"
+        )
+        self.value = value

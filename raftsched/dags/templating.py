@@ -6,8 +6,9 @@ values, recursively) rendered with Jinja2 just before an attempt starts.
 What a template sees (:func:`template_context`): ``ds`` (``YYYY-MM-DD`` of the logical date, UTC),
 ``ds_nodash``, ``ts`` (ISO-8601), ``ts_nodash``, ``logical_date``, ``data_interval_start``,
 ``data_interval_end`` (aware UTC datetimes; rendered as ISO-8601), ``run_id``, ``dag_id``,
-``task_id``, ``try_number``, ``conf`` (the run's conf) and ``params`` (the DAG's param defaults
-with the run's conf on top, see :mod:`raftsched.dags.params`).
+``task_id``, ``try_number``, ``conf`` (the run's conf), ``params`` (the DAG's param defaults
+with the run's conf on top, see :mod:`raftsched.dags.params`) and ``fencing_token`` (the
+attempt's lease token, docs/fencing-side-effects.md).
 
 One function renders for both places, so the task page shows what the attempt ran:
 :func:`render_assignment` on the worker (raftsched/worker/runner.py) and
@@ -188,8 +189,11 @@ def template_context(
     data_interval_end: datetime | str | None,
     conf: Mapping[str, Any],
     params_json: str = "",
+    fencing_token: int | None = None,
 ) -> dict[str, Any]:
-    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown)."""
+    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown).
+    ``fencing_token``: the attempt's lease token (None where no attempt holds a lease, as on
+    the task page)."""
     logical = _template_datetime(logical_date)
     ds = logical.strftime("%Y-%m-%d") if logical else ""
     ts = logical.isoformat() if logical else ""
@@ -207,6 +211,7 @@ def template_context(
         "ts_nodash": logical.strftime("%Y%m%dT%H%M%S") if logical else "",
         "conf": json.loads(json.dumps(dict(conf))),  # a copy the template cannot share
         "params": effective_params(params_json, conf),
+        "fencing_token": fencing_token,
     }
 
 
@@ -320,6 +325,7 @@ def render_assignment(assignment: Assignment) -> Assignment:
         data_interval_end=a.data_interval_end,
         conf=a.conf,
         params_json=a.params_json,
+        fencing_token=a.token,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
     if (rendered.command, rendered.env, rendered.kwargs) == (a.command, a.env, dict(a.kwargs)):
