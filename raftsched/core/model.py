@@ -365,6 +365,7 @@ class OutboxKind(StrEnum):
     IMPORT_ERRORS  replace the whole import_error table: {errors: [{fileloc, message,
                    traceback}], updated_at}
     SECRET, CALLBACK_JOB  rows.SecretRow, rows.CallbackJobRow: see core.persisted
+    AUDIT          insert audit_log row: rows.AuditRow (core.audit)
     """
 
     DAG = "dag"
@@ -374,6 +375,7 @@ class OutboxKind(StrEnum):
     IMPORT_ERRORS = "import_errors"
     SECRET = "secret"
     CALLBACK_JOB = "callback_job"
+    AUDIT = "audit"
 
 
 @dataclass(frozen=True, slots=True)
