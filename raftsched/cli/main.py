@@ -30,6 +30,7 @@ EXIT_UNAVAILABLE = 3
 # One module per area; each adds its subcommands with register(sub). Imported when the parser
 # is built, so `import raftsched.cli.main` stays cheap.
 COMMAND_MODULES = (
+    "audit_cmd",
     "cluster_cmd",
     "dags_cmd",
     "db_cmd",
