@@ -73,3 +73,17 @@ def test_the_memory_materializer_keeps_the_same_rows() -> None:
         (3, "bob", "pause"),
         (4, "ci", "set_variable"),
     ]
+
+
+def test_a_rebuilt_state_goes_on_numbering_after_the_db(db_engine: sa.Engine) -> None:
+    from raftsched.core.state import SchedulerState
+    from raftsched.store.rebuild import build_state
+
+    sim = _sim()
+    Materializer(db_engine).write(sim.state.outbox_after(0, 10_000))
+    plan = build_state(db_engine, now=at(20), run_retention_sec=600)
+    state = SchedulerState.restore(plan.state)
+    assert [(r.id, r.actor, r.action) for r in state.audit] == [
+        (r.id, r.actor, r.action) for r in sim.state.audit
+    ]
+    assert state.audit.next_id == 5 and state.recompute_digest() == state.digest()
