@@ -30,14 +30,13 @@ from collections.abc import Iterable
 from datetime import UTC
 from typing import Any
 
-from flask import Flask, current_app, g, has_request_context, session
+from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
-from raftsched.web import metrics
+from raftsched.web import acting_user, metrics
 from raftsched.web.gateway_errors import GatewayError, NotFound, Refused, Unavailable, _translate
 from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 from raftsched.web.view_models import dag_dict, node_dict, run_dict, task_dict, ti_dict, ts
 
-from raftsched.api.auth import USER_METADATA
 from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
 from raftsched.errors import NoQuorumError
@@ -63,23 +62,6 @@ __all__ = [
 EXTENSION = "raftsched_gateway"
 SESSION_KEY = "seen_index"  # the user's highest applied index seen, in the session cookie
 FINISHED_TASK_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
-
-
-# The calls that change what the audit log records (core/audit.py)
-AUDITED_CALLS = frozenset(
-    {
-        *("PauseDag", "UnpauseDag", "TriggerDag", "BackfillDag", "ClearTasks", "MarkTasks"),
-        *("SetSecret", "DeleteSecret"),
-    }
-)
-
-
-def _web_user() -> str:
-    """The logged-in user's name ("" outside a page request)."""
-    if not has_request_context():
-        return ""
-    user = g.get("user")
-    return str(user.get("username") or "") if isinstance(user, dict) else ""
 
 
 class Gateway:
@@ -134,9 +116,7 @@ class Gateway:
 
     def _call(self, service: str, method: str, request: Message, **kwargs: Any) -> Any:
         seen = session_seen()
-        if method in AUDITED_CALLS and (user := _web_user()):
-            # The audit log names the person, not only this webserver's token (api/auth.py)
-            kwargs.setdefault("metadata", ((USER_METADATA, user),))
+        kwargs = acting_user.with_user(method, kwargs)  # the audit log names the person
         # The pages all call as this webserver (its token): one identity for the cache.
         key = None if kwargs else self.cache.key(method, request, "")
         hit = self.cache.get(key, seen.value if seen is not None else 0)

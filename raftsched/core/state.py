@@ -14,8 +14,7 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``task_queue.TaskQueue`` (ready queue, running set and leases, retries, fences),
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
 being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
-(callback jobs: ``callbacks``, ``handlers_callbacks``), ``audit.AuditLog`` (who changed
-what: recorded after each handler) and ``request_memory.RequestMemory``.
+(callback jobs), ``audit.AuditLog`` (who changed what) and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -71,12 +70,7 @@ from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeFeed, ChangeSet, flush
 from raftsched.core.handlers_tasks import LOG_STREAMS
-from raftsched.core.model import (
-    FINISHED_RUN_STATES,
-    ImportErrorRecord,
-    TaskKey,
-    TaskState,
-)
+from raftsched.core.model import FINISHED_RUN_STATES, ImportErrorRecord, TaskKey, TaskState
 from raftsched.core.outbox import Outbox
 from raftsched.core.request_memory import DEDUP_CAPACITY, RequestMemory
 from raftsched.core.restore_decode import RestoreDecoder
@@ -242,9 +236,7 @@ class SchedulerState(StateViews):
             acc.add(dg.fp_fence(key, until))
         for ref, secret in self.secrets.items():
             acc.add(fp_secret(ref, secret))
-        for fingerprint in self.callbacks.fingerprints():
-            acc.add(fingerprint)
-        for fingerprint in self.audit.fingerprints():
+        for fingerprint in (*self.callbacks.fingerprints(), *self.audit.fingerprints()):
             acc.add(fingerprint)
         return acc.value
 
