@@ -53,6 +53,7 @@ class CoreConfig(_Section):
     load_examples: bool = setting("true", s.boolean)
     logging_level: str = setting("INFO", s.choice("DEBUG", "INFO", "WARNING", "ERROR"))
     log_format: str = setting("text", s.choice("text", "json"))
+    airflow_imports: bool = setting("false", s.boolean)
 
 
 @dataclass(frozen=True, repr=False)
@@ -105,6 +106,7 @@ class SchedulerConfig(_Section):
     max_runs_per_tick: int = setting("500", s.integer(ge=1))
     catchup_by_default: bool = setting("false", s.boolean)
     dags_are_paused_at_creation: bool = setting("false", s.boolean)
+    create_cron_data_intervals: bool = setting("false", s.boolean)
 
 
 @dataclass(frozen=True, repr=False)
@@ -159,6 +161,8 @@ class WorkerConfig(_Section):
     task_env_allowlist: tuple[str, ...] = setting(
         "PATH,HOME,USER,LOGNAME,SHELL,LANG,LANGUAGE,LC_*,TZ,TMPDIR,PYTHONPATH", s.env_names
     )
+    # Tasks run as this user (name or uid), the worker as root: worker/task_user.py
+    run_as_user: str = setting("", s.text())
 
 
 @dataclass(frozen=True, repr=False)

@@ -61,6 +61,14 @@ class ConfigError(RaftschedError):
         self.value = value
 
 
+class TaskUserError(ConfigError):
+    """``[worker] run_as_user`` names no usable user (missing, root, or one this worker
+    cannot switch to): the message says which and what to do. The worker does not start."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, key="worker.run_as_user")
+
+
 class DagDefinitionError(RaftschedError):
     """A DAG file defines something invalid (bad id, cycle, invalid cron, unknown zone...)."""
 

@@ -10,13 +10,15 @@ An entry is a variable name or an ``fnmatch`` pattern (``LC_*``). A pattern neve
 a name that starts with ``RAFTSCHED``: such a variable passes only when listed by its exact
 name, so ``*`` cannot leak a secret by accident.
 
-A task runs as the worker's user, so it could read the worker's own environment from
-``/proc/WORKER_PID/environ``: :func:`protect_this_process` (the worker calls it before its
-first attempt, a scheduler node before its first DAG-parse child) makes the process
-non-dumpable, which leaves its ``/proc`` files (environ, mem,
-fds) to root and stops same-user ptrace. What it cannot hide: the command line
-(``/proc/PID/cmdline`` is world-readable: pass the token in the environment or the config, not
-``--token``) and files the user can read (the config file).
+A task runs as the worker's user (unless ``[worker] run_as_user``: ``worker/task_user.py``),
+so it could read the worker's own environment from ``/proc/WORKER_PID/environ``:
+:func:`protect_this_process` (the worker calls it before its first attempt, its task
+supervisor and death reporter first thing after their exec, a cold PythonTask before it
+reads its kwargs, a scheduler node before its first DAG-parse child) makes the process
+non-dumpable, which leaves its ``/proc`` files (environ, mem, fds) to root and stops
+same-user ptrace; a fork inherits that, an exec does not. What it cannot hide: the command
+line (``/proc/PID/cmdline`` is world-readable: pass the token in the environment or the
+config, not ``--token``) and files the user can read (the config file).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """``/metrics`` in the Prometheus text format, and the figures behind it.
 
 - ``raftsched_web_requests_total{endpoint,method,status}`` and
-  ``raftsched_web_request_seconds{endpoint}`` for every request (endpoint = the Flask
-  endpoint name, so URLs with ids do not explode the label set);
+  ``raftsched_web_request_seconds{endpoint}`` for every request. No label holds what a client
+  chose: endpoint is the Flask endpoint's name (``unmatched`` for a URL no route has), method
+  one of :data:`METHODS` or ``other`` (HTTP lets a client make up any method, and each new
+  label value would be a series kept until the process ends), status the code we answered;
 - ``raftsched_web_upstream_errors_total{method,code}``: gRPC calls to the cluster that failed,
   by RPC and status code (UNAVAILABLE, NOT_FOUND, ...).
 
@@ -29,6 +31,8 @@ from prometheus_client import (
 )
 
 bp = Blueprint("metrics", __name__)
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 REQUESTS = Counter(
     "raftsched_web_requests",
@@ -77,7 +81,8 @@ def init_app(app: Flask) -> None:
         endpoint = request.url_rule.endpoint if request.url_rule is not None else "unmatched"
         if endpoint == "static":
             return response
-        REQUESTS.labels(endpoint, request.method, str(response.status_code)).inc()
+        method = request.method if request.method in METHODS else "other"
+        REQUESTS.labels(endpoint, method, str(response.status_code)).inc()
         if started is not None:
             LATENCY.labels(endpoint).observe(time.perf_counter() - started)
         return response

@@ -11,6 +11,8 @@ from urllib.parse import quote
 from flask import Flask, g, url_for
 from flask.json.provider import DefaultJSONProvider
 
+from raftsched import __version__
+
 # Airflow's state colours; templates use the class "state-<state>" (static/style.css).
 STATES = (
     "success",
@@ -113,3 +115,5 @@ def init_app(app: Flask) -> None:
     app.jinja_env.filters["dt"] = fmt_dt
     app.jinja_env.filters["duration"] = fmt_duration
     app.jinja_env.globals["STATES"] = STATES
+    # The footer's version: this webserver's own (raftsched.__version__, the one place).
+    app.jinja_env.globals["raftsched_version"] = __version__

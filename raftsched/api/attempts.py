@@ -10,7 +10,6 @@ UNAVAILABLE, else :class:`ApiError`. Re-exported by :mod:`raftsched.api.client`.
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 import grpc
 from google.protobuf.message import Message
 
+from raftsched import retry
 from raftsched.errors import NoQuorumError, RaftschedError
 
 if TYPE_CHECKING:
@@ -99,9 +99,13 @@ class _Attempts:
             if remaining <= 0:
                 return
             if tried and tried % len(servers) == 0:
-                rounds = tried // len(servers)
-                cap = min(client._max_backoff, client._backoff * 2 ** (rounds - 1))
-                time.sleep(min(random.uniform(0, cap), remaining))
+                pause = retry.backoff(
+                    tried // len(servers),  # full rounds so far
+                    initial=client._backoff,
+                    maximum=client._max_backoff,
+                    jitter=True,
+                )
+                time.sleep(min(pause, remaining))
                 remaining = self.deadline_at - time.monotonic()
             if tried and remaining < MIN_RETRY_SECONDS:
                 # Too little time for a node to answer (even "no quorum"): a last attempt

@@ -19,21 +19,34 @@ from raftsched.errors import DagNotFound, RaftschedError
 
 
 def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
-    from raftsched.dags.parser import parse_folder
+    """Parse ``folder_arg`` (default: ``[core] dags_folder``) as the scheduler would.
 
-    timeout, output_limit, catchup = 30.0, 1024 * 1024, False
-    folder = Path(folder_arg) if folder_arg else None
-    if folder is None or getattr(args, "config", None):
-        from raftsched.config import load_config
+    The config is read as by every other command (``--config``, ``$RAFTSCHED_CONFIG``,
+    ``$RAFTSCHED_HOME/raftsched.cfg``, ``RAFTSCHED__*``) even when a folder is given: its parse
+    timeout, output cap and ``catchup_by_default`` change what a file yields, and a bad key
+    must stop this command as it stops a node.
+    """
+    from raftsched.config import load_config
+    from raftsched.dags.parser import configure_airflow, parse_folder
 
-        config = load_config(getattr(args, "config", None))
-        core = config.core
-        folder = folder or Path(core.dags_folder)
-        timeout, output_limit = core.dag_file_timeout, core.dag_file_output_limit
-        catchup = config.scheduler.catchup_by_default
+    config = load_config(getattr(args, "config", None))
+    core = config.core
+    folder = Path(folder_arg) if folder_arg else Path(core.dags_folder)
+    configure_airflow(
+        imports=core.airflow_imports,
+        create_cron_data_intervals=config.scheduler.create_cron_data_intervals,
+    )
+    if core.airflow_imports:  # `dags test` runs the tasks in processes of its own
+        from raftsched import taskenv
+        from raftsched.airflow._imports import enable_for_tasks
+
+        taskenv.configure(enable_for_tasks(tuple(config.worker.task_env_allowlist)))
     try:
         return parse_folder(
-            folder, timeout=timeout, output_limit=output_limit, catchup_by_default=catchup
+            folder,
+            timeout=core.dag_file_timeout,
+            output_limit=core.dag_file_output_limit,
+            catchup_by_default=config.scheduler.catchup_by_default,
         )
     except FileNotFoundError as err:
         raise RaftschedError(str(err)) from None

@@ -1,6 +1,7 @@
 """The `raftsched` command. Each area registers its subcommands from its own module.
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 cluster unavailable. Errors are one clear line on
+Exit codes: 0 ok, 1 error, 2 usage, 3 cluster unavailable (141 when whoever read the output
+closed it first, as in ``| head``, and no traceback). Errors are one clear line on
 stderr, never a traceback (set RAFTSCHED_DEBUG=1 to see one).
 
 Global flags go on either side of the subcommand: ``--config`` is accepted by every
@@ -25,6 +26,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe
 
 
 # One module per area; each adds its subcommands with register(sub). Imported when the parser
@@ -136,7 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(handler(args) or EXIT_OK)
+        code = int(handler(args) or EXIT_OK)
+        # Flushed here, where a reader that went away (`... | head`) is caught below, rather
+        # than at interpreter exit, where it would print a traceback.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except KeyboardInterrupt:
         return 130
     except NoQuorumError as err:
@@ -148,6 +156,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RaftschedError as err:
         _print_error(err)
         return EXIT_ERROR
+
+
+def _stdout_closed() -> int:
+    """Whoever read our output stopped reading: quietly exit as a tool killed by SIGPIPE would.
+
+    stdout now points at /dev/null, so the flush at exit of what is still buffered cannot
+    raise again (the recipe of Python's signal module docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 def _print_error(err: BaseException) -> None:

@@ -124,8 +124,33 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.worker
     from raftsched import taskenv
 
-    taskenv.configure(cfg.task_env_allowlist)  # what task processes may see of our env
+    allowlist = tuple(cfg.task_env_allowlist)
+    if config.core.airflow_imports:  # its task processes alias `import airflow`
+        from raftsched.airflow._imports import enable_for_tasks
+
+        allowlist = enable_for_tasks(allowlist)
+    taskenv.configure(allowlist)  # what task processes may see of our env
     taskenv.protect_this_process()  # before the first attempt: no task reads our environ
+    from raftsched.worker import task_user
+
+    user = task_user.resolve(cfg.run_as_user)  # TaskUserError: the worker does not start
+    if user is not None and args.token:
+        from raftsched.errors import TaskUserError
+
+        raise TaskUserError(
+            "[worker] run_as_user is set but the token came with --token: every process,"
+            " the tasks' too, reads command lines in /proc; pass it in RAFTSCHED_TOKEN or"
+            " [worker] token instead"
+        )
+    task_user.check_config_private(config.source, user)
+    task_user.configure(user)
+    if user is None and os.geteuid() == 0 and not args.noop:
+        log.warning(
+            "tasks run as root: they can read this worker's token and config; set [worker]"
+            " run_as_user (nobody, or a dedicated user) to run them as another user"
+        )
+    elif user is not None:
+        log.info("tasks run as user %s (uid %d)", user.name, user.uid)
     settings = WorkerSettings(
         concurrency=args.concurrency or cfg.concurrency,
         lease_ttl=cfg.lease_ttl,

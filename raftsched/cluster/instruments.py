@@ -23,8 +23,9 @@ starts them at 0, Prometheus' ``rate()`` handles the reset):
   LeaseTasks command's ``now``) minus the run's logical_date (its scheduled time)
 - ``raftsched_db_write_latency_seconds``: one materializer batch write to the metadata DB
 - ``raftsched_dag_parse_duration_seconds``: one parse of the DAG folder (leader)
-- ``raftsched_dag_parse_errors_total``: DAG files that failed to import, counted per parse
-  (a file broken for an hour counts once per parse), plus parses that failed as a whole
+- ``raftsched_dag_parse_errors_total``: DAG file versions that failed to import, each counted
+  once (a file broken for an hour counts once; edited and still broken, once more), plus
+  parses that failed as a whole
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ class NodeInstruments:
         )
         self.dag_parse_errors = Counter(
             "raftsched_dag_parse_errors",
-            "DAG files that failed to import, counted per parse, and failed parses.",
+            "DAG file versions (path, mtime, size) that failed to import, each counted once,"
+            " and parses that failed as a whole.",
             registry=r,
         )
         self._leader_term = -1

@@ -14,7 +14,7 @@ Gauges (no labels; Prometheus adds ``instance``):
 - ``raftsched_apply_halted``: 1 when the state machine stopped applying (a bug; the node's
   ``apply_error`` says why), else 0
 - leader only, once its materializer has read them: ``raftsched_db_watermark``,
-  ``raftsched_db_ok``, ``raftsched_outbox_quarantined_total`` (entries the DB refused, now in
+  ``raftsched_db_ok``, ``raftsched_outbox_quarantined`` (entries the DB refused, now in
   quarantine: ``raftsched db quarantine list``; it falls when they are retried)
 - ``raftsched_raft_role{role}``: 1 for this node's current role (leader, follower, candidate)
 - ``raftsched_raft_log_entries``: entries in this node's Raft log (pysyncobj ``log_len``;
@@ -85,7 +85,7 @@ _GAUGES: dict[str, tuple[str, Callable[[dict[str, Any]], float | None]]] = {
         "1 when the leader's materializer reaches the metadata database (leader only).",
         lambda s: _leader_num(s, "db_ok"),
     ),
-    "raftsched_outbox_quarantined_total": (
+    "raftsched_outbox_quarantined": (
         "Outbox entries the metadata database refused, now in quarantine (leader only);"
         " `raftsched db quarantine list` shows them.",
         lambda s: _leader_num(s, "quarantined"),

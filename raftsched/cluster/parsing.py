@@ -75,6 +75,10 @@ class ParseThread:
         last_stamps: object = None
         last_full = time.monotonic()
         missing_logged = False
+        # The broken file versions already counted in raftsched_dag_parse_errors_total: a file
+        # broken for an hour is counted once, not once per parse; edited and still broken
+        # (a new mtime or size) it counts again. Only the last parse's are kept.
+        counted: frozenset[tuple[str, int, int]] = frozenset()
         while not self._stop.is_set():
             try:
                 stamps = _stamps(self._folder)
@@ -100,8 +104,10 @@ class ParseThread:
                     continue
                 self.parses += 1
                 self._instruments.dag_parse_duration.observe(time.monotonic() - started)
-                if result.errors:
-                    self._instruments.dag_parse_errors.inc(len(result.errors))
+                broken = _versions(result.errors, stamps)
+                if broken - counted:
+                    self._instruments.dag_parse_errors.inc(len(broken - counted))
+                counted = broken
                 log.debug(
                     "parsed %s: %d DAGs, %d errors in %.2fs",
                     self._folder,
@@ -124,6 +130,16 @@ class ParseThread:
             cache=True,
             catchup_by_default=self._catchup_by_default,
         )
+
+
+def _versions(
+    errors: list[ImportErrorRecord], stamps: frozenset[tuple[str, int, int]]
+) -> frozenset[tuple[str, int, int]]:
+    """(path, mtime_ns, size) of each file that failed, as stat'ed before the parse read it;
+    a file the stat did not see (gone since, or an error not about one file) is keyed by its
+    fileloc alone."""
+    by_path = {stamp[0]: stamp for stamp in stamps}
+    return frozenset(by_path.get(e.fileloc, (e.fileloc, 0, 0)) for e in errors)
 
 
 def _stamps(folder: Path) -> frozenset[tuple[str, int, int]]:

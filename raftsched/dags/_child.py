@@ -85,6 +85,10 @@ def format_traceback(err: BaseException) -> str:
 def main(argv: list[str]) -> int:
     fd, timeout, path = int(argv[0]), float(argv[1]), argv[2]
     set_catchup_default(argv[3:4] == ["1"])
+    if os.environ.get("RAFTSCHED_CREATE_CRON_DATA_INTERVALS") == "1":  # parser.configure_airflow
+        from raftsched.airflow._dag import set_create_cron_data_intervals
+
+        set_create_cron_data_intervals(True)
     del timeout  # the parent keeps the time; it asks for the stacks with DUMP_SIGNAL
     faulthandler.register(DUMP_SIGNAL, all_threads=True)
     try:

@@ -26,6 +26,7 @@ from raftsched.dags.callbacks import DeadlineAlert, DeadlineReference
 from raftsched.dags.dag import DAG, collect_dags, set_catchup_default
 from raftsched.dags.decorators import chain, dag, task
 from raftsched.dags.params import Param
+from raftsched.dags.task_groups import TaskGroup
 from raftsched.dags.taskflow import XComArg
 from raftsched.dags.tasks import BashTask, PythonTask, Task, declare_secrets
 from raftsched.dags.xcom_args import TaskSkipped
@@ -38,6 +39,7 @@ __all__ = [
     "Param",
     "PythonTask",
     "Task",
+    "TaskGroup",
     "TaskSkipped",
     "XComArg",
     "chain",

@@ -140,6 +140,9 @@ class DAG:
         # default_args' task callbacks: every task of this DAG that sets none gets them
         self.default_callbacks = {k: defaults[k] for k in TASK_CALLBACKS if k in defaults}
         self.tasks: dict[str, Task] = {}
+        # env entries every task of the DAG gets in its spec: how a layer over this API
+        # (raftsched.airflow) tells the worker about the DAG, e.g. dags.template_names.MARKER
+        self.task_env_extra: dict[str, str] = {}
         self.fileloc = sys._getframe(1).f_code.co_filename
         if _collector is not None:
             _collector.append(self)
@@ -193,9 +196,16 @@ class DAG:
             params_json=self.params_json,
             callbacks=self.callbacks,
             deadline_seconds=self.deadline_seconds,
-            tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
+            tasks=tuple(self._task_spec(self.tasks[tid]) for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))
+
+    def _task_spec(self, task: Task) -> Any:
+        spec = task.to_spec()
+        if not self.task_env_extra:
+            return spec
+        env = {**self.task_env_extra, **dict(spec.env)}  # the task's own entry wins
+        return replace(spec, env=tuple(sorted(env.items())))
 
 
 # Airflow's default_args keys a DAG takes (each the same as its default_<key> argument, which

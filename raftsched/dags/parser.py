@@ -249,12 +249,28 @@ class _Capture:
         self.tail = (self.tail + data)[-TRACEBACK_LIMIT:]
 
 
+# What the Airflow layer's settings tell each child (configure_airflow): env name -> "1"
+_airflow_env: dict[str, str] = {}
+
+
+def configure_airflow(*, imports: bool, create_cron_data_intervals: bool) -> None:
+    """``[core] airflow_imports`` (``import airflow`` in a DAG file gets raftsched.airflow)
+    and ``[scheduler] create_cron_data_intervals`` (the default of an Airflow DAG's
+    ``create_cron_data_intervals``) for every child this process starts from now on."""
+    _airflow_env.clear()
+    if imports:
+        _airflow_env["RAFTSCHED_AIRFLOW_IMPORTS"] = "1"
+    if create_cron_data_intervals:
+        _airflow_env["RAFTSCHED_CREATE_CRON_DATA_INTERVALS"] = "1"
+
+
 def _run_child(
     path: Path, timeout: float, output_limit: int, catchup_by_default: bool = False
 ) -> FileResult:
     fileloc = str(path)
     read_fd, write_fd = os.pipe()
     env = taskenv.scrubbed()  # no cluster secret, DB URL or token for the DAG file's code
+    env.update(_airflow_env)
     taskenv.protect_this_process()  # nor through /proc/OUR_PID/environ
     package_root = str(Path(raftsched.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))

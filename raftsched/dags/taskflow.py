@@ -43,6 +43,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from raftsched.dags import task_groups
 from raftsched.dags import validation as v
 from raftsched.dags.dag import DAG, _context
 from raftsched.dags.task_checks import TASKFLOW_PREFIX
@@ -87,6 +88,12 @@ class TaskCallable:
         return None
 
 
+def register(dag_id: str, task_id: str, function: Callable[..., Any]) -> None:
+    """What a worker calls for task ``task_id`` of ``dag_id`` (its ``callable_name`` is
+    ``@taskflow:DAG_ID:TASK_ID``); other layers (raftsched.airflow) register theirs here."""
+    _registry[(dag_id, task_id)] = function  # type: ignore[assignment]
+
+
 def registered_callable(callable_name: str) -> TaskCallable | None:
     """The TaskFlow callable named ``@taskflow:DAG_ID:TASK_ID``; None if the import did not
     build that task."""
@@ -102,6 +109,8 @@ class TaskFlowTask(Task):
     kind = "python"
 
     def __init__(self, task_id: str, *, dag: DAG, kwargs: dict[str, Any], **options: Any) -> None:
+        # a @task call picks its id with the group's prefix (and a free suffix) itself
+        self.id_qualified = type(self) is TaskFlowTask
         secrets = options.pop("secrets", None)
         connections = options.pop("connections", None)
         super().__init__(task_id, dag=dag, **options)
@@ -139,10 +148,14 @@ class XComArg:
         return f"<XComArg {self.operator.task_id}{where}>"
 
     def __rshift__(self, other: Any) -> Any:
+        if getattr(other, "raftsched_edge", False):
+            return NotImplemented  # a task group or an edge label links itself
         self.operator.set_downstream(unwrap(other))
         return other
 
     def __lshift__(self, other: Any) -> Any:
+        if getattr(other, "raftsched_edge", False):
+            return NotImplemented
         self.operator.set_upstream(unwrap(other))
         return other
 
@@ -221,7 +234,7 @@ class TaskFactory:
                 task_id=name,
             )
         options = dict(self.options)
-        task_id = _free_id(dag, str(options.pop("task_id", None) or name))
+        task_id = _free_id(dag, task_groups.qualify(str(options.pop("task_id", None) or name)))
         upstream: list[Task] = []
         arguments = _bind(self.function, args, kwargs, dag.dag_id, task_id)
         arguments = {k: _encode(value, upstream) for k, value in arguments.items()}
@@ -235,8 +248,12 @@ class TaskFactory:
                     task_id=task_id,
                 )
             built.set_upstream(up)
-        _registry[(dag.dag_id, task_id)] = TaskCallable(
-            self.function, branch=self.branch, bash=self.bash, skip_code=self.skip_on_exit_code
+        register(
+            dag.dag_id,
+            task_id,
+            TaskCallable(
+                self.function, branch=self.branch, bash=self.bash, skip_code=self.skip_on_exit_code
+            ),
         )
         return XComArg(built)
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from raftsched.core import limits
 from raftsched.core.model import TaskSpec, TriggerRule
+from raftsched.dags import task_groups
 from raftsched.dags import validation as v
 from raftsched.dags.callbacks import task_callbacks
 from raftsched.dags.dag import DAG, _context
@@ -27,6 +28,7 @@ class Task:
     """What BashTask and PythonTask share: options, DAG membership, dependencies."""
 
     kind = ""
+    id_qualified = False  # True: task_id already has its task group's prefix (TaskFlow's)
 
     def __init__(
         self,
@@ -44,6 +46,8 @@ class Task:
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
+        if not self.id_qualified:  # "group.task" inside `with TaskGroup(...)`
+            task_id = task_groups.qualify(task_id)
         if not isinstance(dag, DAG):
             raise DagDefinitionError(
                 f"task {task_id!r} belongs to no DAG: create it inside `with DAG(...):` or pass"
@@ -86,13 +90,14 @@ class Task:
             callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
         )
         dag.add_task(self)
+        task_groups.joined(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.dag.dag_id}.{self.task_id}>"
 
     # -- dependencies ------------------------------------------------------------------------
     def set_downstream(self, other: Task | Iterable[Task]) -> None:
-        for task in _tasks(other, self):
+        for task in _tasks(other, self, "roots"):
             if task.dag is not self.dag:
                 raise DagDefinitionError(
                     f"cannot link task {self.task_id!r} of DAG {self.dag.dag_id!r} to task"
@@ -103,14 +108,18 @@ class Task:
             task.upstream.add(self.task_id)
 
     def set_upstream(self, other: Task | Iterable[Task]) -> None:
-        for task in _tasks(other, self):
+        for task in _tasks(other, self, "leaves"):
             task.set_downstream(self)
 
     def __rshift__(self, other: Any) -> Any:  # self >> other
+        if getattr(other, "raftsched_edge", False):
+            return NotImplemented  # a group or an edge label links itself (__rrshift__)
         self.set_downstream(other)
         return other
 
     def __lshift__(self, other: Any) -> Any:  # self << other
+        if getattr(other, "raftsched_edge", False):
+            return NotImplemented
         self.set_upstream(other)
         return other
 
@@ -151,15 +160,21 @@ class Task:
         )
 
 
-def _tasks(other: object, source: Task) -> list[Task]:
+def _tasks(other: object, source: Task, edge: str = "roots") -> list[Task]:
+    """The tasks ``other`` stands for; a task group stands for its ``edge`` ("roots" when
+    it is downstream of ``source``, "leaves" when upstream)."""
     from raftsched.dags.taskflow import unwrap  # a TaskFlow XComArg stands for its task
 
     other = unwrap(other)
-    items = [other] if isinstance(other, Task) else other
+    items = [other] if isinstance(other, Task) or hasattr(other, edge) else other
     try:
-        tasks = list(items)  # type: ignore[call-overload]
+        listed = list(items)  # type: ignore[call-overload]
     except TypeError:
-        tasks = [other]
+        listed = [other]
+    tasks: list[Any] = []
+    for item in listed:
+        item = unwrap(item)
+        tasks += getattr(item, edge)() if hasattr(item, edge) else [item]
     for task in tasks:
         if not isinstance(task, Task):
             raise DagDefinitionError(

@@ -17,147 +17,46 @@ Only a text holding ``{{`` or ``{%`` is rendered: other texts are used as writte
 
 Safety: the environment is Jinja2's ``ImmutableSandboxedEnvironment`` (no ``__class__``, no
 attribute starting with ``_``, no mutating lists or dicts) with ``StrictUndefined`` (an unknown
-name is an error, never an empty string). Rendering is bounded: each output at most
-MAX_RENDERED_CHARS, every loop shares MAX_LOOP_ITERATIONS, ``*`` and ``**`` and width
-arguments may not build huge values, and a render gives up after RENDER_SECONDS. A template
-that breaks any of this raises :class:`TemplateError` (line and cause): the attempt fails with
-it as its message; the worker carries on.
+name is an error, never an empty string), bounded by :mod:`raftsched.dags.sandbox`: each output
+at most MAX_RENDERED_CHARS, every value's size computed before it is built (``%``, ``*``,
+``format`` widths, ``join``, ``replace``, ...), loops share MAX_LOOP_ITERATIONS, a render gives
+up after RENDER_SECONDS. :func:`render_task` (the worker, the task page, ``tasks render``) runs
+in a helper process with a memory limit and a deadline (:mod:`raftsched.dags.render_limits`)
+when a field holds a template; templates are compiled once (COMPILED_CACHE_SIZE kept). A
+template that breaks any of this raises :class:`TemplateError` (line and cause): the attempt
+fails with it as its message; the worker carries on.
 """
 
 from __future__ import annotations
 
-import contextvars
+import functools
 import json
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined, nodes
-from jinja2 import TemplateError as JinjaTemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2 import Template
+from jinja2.sandbox import SecurityError
 
+from raftsched.dags import render_limits, sandbox, template_names
 from raftsched.dags.params import effective_params
+from raftsched.dags.sandbox import MAX_RENDERED_CHARS
+
+__all__ = ["MAX_RENDERED_CHARS", "TemplateError", "render_fields", "render_task", "render_text"]
 
 if TYPE_CHECKING:
     from raftsched.core.model import TaskSpec
     from raftsched.worker.transport import Assignment
 
-MAX_RENDERED_CHARS = 1_000_000  # one rendered value (a command, an env value, a kwarg)
-MAX_LOOP_ITERATIONS = 100_000  # all {% for %} loops of one render together
-RENDER_SECONDS = 5.0  # one render's time budget
-MAX_EXPONENT_BITS = 65_536  # of an integer built by **
+COMPILED_CACHE_SIZE = 256  # templates kept compiled (each at most limits.MAX_COMMAND_CHARS)
 MARKERS = ("{{", "{%")  # not "{#": bash's ${#array[@]} is no template
-_ITER_NAME = "raftsched_bounded_loop"
+_ENV = sandbox.make_environment()
 
 
 class TemplateError(Exception):
     """A template that cannot be rendered: names what (``command``, ``env[X]``, ``kwargs.x``),
     the line, and the cause."""
-
-
-class _Budget:
-    def __init__(self) -> None:
-        self.deadline = time.monotonic() + RENDER_SECONDS
-        self.iterations = MAX_LOOP_ITERATIONS
-
-    def tick(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise SecurityError(f"rendering took longer than {RENDER_SECONDS:g}s")
-
-
-_budget: contextvars.ContextVar[_Budget] = contextvars.ContextVar("raftsched_render_budget")
-
-
-def _tick() -> None:
-    budget = _budget.get(None)
-    if budget is not None:
-        budget.tick()
-
-
-def _bounded_loop(iterable: Iterable[Any]) -> Iterator[Any]:
-    """What every ``{% for %}`` iterates (see :func:`_bound_loops`): shares one budget."""
-    budget = _budget.get()
-    for item in iterable:
-        budget.iterations -= 1
-        if budget.iterations < 0:
-            raise SecurityError(f"loops ran more than {MAX_LOOP_ITERATIONS} iterations")
-        budget.tick()
-        yield item
-
-
-def _check_size(value: Any) -> None:
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_RENDERED_CHARS:
-        raise SecurityError(f"argument {value} is too large (at most {MAX_RENDERED_CHARS})")
-
-
-class _Environment(ImmutableSandboxedEnvironment):
-    intercepted_binops = frozenset({"*", "**"})
-
-    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-        _tick()
-        if operator == "*":
-            for seq, times in ((left, right), (right, left)):
-                sized = isinstance(seq, str | list | tuple) and isinstance(times, int)
-                if sized and len(seq) * times > MAX_RENDERED_CHARS:
-                    raise SecurityError(
-                        f"a value of {len(seq) * times} items is too large"
-                        f" (at most {MAX_RENDERED_CHARS})"
-                    )
-        if operator == "**" and isinstance(left, int) and isinstance(right, int):  # noqa: SIM102
-            if abs(left) > 1 and abs(left).bit_length() * right > MAX_EXPONENT_BITS:
-                raise SecurityError(f"{left} ** {right} is too large")
-        return super().call_binop(context, operator, left, right)
-
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        _tick()
-        for value in (*args, *kwargs.values()):
-            _check_size(value)  # "x".ljust(10**9), "x".center(10**9), ...
-        return super().call(__context, __obj, *args, **kwargs)
-
-    def getattr(self, obj: Any, attribute: str) -> Any:
-        _tick()
-        return super().getattr(obj, attribute)
-
-
-def _bounded_filter(name: str, original: Any) -> Any:
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        for value in (*args[1:], *kwargs.values()):
-            _check_size(value)
-        return original(*args, **kwargs)
-
-    checked.__name__ = name
-    return checked
-
-
-def _make_environment() -> _Environment:
-    env = _Environment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    for name in ("center", "indent", "wordwrap", "truncate", "format", "filesizeformat"):
-        if name in env.filters:
-            env.filters[name] = _bounded_filter(name, env.filters[name])
-    env.globals.pop("namespace", None)  # mutable accumulation across loop iterations
-    env.globals.pop("cycler", None)
-    env.globals.pop("joiner", None)
-    env.globals[_ITER_NAME] = _bounded_loop
-    return env
-
-
-_ENV = _make_environment()
-
-
-def _bound_loops(tree: nodes.Template) -> nodes.Template:
-    """Every ``{% for x in ITER %}`` iterates ``raftsched_bounded_loop(ITER)`` instead."""
-    for loop in tree.find_all(nodes.For):
-        loop.iter = nodes.Call(
-            nodes.Name(_ITER_NAME, "load", lineno=loop.lineno),
-            [loop.iter],
-            [],
-            None,
-            None,
-            lineno=loop.lineno,
-        )
-    return tree
 
 
 class _TemplateDateTime(datetime):
@@ -189,15 +88,19 @@ def template_context(
     data_interval_end: datetime | str | None,
     conf: Mapping[str, Any],
     params_json: str = "",
+    task_env: Iterable[tuple[str, str]] = (),
+    secret_env: Iterable[tuple[str, str]] | None = None,
+    upstream_results: Mapping[str, str] | None = None,
     fencing_token: int | None = None,
 ) -> dict[str, Any]:
-    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown).
+    """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown);
+    ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names);
     ``fencing_token``: the attempt's lease token (None where no attempt holds a lease, as on
     the task page)."""
     logical = _template_datetime(logical_date)
     ds = logical.strftime("%Y-%m-%d") if logical else ""
     ts = logical.isoformat() if logical else ""
-    return {
+    base = {
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": task_id,
@@ -213,10 +116,22 @@ def template_context(
         "params": effective_params(params_json, conf),
         "fencing_token": fencing_token,
     }
+    # Airflow's names: macros, var, ti.xcom_pull, dag_run, its dates (dags.template_names)
+    return template_names.extend(base, task_env, secret_env, upstream_results)
 
 
 def is_template(text: object) -> bool:
     return isinstance(text, str) and any(marker in text for marker in MARKERS)
+
+
+@functools.lru_cache(maxsize=COMPILED_CACHE_SIZE)
+def _compiled(text: str) -> Template:
+    """``text`` parsed, bounded and compiled once: compiling costs far more than rendering,
+    and the worker renders the same task's templates attempt after attempt. A template that
+    does not compile raises each time (lru_cache keeps no exception)."""
+    template = _ENV.from_string(sandbox.bound(_ENV.parse(text)))
+    sandbox.bound_joins(template.root_render_func.__globals__)
+    return template
 
 
 def render_text(text: str, context: Mapping[str, Any], what: str) -> str:
@@ -224,24 +139,28 @@ def render_text(text: str, context: Mapping[str, Any], what: str) -> str:
     ``what``, the line and the cause."""
     if not is_template(text):
         return text
-    token = _budget.set(_Budget())
+    token = sandbox.new_budget()
     try:
-        template = _ENV.from_string(_bound_loops(_ENV.parse(text)))
+        template = _compiled(text)
         out: list[str] = []
         size = 0
         for chunk in template.generate(dict(context)):
             size += len(chunk)
             if size > MAX_RENDERED_CHARS:
                 raise SecurityError(f"the output is longer than {MAX_RENDERED_CHARS} characters")
-            _tick()
             out.append(chunk)
         return "".join(out)
-    except (JinjaTemplateError, ArithmeticError, TypeError, ValueError, LookupError) as err:
+    except RecursionError:
+        raise TemplateError(f"template error in {what}: nested too deeply") from None
+    except MemoryError:
+        raise TemplateError(
+            f"template error in {what}: refused by the sandbox: rendering needed more memory"
+            " than it may use"
+        ) from None
+    except Exception as err:  # a filter or method may raise anything: the attempt fails
         raise TemplateError(f"template error in {what}{_line_of(err)}: {_describe(err)}") from None
-    except (RecursionError, MemoryError) as err:
-        raise TemplateError(f"template error in {what}: {type(err).__name__}") from None
     finally:
-        _budget.reset(token)
+        sandbox.end_budget(token)
 
 
 def _line_of(err: BaseException) -> str:
@@ -303,12 +222,47 @@ def render_task(
     context: Mapping[str, Any],
 ) -> RenderedTask:
     """A task's templated fields rendered with ``context`` (TemplateError on the first that
-    cannot be)."""
+    cannot be); in this process's render helper, under a memory limit and a deadline
+    (:mod:`raftsched.dags.render_limits`), when one of them holds a template."""
+    fields = {"command": command, "env": tuple(env), "kwargs": dict(kwargs), "context": context}
+    templated = is_template(command) or any(is_template(v) for _, v in fields["env"])
+    if not (templated or _has_template(fields["kwargs"])):
+        return render_fields(**fields)
+    fields["context"] = dict(context)
+    try:
+        rendered = render_limits.run_limited(("task", fields))
+    except render_limits.RenderLimitExceeded as err:
+        raise TemplateError(f"template error: refused by the sandbox: {err}") from None
+    assert isinstance(rendered, RenderedTask)
+    return rendered
+
+
+def render_fields(
+    *,
+    command: str,
+    env: tuple[tuple[str, str], ...],
+    kwargs: dict[str, Any],
+    context: Mapping[str, Any],
+) -> RenderedTask:
+    """:func:`render_task`'s work, in the calling process (the render helper calls it)."""
     return RenderedTask(
         command=render_text(command, context, "command"),
         env=tuple((name, render_text(value, context, f"env[{name}]")) for name, value in env),
-        kwargs=_render_json(dict(kwargs), context, "kwargs"),
+        kwargs=_render_json(kwargs, context, "kwargs"),
     )
+
+
+def _has_template(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif is_template(item):
+            return True
+    return False
 
 
 def render_assignment(assignment: Assignment) -> Assignment:
@@ -325,6 +279,9 @@ def render_assignment(assignment: Assignment) -> Assignment:
         data_interval_end=a.data_interval_end,
         conf=a.conf,
         params_json=a.params_json,
+        task_env=a.env,
+        secret_env=a.secret_env,
+        upstream_results=a.upstream_results,
         fencing_token=a.token,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
@@ -358,6 +315,7 @@ def render_for_display(
         data_interval_end=data_interval_end,
         conf=conf,
         params_json=params_json,
+        task_env=task.env,
     )
     try:
         rendered = render_task(

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Sequence
 
 import grpc
 
+from raftsched import retry
 from raftsched.errors import RaftschedError
 
 log = logging.getLogger(__name__)
@@ -38,20 +38,30 @@ def _seed(apis: list[str], web_url: str, timeout: float) -> None:
     from raftsched.api.client import RaftschedClient
     from raftsched.api.gen import secret_pb2
 
-    deadline = time.monotonic() + timeout
     with RaftschedClient(apis, deadline=10.0) as client:
-        while time.monotonic() < deadline:
+
+        def exists() -> bool:
+            get = secret_pb2.GetSecretRequest(kind="connection", key=EXAMPLE_CONNECTION)
             try:
-                get = secret_pb2.GetSecretRequest(kind="connection", key=EXAMPLE_CONNECTION)
                 client.secrets.GetSecret(get)
-                return  # there already: the user's own value wins
             except (RaftschedError, grpc.RpcError) as err:
                 if getattr(err, "code", None) == grpc.StatusCode.NOT_FOUND:
-                    break
-                time.sleep(1.0)  # no leader yet, or the cluster is still starting
-        else:
+                    return False
+                raise
+            return True
+
+        try:  # every second while there is no leader yet, or the cluster is still starting
+            there = retry.until(
+                exists,
+                deadline=timeout,
+                every=1.0,
+                retry_on=lambda err: isinstance(err, (RaftschedError, grpc.RpcError)),
+            )
+        except retry.GaveUp:
             log.warning("could not add the example connection %s: no answer", EXAMPLE_CONNECTION)
             return
+        if there:
+            return  # the user's own value wins
         try:
             client.secrets.SetSecret(
                 secret_pb2.SetSecretRequest(

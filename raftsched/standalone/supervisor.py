@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
+from raftsched import retry
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -63,8 +65,9 @@ class RestartPolicy:
 
     def backoff(self, consecutive_failures: int) -> float:
         """Delay before restart number ``consecutive_failures`` (1-based)."""
-        exponent = max(0, consecutive_failures - 1)
-        return min(self.backoff_max, self.backoff_initial * (2**exponent))
+        return retry.backoff(
+            consecutive_failures, initial=self.backoff_initial, maximum=self.backoff_max
+        )
 
 
 @dataclass

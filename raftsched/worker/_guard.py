@@ -46,9 +46,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the script runs with -I -S: import nothing it does not need
     from collections.abc import Callable, Mapping
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 DEATH_SIGNAL = signal.SIGUSR1  # not one the worker sends: SIGTERM/SIGKILL go to the group
 POLL = 0.25
@@ -167,9 +168,53 @@ def guard(parent: int, start: Callable[[], int]) -> NoReturn:
     _exit_like(status[0])
 
 
-def spawn_command(command: list[str], env: Mapping[str, str]) -> int:
-    """Start ``command`` as my child with the signal mask and the watched signals reset."""
-    return os.posix_spawnp(command[0], command, env, setsigmask=(), setsigdef=RESET | WATCHED)
+def drop_privileges(user: Mapping[str, Any] | None) -> None:
+    """Become ``user`` (``task_user.TaskUser.wire()``: uid, gid, groups) for good: groups,
+    then gid, then uid (in the other order the gid could no longer be changed), real, effective
+    and saved alike, then check that none of it can be undone. Non-dumpable after it, so another
+    process of that user cannot read this one's memory (an exec makes a program dumpable
+    again). Nothing to do without a user, or when this process already is that user. Raises
+    OSError when it cannot be done: the caller must not run the task then."""
+    if not user:
+        return
+    uid, gid = int(user["uid"]), int(user["gid"])
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        os.setgroups([int(g) for g in user.get("groups") or (gid,)])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise OSError(f"still uid {os.getresuid()}, gid {os.getresgid()} after the switch")
+    if uid != 0:
+        try:
+            os.setuid(0)
+        except OSError:
+            pass
+        else:
+            raise OSError("could become root again after the switch")
+    _prctl(PR_SET_DUMPABLE, 0)
+
+
+def spawn_command(
+    command: list[str], env: Mapping[str, str], user: Mapping[str, Any] | None = None
+) -> int:
+    """Start ``command`` as my child with the signal mask and the watched signals reset; as
+    ``user`` (see :func:`drop_privileges`) when given."""
+    if not user:
+        return os.posix_spawnp(command[0], command, env, setsigmask=(), setsigdef=RESET | WATCHED)
+    pid = os.fork()  # posix_spawn cannot switch users: a fork of this single-threaded guard
+    if pid == 0:
+        try:
+            drop_privileges(user)
+            for signum in RESET | WATCHED:
+                signal.signal(signum, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            os.execvpe(command[0], command, env)
+        except BaseException as err:
+            with contextlib.suppress(BaseException):
+                name = user.get("name") or user.get("uid")
+                os.write(2, f"raftsched: cannot run the task as user {name}: {err}\n".encode())
+        os._exit(CANNOT_START)
+    return pid
 
 
 def main(argv: list[str]) -> None:

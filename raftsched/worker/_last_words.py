@@ -166,6 +166,9 @@ def main(argv: list[str]) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s"
     )
     try:
+        from raftsched import taskenv
+
+        taskenv.protect_this_process()  # before it reads the token: no task reads our memory
         config = json.loads(_read_all(int(argv[0])))
         worker_pid = int(argv[1]) if len(argv) > 1 else 0
         state = json.loads(sys.stdin.buffer.read() or b"{}")

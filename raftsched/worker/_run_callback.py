@@ -61,6 +61,10 @@ def call_callback(module: ModuleType | None, path: str, ref: str, payload: Any) 
                 f"raftsched: {ref!r} is not a callable module-level name of {path}", file=sys.stderr
             )
             return 1
+        if getattr(fn, "raftsched_airflow_context", False):  # marked by raftsched.airflow
+            from raftsched.airflow._context import callback_context
+
+            context = callback_context(context)
         fn(context)
     except SystemExit as exit_:
         return 0 if exit_.code in (None, 0) else 1

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from raftsched import taskenv
 from raftsched.dags import xcom_args
 from raftsched.dags.authoring import collect_dags
 from raftsched.dags.loading import load_dag_module
@@ -139,6 +140,9 @@ def main(argv: list[str]) -> int:
         print("usage: python -m raftsched.worker._run_python FILE CALLABLE", file=sys.stderr)
         return 2
     path, callable_name = argv
+    # Our environment holds this attempt's declared secrets: another task of the same user
+    # must not read them (or our memory) from /proc, as it cannot a warm task's.
+    taskenv.protect_this_process()
     kwargs_text = sys.stdin.read()
     devnull = os.open(os.devnull, os.O_RDONLY)  # the task itself reads nothing
     os.dup2(devnull, 0)

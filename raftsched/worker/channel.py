@@ -113,7 +113,9 @@ class Channel:
             view = memoryview(data)
             while view:
                 view = view[os.write(memfd, view) :]
-            if not self.request({"op": "spawn", "id": handle.id}, (*stdio, memfd)):
+            # the deadline rides in the message: the server never reads the spec (the guard does)
+            message = {"op": "spawn", "id": handle.id, "deadline": spec.get("deadline")}
+            if not self.request(message, (*stdio, memfd)):
                 handle._lost(f"the task {self.name} is gone")
         finally:
             os.close(memfd)

@@ -212,9 +212,13 @@ class Executor:
         callable_name: str = "",
         kwargs: Mapping[str, Any] | None = None,
         deadline: float | None = None,
+        user: Mapping[str, Any] | None = None,
     ) -> Handle:
-        """``deadline``: the attempt's fence (see :meth:`Handle.extend`); None: none."""
+        """``deadline``: the attempt's fence (see :meth:`Handle.extend`); None: none.
+        ``user``: whom the task runs as (``task_user.TaskUser.wire()``); None: as we do."""
         base: dict[str, Any] = {"env": dict(env), "cwd": cwd, "deadline": deadline}
+        if user is not None:
+            base["user"] = dict(user)
         kwargs = dict(kwargs or {})
         stdin_data: bytes | None = None
         channel: Channel | None = None

@@ -89,7 +89,11 @@ def _fork_python(module: Any, spec: dict[str, Any], env: dict[str, str]) -> int:
 
 def _run_warm(module: Any, spec: dict[str, Any], env: dict[str, str]) -> int:
     """The task process of a warm PythonTask: as ``_run_python`` would run it in a new
-    interpreter, with the DAG module already imported."""
+    interpreter, with the DAG module already imported; as ``[worker] run_as_user`` before
+    anything of the task runs (``_guard.drop_privileges``)."""
+    from raftsched.worker import _run_python  # imported already: the user may not read it
+
+    _guard.drop_privileges(spec.get("user"))
     for signum in _guard.WATCHED | _guard.RESET | {signal.SIGALRM}:
         signal.signal(signum, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -105,8 +109,6 @@ def _run_warm(module: Any, spec: dict[str, Any], env: dict[str, str]) -> int:
         io.FileIO(2, "w", closefd=False), "utf-8", "backslashreplace", write_through=True
     )
     sys.argv = [str(spec["fileloc"])]
-    from raftsched.worker import _run_python
-
     code = _run_python.call(
         module, str(spec["fileloc"]), str(spec["callable"]), spec.get("kwargs") or {}
     )

@@ -8,7 +8,8 @@
   ``[worker] task_env_allowlist`` does not allow (its token, the cluster secret, the DB
   URL...), then the task's ``env``, then the ``RAFTSCHED_*`` variables
   (``Assignment.task_env``). The working directory is a fresh temporary folder, removed
-  after.
+  after. With ``[worker] run_as_user`` (``task_user.py``) the task runs as that user, the
+  folder is its own and its HOME.
 - On Linux every attempt is forked by the worker's one long-lived supervisor under a guard
   (``_guard.py``: the leader of the attempt's session and process group, the task its child)
   that kills the whole attempt when the worker dies, SIGKILL included (invariant 2: no orphan
@@ -58,7 +59,7 @@ from raftsched.core import limits
 from raftsched.dags import xcom_args
 from raftsched.dags.templating import TemplateError, render_assignment
 from raftsched.secrets import StreamMasker
-from raftsched.worker import results
+from raftsched.worker import results, task_user
 from raftsched.worker.attempt_process import _Plain, _Supervised
 from raftsched.worker.executor import executor
 from raftsched.worker.task_secrets import masked_values
@@ -199,6 +200,10 @@ class Attempt:
     def run(self) -> Outcome:
         workdir = tempfile.mkdtemp(prefix="raftsched-attempt-")
         try:
+            try:
+                task_user.give_workdir(workdir, task_user.current())
+            except OSError as error:
+                return Outcome(False, None, f"cannot start the task: {error}")
             if self.kill_reason is not None:
                 return Outcome(False, None, self.kill_reason, killed=True)
             try:  # its templates, before anything else sees its command, env or kwargs
@@ -225,9 +230,17 @@ class Attempt:
                     self._signal_group(signal.SIGKILL)
                 elif self.deadline is not None and self.deadline != deadline:
                     proc.extend(self.deadline)  # extended while it started
-            return results.settle_outcome(self._supervise(out, err), self.assignment, workdir)
+            return self._settle(self._supervise(out, err), workdir)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _settle(self, outcome: Outcome, workdir: str) -> Outcome:
+        """The outcome with what the result file says (``results.settle_outcome``). Under
+        ``run_as_user`` the working directory is the task's, so whatever stands where the
+        result file goes may be a link to a file only the worker may read, or a FIFO: it is
+        read without following a link or blocking, a regular file only, within its bound
+        (``xcom_args.read_bounded``)."""
+        return results.settle_outcome(outcome, self.assignment, workdir)
 
     def _start(
         self, workdir: str, deadline: float | None = None
@@ -237,12 +250,16 @@ class Attempt:
             return self._start_plain(workdir)
         if a.kind not in ("bash", "python"):
             raise ValueError(f"unknown task kind {a.kind!r}: expected 'bash' or 'python'")
+        user = task_user.current()
+        env = {**environment_for(a), **results.result_env(a, workdir)}
+        if user is not None:
+            env.update(user.environment(workdir))
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             handle = executor().spawn(
                 kind=a.kind,
-                env={**environment_for(a), **results.result_env(a, workdir)},
+                env=env,
                 cwd=workdir,
                 stdout=out_w,
                 stderr=err_w,
@@ -251,6 +268,7 @@ class Attempt:
                 callable_name=a.callable_name,
                 kwargs=a.kwargs,
                 deadline=deadline,
+                user=user.wire() if user is not None else None,
             )
         except BaseException:
             os.close(out_r)

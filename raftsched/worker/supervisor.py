@@ -28,6 +28,13 @@ attempt costs a fork and, for a BashTask, the exec of bash: no interpreter start
   is left (it is the subreaper of them all), then starts ``raftsched.worker._last_words``,
   which reports each lease the worker held as a failed attempt (fenced by its token), so the
   cluster retries them at once instead of after their TTL (docs/architecture.md §11).
+- What a task can see of it: nothing. It is non-dumpable (``taskenv.protect_this_process``,
+  first thing after its exec; every fork of it inherits that), so its /proc files (the death
+  report's memfd among its fds, its memory) are root's. It never reads a spawn's spec: the
+  guard reads it after the fork, so no attempt's environment (declared secrets) is left in
+  the memory that later forks (fork servers, other attempts' guards and warm tasks) copy. A
+  guard hands the task fds 0-2 only. With ``[worker] run_as_user`` the task itself runs as
+  another user (``task_user.py``).
 - ``signal`` (SIGTERM on ``execution_timeout``) goes to the guard's process group, which the
   guard swallows; ``kill`` sends the guard :data:`_guard.DEATH_SIGNAL` (it kills the whole
   attempt, escaped daemons included, then exits 137), and SIGKILLs its group if it is still
@@ -53,6 +60,7 @@ import sys
 from typing import NoReturn
 
 # re-exported: the names this module held before it was split
+from raftsched import taskenv
 from raftsched.worker.supervisor_server import Server
 from raftsched.worker.supervisor_wire import recv, send
 
@@ -64,6 +72,11 @@ def main(argv: list[str]) -> NoReturn:
         print("usage: python -m raftsched.worker.supervisor FD WORKER_PID", file=sys.stderr)
         os._exit(2)
     fd, worker = int(argv[0]), int(argv[1])
+    # First: execve made this process dumpable again. Non-dumpable, its /proc files (fds,
+    # among them the death report's memfd with the worker's token, environ, mem) are root's
+    # and no process of the same user may ptrace it; every fork of it (fork servers, guards,
+    # warm tasks) inherits that.
+    taskenv.protect_this_process()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     if os.getppid() != worker:

@@ -233,7 +233,7 @@ class Server:
     def _handle(self, message: dict[str, Any], fds: list[int]) -> None:
         op = message.get("op")
         if op == "spawn":
-            self._spawn(int(message["id"]), fds)
+            self._spawn(int(message["id"]), message, fds)
         elif op == "signal":
             pid = self.by_id.get(int(message["id"]))
             if pid is not None:  # not reaped: the group id is still the attempt's
@@ -270,26 +270,31 @@ class Server:
                     os.close(self.report_fd)
             self.report_fd = os.dup(fds[0])  # the caller closes the fds it was sent
 
-    def _spawn(self, ident: int, fds: list[int]) -> None:
+    def _spawn(self, ident: int, message: dict[str, Any], fds: list[int]) -> None:
         if len(fds) != 4:
             self._reply({"op": "exit", "id": ident, "error": "bad spawn request"})
             return
         try:
-            spec = _read_spec(fds[3])
+            at = message.get("deadline")
+            deadline = None if at is None else float(at)
             pid = os.fork()
-        except (OSError, ValueError) as err:
+        except (OSError, TypeError, ValueError) as err:
             self._reply({"op": "exit", "id": ident, "error": f"cannot start the task: {err}"})
             return
         if pid == 0:
-            self._become_guard(spec, fds)
+            self._become_guard(fds)
         self.guards[pid] = ident
         self.by_id[ident] = pid
-        if spec.get("deadline") is not None:
-            self.deadlines[pid] = float(spec["deadline"])
+        if deadline is not None:
+            self.deadlines[pid] = deadline
         self._reply({"op": "started", "id": ident, "pid": pid})
 
-    def _become_guard(self, spec: dict[str, Any], fds: list[int]) -> NoReturn:
+    def _become_guard(self, fds: list[int]) -> NoReturn:
         try:
+            # The spec (the task's environment: its declared secrets) is read here, in the
+            # guard, never in the server: what the server reads stays in the memory every
+            # later fork copies (fork servers, other attempts' guards and warm tasks).
+            spec = _read_spec(fds[3])
             gc.disable()  # short-lived, leaves with os._exit: no page copied for the collector
             os.setsid()
             signal.set_wakeup_fd(-1)
@@ -308,7 +313,7 @@ class Server:
                 argv = [str(a) for a in spec["argv"]]
 
                 def start() -> int:
-                    return _guard.spawn_command(argv, env)
+                    return _guard.spawn_command(argv, env, spec.get("user"))
 
             _guard.guard(self.me, start)
         except BaseException:

@@ -3,10 +3,11 @@ two helpers a server needs to read a spawn (:func:`_read_spec`) and to shed inhe
 descriptors (:func:`_close_all_but`). Lean on purpose (stdlib only): see ``supervisor.py``.
 
 Messages are JSON objects on a SOCK_SEQPACKET socket, one per packet, file descriptors
-attached. Worker -> server: ``spawn`` (id; fds stdin, stdout, stderr, spec: a memfd holding the
-JSON spec), ``signal`` (id, signum), ``kill`` (id), ``forkserver`` (path; fd: its socket),
-``retire`` (exit once no attempt runs; a spawn that arrives first still runs), ``extend`` (id,
-at: the attempt's new deadline), ``arm`` (fd: a memfd saying how to reach the cluster),
+attached. Worker -> server: ``spawn`` (id, deadline; fds stdin, stdout, stderr, spec: a memfd
+holding the JSON spec, which only the attempt's guard reads), ``signal`` (id, signum),
+``kill`` (id), ``forkserver`` (path; fd: its socket), ``retire`` (exit once no attempt
+runs; a spawn that arrives first still runs), ``extend`` (id, at: the attempt's new
+deadline), ``arm`` (fd: a memfd saying how to reach the cluster),
 ``hold`` (ref, lease: a lease the worker holds), ``drop`` (ref: no longer held) and ``poll``
 (request_id, max_tasks: the Lease the worker is sending). Server ->
 worker: ``started`` (id, pid), ``exit`` (id, status: the wait status, or error; ``fenced`` when

@@ -179,6 +179,34 @@ def test_secrets_come_from_the_environment(services: dict[str, dict[str, Any]]) 
                 assert re.fullmatch(r"\$\{[A-Z_]+:\?[^}]*\}", value), f"{name}: {key}={value}"
 
 
+def test_every_scheduler_node_has_the_same_fernet_key(services: dict[str, dict[str, Any]]) -> None:
+    """Without [secrets] fernet_key a node refuses every variable and connection."""
+    keys = {
+        env(services[name]).get("RAFTSCHED__SECRETS__FERNET_KEY")
+        for name in named(services, "scheduler")
+    }
+    assert len(keys) == 1 and None not in keys, keys
+    for name in [*named(services, "web"), *named(services, "worker")]:
+        assert "RAFTSCHED__SECRETS__FERNET_KEY" not in env(services[name]), name
+
+
+def test_every_required_variable_is_documented() -> None:
+    """Each `${VAR:?}` is in the header's and the README's export lines: a variable compose
+    demands but the instructions never mention stops `docker compose up` cold."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    lines = text.splitlines()
+    body = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+    required = set(re.findall(r"\$\{([A-Z_]+):\?", body))
+    header = "\n".join(line for line in lines if line.startswith("#"))
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Deploying with Docker Compose\n")
+    section = readme[start : readme.index("\n## ", start + 1)]
+    assert "RAFTSCHED_FERNET_KEY" in required
+    for where, doc in (("docker-compose.yml's header", header), ("the README", section)):
+        exported = set(re.findall(r"\b([A-Z_]+)=\.\.\.", doc))
+        assert required <= exported, f"{where} lacks {sorted(required - exported)}"
+
+
 def test_dags_folder_is_shared_at_one_path(services: dict[str, dict[str, Any]]) -> None:
     mounts = set()
     for name in [*named(services, "scheduler"), *named(services, "worker")]:

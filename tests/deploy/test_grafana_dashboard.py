@@ -67,7 +67,7 @@ def test_the_key_series_have_a_panel() -> None:
         "raftsched_snapshot_duration_seconds",
         "raftsched_snapshot_failures_total",
         "raftsched_outbox_backlog",
-        "raftsched_outbox_quarantined_total",
+        "raftsched_outbox_quarantined",
         "raftsched_runs",
         "raftsched_task_instances",
         "raftsched_leases_granted_total",
@@ -78,3 +78,15 @@ def test_the_key_series_have_a_panel() -> None:
         "raftsched_dag_parse_errors_total",
     ):
         assert key in used, key
+
+
+def test_rate_and_increase_only_read_counters() -> None:
+    """rate()/increase() of a gauge is meaningless; the names say which series count up
+    (tests/deploy/test_metric_names.py holds the names to that)."""
+    wrong = [
+        name
+        for expr in exprs(load())
+        for name in re.findall(r"\b(?:rate|irate|increase)\((raftsched_[a-z0-9_]+)", expr)
+        if not name.endswith(("_total", "_bucket", "_count", "_sum"))
+    ]
+    assert not wrong, wrong

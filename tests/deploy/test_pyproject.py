@@ -84,7 +84,7 @@ def _distributions(module: str) -> set[str]:
 
 # Imported by raftsched/ but needed only by one extra's processes, always inside a function
 # (so a process without the extra never imports it).
-LAZY_EXTRA_IMPORTS = {"psycopg": "postgres"}
+LAZY_EXTRA_IMPORTS = {"psycopg": "postgres", "jsonschema": "airflow", "pendulum": "airflow"}
 
 
 def test_every_import_is_declared() -> None:

@@ -40,9 +40,12 @@ class WorkerProc(Node):
     """A `raftsched worker` process, handled like a node (kill -9, stop, logs)."""
 
     args: list[str] = field(default_factory=list)
+    wrapper: list[str] = field(default_factory=list)  # a command it runs under (setpriv...)
+    python: str = sys.executable
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "raftsched", "--config", str(self.config_path), *self.args]
+        config = str(self.config_path)
+        return [*self.wrapper, self.python, "-m", "raftsched", "--config", config, *self.args]
 
     def status(self, timeout: float = 1.0) -> dict[str, Any] | None:
         return None
@@ -113,9 +116,22 @@ class ApiCluster(ClusterHarness):
         record: Path | None = None,
         nodes: list[int] | None = None,
         queues: str | None = None,
+        token_in_env: bool = False,
+        token: str = WORKER,
+        wrapper: list[str] | None = None,
+        python: str = sys.executable,
+        extra_env: Mapping[str, str] | None = None,
     ) -> WorkerProc:
+        """``token_in_env``: the token goes in RAFTSCHED_TOKEN, not on the command line
+        (which every process on the host reads). ``wrapper``: a command the worker runs under
+        (``setpriv ... --``), with ``python`` and ``extra_env``."""
         servers = ",".join(self.api_addresses[i] for i in (nodes or range(len(self.addresses))))
-        args = ["worker", "--server", servers, "--token", WORKER, "--worker-id", name]
+        args = ["worker", "--server", servers, "--worker-id", name]
+        env = {**child_env(), **(extra_env or {})}
+        if token_in_env:
+            env["RAFTSCHED_TOKEN"] = token
+        else:
+            args += ["--token", token]
         args += ["--concurrency", str(concurrency)]
         if noop:
             args.append("--noop")
@@ -128,8 +144,10 @@ class ApiCluster(ClusterHarness):
             address=f"worker {name}",
             config_path=self.config_path,
             log_path=self.log_dir / f"worker-{name}.log",
-            env=child_env(),
+            env=env,
             args=args,
+            wrapper=list(wrapper or ()),
+            python=python,
         )
         proc.start()
         self.workers[name] = proc

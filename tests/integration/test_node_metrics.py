@@ -65,7 +65,7 @@ def test_metrics_and_quarantine_count_of_a_real_node(
         )
         assert metrics["raftsched_is_leader"] == 1
         assert metrics["raftsched_apply_halted"] == 0
-        assert metrics["raftsched_outbox_quarantined_total"] == 1
+        assert metrics["raftsched_outbox_quarantined"] == 1
         assert metrics["raftsched_raft_term"] >= 1
         assert metrics["raftsched_applied_index"] >= 1
         assert metrics["raftsched_outbox_backlog"] >= 0

@@ -494,6 +494,9 @@ def test_a_hostile_conf_is_refused_naming_the_field(stack: Stack) -> None:
     assert _problem(nested, 400, "INVALID_ARGUMENT")["field"] == "conf"
     very_deep = b'{"conf": ' + b'{"a": ' * 100_000 + b"1" + b"}" * 100_001
     _problem(op.post("/dags/rest_hello/runs", very_deep), 400, "INVALID_ARGUMENT")
+    huge_int = b'{"conf": {"a": ' + b"9" * 5000 + b"}}"  # past Python's int-from-text limit
+    digits = _problem(op.post("/dags/rest_hello/runs", huge_int), 400, "INVALID_ARGUMENT")
+    assert "integers are limited to 19 digits" in digits["message"], digits
     unknown = op.post("/dags/rest_hello/runs", {"conf": {}, "cnof": {}})
     assert _problem(unknown, 400, "INVALID_ARGUMENT")["field"] == "cnof"
     _problem(op.post("/dags/rest_hello/runs", b"{not json"), 400, "INVALID_ARGUMENT")

@@ -41,7 +41,7 @@ def test_leader_gauges() -> None:
         "raftsched_apply_halted": 0,
         "raftsched_db_watermark": 30,
         "raftsched_db_ok": 1,
-        "raftsched_outbox_quarantined_total": 2,
+        "raftsched_outbox_quarantined": 2,
     }
 
 
@@ -50,7 +50,7 @@ def test_follower_has_no_leader_only_gauges_and_reports_a_halted_apply() -> None
     samples = _samples(follower)
     assert samples["raftsched_is_leader"] == 0 and samples["raftsched_apply_halted"] == 1
     assert not {"raftsched_db_watermark", "raftsched_db_ok"} & samples.keys()
-    assert "raftsched_outbox_quarantined_total" not in samples
+    assert "raftsched_outbox_quarantined" not in samples
 
 
 def test_each_node_has_its_own_registry() -> None:

@@ -103,7 +103,10 @@ def readme_config(tmp_path: Path) -> tuple[Path, str]:
     section = readme_section("Running a cluster by hand")
     block = re.search(r"```ini\n(.*?)```", section, re.S)
     assert block, "no ini block in README 'Running a cluster by hand'"
-    values: dict[str, str] = {}
+    from cryptography.fernet import Fernet
+
+    # Each placeholder as the README says to make it: a Fernet key, else a random string.
+    values: dict[str, str] = {"<fernet key>": Fernet.generate_key().decode()}
     fill = lambda m: values.setdefault(m[0], secrets.token_urlsafe(24))  # noqa: E731
     text = re.sub(r"<[^<>\n]+>", fill, block.group(1))
     commands = re.sub(r"<[^<>\n]+>", fill, section[block.end() :])
@@ -134,6 +137,11 @@ def test_the_readme_cluster_config_passes_the_start_up_checks(
     servers, token = worker_cmd.resolve(args, env)
     assert token in config.api.worker_tokens, "workers need a worker token"
     assert servers == [api_bind_for(n, config.api.grpc_bind) for n in nodes]
+    # Variables and connections: a node without a usable key refuses them.
+    from raftsched.secrets import SecretBox
+
+    box = SecretBox(config.secrets.fernet_key)
+    assert box.decrypt(box.encrypt("value")) == "value"
 
 
 def test_without_tokens_that_config_would_be_refused(

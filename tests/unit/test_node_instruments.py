@@ -81,7 +81,7 @@ def test_each_node_renders_its_own_instruments_and_every_listed_name() -> None:
     leader_only = {
         "raftsched_db_watermark",
         "raftsched_db_ok",
-        "raftsched_outbox_quarantined_total",
+        "raftsched_outbox_quarantined",
     }
     missing = set(METRIC_NAMES) - names - node_only - leader_only
     assert not missing, missing

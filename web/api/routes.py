@@ -25,6 +25,8 @@ from raftsched.web.api.errors import ApiProblem
 from raftsched.web.api.upstream import api_gateway
 from raftsched.web.gateway import GatewayError, Unavailable, gateway
 
+from raftsched import __version__
+
 # -- DAGs --------------------------------------------------------------------------------------
 
 
@@ -277,7 +279,8 @@ def list_audit(**args: Any) -> Any:
 @bp.response(200, s.Health)
 @bp.alt_response(503, schema=s.Health, description="no leader with a quorum is reachable")
 def health() -> Any:
-    """200 when a leader with a quorum is reachable, else 503. No token needed."""
+    """200 when a leader with a quorum is reachable, else 503; with this webserver's raftsched
+    version. No token needed."""
     timeout = float(current_app.config["RAFTSCHED_HEALTH_TIMEOUT"])
     try:
         status = gateway().cluster_status(timeout=timeout)  # the webserver's own view
@@ -289,6 +292,7 @@ def health() -> Any:
         "leader": status["leader"],
         "newest_heartbeat": status["newest_heartbeat"],
         "error": error,
+        "version": __version__,
     }
     return body, 200 if status["leader"] else 503
 

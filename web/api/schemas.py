@@ -326,6 +326,7 @@ class Health(Schema):
     leader = fields.String(allow_none=True)
     newest_heartbeat = fields.DateTime(allow_none=True)
     error = fields.String()
+    version = fields.String(metadata={"description": "this webserver's raftsched version"})
 
 
 class ApiError(Schema):

@@ -92,7 +92,8 @@ def parse_min_index(value: str | None) -> int:
     if value is None or not value.strip():
         return 0
     text = value.strip()
-    if not text.isdigit() or int(text) > MAX_JSON_INT:
+    digits = len(str(MAX_JSON_INT))  # checked before int(): a 5,000-digit header is no index
+    if not (text.isascii() and text.isdigit()) or len(text) > digits or int(text) > MAX_JSON_INT:
         raise ValueError(
             f"{MIN_INDEX_HEADER} = {text[:40]!r}: expected a non-negative integer, the"
             f" highest {APPLIED_INDEX_HEADER} this client has seen"

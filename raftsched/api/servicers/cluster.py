@@ -39,6 +39,7 @@ from typing import Any
 import grpc
 from pysyncobj.utility import TcpUtility, UtilityException
 
+from raftsched import retry
 from raftsched.api import tls
 from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
 from raftsched.api.servicers import bounds, convert
@@ -55,6 +56,7 @@ PEER_TIMEOUT = 1.0  # seconds for a peer's GetStatus
 TRANSFER_WAIT = 5.0  # seconds for leadership to move
 TRANSFER_RETRY = 2.0  # seconds a refused transfer is asked again (the target catching up)
 TRANSFER_RETRY_GAP = 0.02
+MOVED = "raftsched: the leader changed"  # not an answer of pysyncobj's: stop asking
 Code = grpc.StatusCode
 
 
@@ -164,14 +166,23 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         # A busy leader appends entries all the time, and pysyncobj refuses a target that lacks
         # the last one; the follower acknowledges it with the next heartbeat (40 ms), so a
         # refusal is asked again for a while before it reaches the caller.
-        refused_until = time.monotonic() + TRANSFER_RETRY
-        answer = self._utility(leader, ["transfer", target])
-        while not answer.startswith("SUCCESS") and time.monotonic() < refused_until:
-            time.sleep(TRANSFER_RETRY_GAP)
+        asked = 0
+
+        def ask() -> str:
+            nonlocal asked
+            asked += 1
             now = self.ctx.node.leader_address
-            if now is None or now != leader:  # moved meanwhile (another transfer, an election)
-                break
-            answer = self._utility(leader, ["transfer", target])
+            if asked > 1 and (now is None or now != leader):
+                # moved meanwhile (another transfer, an election): no point asking again
+                return MOVED
+            return self._utility(leader, ["transfer", target])
+
+        answer = retry.poll(
+            ask,
+            done=lambda answer: answer.startswith("SUCCESS") or answer == MOVED,
+            deadline=TRANSFER_RETRY,
+            every=TRANSFER_RETRY_GAP,
+        )
         if not answer.startswith("SUCCESS"):
             raise StatusError(
                 Code.FAILED_PRECONDITION,

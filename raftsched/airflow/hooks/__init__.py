@@ -1,0 +1,1 @@
+"""``airflow.hooks``: ``base.BaseHook.get_connection`` for the connections a task declares."""

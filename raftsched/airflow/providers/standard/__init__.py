@@ -1,0 +1,1 @@
+"""``airflow.providers.standard``: ``operators.bash|python|empty|trigger_dagrun``, ``sensors``."""

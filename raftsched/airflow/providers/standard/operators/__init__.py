@@ -1,0 +1,1 @@
+"""``airflow.providers.standard.operators``: the operators of ``raftsched.airflow.operators``."""

@@ -1,0 +1,1 @@
+"""``airflow.utils``: ``task_group``, ``trigger_rule``, ``edgemodifier``."""

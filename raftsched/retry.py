@@ -1,0 +1,67 @@
+"""Retries and backoff, in one place, on tenacity.
+
+Three shapes cover raftsched's loops outside the Raft core and the worker:
+
+- :func:`backoff`: the wait before retry number *n* (1-based), ``initial * 2**(n-1)`` capped at
+  ``maximum``; with ``jitter``, a uniform draw below that ("full jitter", so that clients that
+  failed together do not retry together). For loops that do more between tries than call one
+  function (the API client rotates through nodes and waits only after a full round; the
+  standalone supervisor restarts a child at a time it records).
+- :func:`until`: call a function every ``every`` seconds while it raises an error that
+  ``retry_on`` accepts, for up to ``deadline`` seconds; then :class:`GaveUp` (any other error
+  passes through at once).
+- :func:`poll`: call a function every ``every`` seconds until ``done(result)`` or
+  ``deadline`` seconds passed; the last result either way.
+
+tenacity's own wait strategies make the numbers (``wait_exponential``,
+``wait_random_exponential``, ``wait_fixed``), so each loop that used to compute its own agrees
+with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import tenacity
+
+T = TypeVar("T")
+
+GaveUp = tenacity.RetryError  # until(): the deadline passed; .last_attempt holds the last error
+
+
+def backoff(attempt: int, *, initial: float, maximum: float, jitter: bool = False) -> float:
+    """Seconds to wait before retry number ``attempt`` (1 is the first retry)."""
+    kind = tenacity.wait_random_exponential if jitter else tenacity.wait_exponential
+    state = tenacity.RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+    state.attempt_number = max(1, attempt)
+    return kind(multiplier=initial, max=maximum)(state)
+
+
+def until(
+    fn: Callable[[], T],
+    *,
+    deadline: float,
+    every: float,
+    retry_on: Callable[[BaseException], bool],
+) -> T:
+    """``fn()``'s result, calling it again after ``every`` s while it raises an error that
+    ``retry_on`` accepts; :class:`GaveUp` once ``deadline`` seconds have passed."""
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(deadline),
+        wait=tenacity.wait_fixed(every),
+        retry=tenacity.retry_if_exception(retry_on),
+    )
+    return retrying(fn)
+
+
+def poll(fn: Callable[[], T], *, done: Callable[[T], bool], deadline: float, every: float) -> T:
+    """``fn()``'s first result that is ``done``, calling it every ``every`` s; after
+    ``deadline`` seconds, its last result, done or not. Errors pass through at once."""
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_delay(deadline),
+        wait=tenacity.wait_fixed(every),
+        retry=tenacity.retry_if_not_result(done),
+        retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
+    )
+    return retrying(fn)

@@ -1,0 +1,137 @@
+"""Airflow DAG files end to end on a real cluster: three ``raftsched scheduler`` nodes, a
+``raftsched worker`` and a webserver (:class:`webstack.WebStack`), with ``[core]
+airflow_imports = true`` on all of them.
+
+- The classic BashOperator tutorial (``raftsched.airflow`` imports): triggered with a conf,
+  its tasks run in order, the one that fails its first try succeeds on a retry, and the
+  templates render macros and Airflow 2's ``ds`` (a ``timedelta`` schedule: the start of the
+  data interval). Its scheduled run (catchup=False: the latest slot) renders the ``ds`` of
+  its interval's start, which the run's own data interval in the REST API confirms.
+- The TaskFlow ETL tutorial: ``multiple_outputs`` values reach ``load`` through the cluster.
+- The same kind of file with its imports unchanged (``from airflow...``) parses on the
+  scheduler nodes and runs on the worker (warm fork server or cold process alike).
+
+SQLite only: the Airflow layer compiles to the same DagSpec, and the backends are covered by
+test_taskflow_e2e.py and test_params_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import wait_for
+from test_rest_api import _database
+from webstack import WebStack
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+DAG_IDS = ("tutorial", "tutorial_taskflow_api", "unchanged")
+
+
+def _tasks(stack: WebStack, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+    status, page = stack.rest("GET", f"/dags/{dag_id}/runs/{run_id}/task-instances")
+    assert status == 200, page
+    return {ti["task_id"]: ti for ti in page["task_instances"]}
+
+
+def _finished(stack: WebStack, dag_id: str, run_id: str, timeout: float = 90) -> str:
+    def done() -> str | None:
+        status, run = stack.rest("GET", f"/dags/{dag_id}/runs/{run_id}")
+        return run["state"] if status == 200 and run["state"] in ("success", "failed") else None
+
+    return wait_for(
+        done,
+        timeout=timeout,
+        what=f"run {dag_id}/{run_id} finished",
+        interval=0.3,
+        describe=lambda: {k: v["state"] for k, v in _tasks(stack, dag_id, run_id).items()},
+    )
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
+    workdir: Path = tmp_path_factory.mktemp("airflow")
+    scheduled = workdir / "scheduled"
+    scheduled.mkdir()
+    dags = {
+        # the scheduled run of the tutorial writes to its default `out`: this test's folder
+        "tutorial.py": (FIXTURES / "airflow_dags" / "tutorial.py")
+        .read_text()
+        .replace('"/nonexistent"', repr(str(scheduled))),
+        "taskflow_etl.py": (FIXTURES / "airflow_dags" / "taskflow_etl.py").read_text(),
+        "unchanged.py": (FIXTURES / "airflow_unchanged" / "unchanged.py").read_text(),
+    }
+    config = {"core": {"airflow_imports": "true"}}
+    with (
+        _database("sqlite", workdir) as url,
+        WebStack(workdir, url, webservers=1, use_nginx=False, dags=dags, config=config) as web,
+    ):
+        web.start()
+        wait_for(
+            lambda: all(web.rest("GET", f"/dags/{d}")[0] == 200 for d in DAG_IDS),
+            timeout=60,
+            what="the Airflow DAGs registered",
+            interval=0.3,
+        )
+        yield web
+
+
+def _trigger(stack: WebStack, dag_id: str, run_id: str, out: Path) -> None:
+    out.mkdir()
+    conf = json.dumps({"out": str(out)})
+    done = stack.cli("dags", "trigger", dag_id, "--run-id", run_id, "--conf", conf)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_tutorial_and_the_taskflow_etl_run_on_the_cluster(stack: WebStack) -> None:
+    runs = {
+        "tutorial": stack.workdir / "tutorial",
+        "tutorial_taskflow_api": stack.workdir / "etl",
+        "unchanged": stack.workdir / "unchanged",
+    }
+    for dag_id, out in runs.items():
+        _trigger(stack, dag_id, "m1", out)
+
+    assert _finished(stack, "tutorial", "m1") == "success"
+    order = (runs["tutorial"] / "order").read_text().splitlines()
+    assert order[0] == "print_date"
+    assert order.index("sleep try 1") < order.index("sleep try 2")
+    tasks = _tasks(stack, "tutorial", "m1")
+    assert tasks["sleep"]["try_number"] == 2  # failed once, retried (retries=3, no delay)
+    _, run = stack.rest("GET", "/dags/tutorial/runs/m1")
+    day = datetime.fromisoformat(run["data_interval_start"]).strftime("%Y-%m-%d")
+    templated = (runs["tutorial"] / "templated").read_text().splitlines()
+    assert [line.split()[1] for line in templated] == [day] * 3
+
+    assert _finished(stack, "tutorial_taskflow_api", "m1") == "success"
+    assert (runs["tutorial_taskflow_api"] / "load").read_text() == "1236.70 float"
+    assert _tasks(stack, "tutorial_taskflow_api", "m1")["transform"]["result_json"] == (
+        '{"total_order_value":1236.7}'
+    )
+
+    assert _finished(stack, "unchanged", "m1") == "success"
+    assert (runs["unchanged"] / "which").read_text() == "raftsched.airflow"
+
+
+def test_the_scheduled_tutorial_run_sees_airflow_2s_ds(stack: WebStack) -> None:
+    def scheduled_run() -> dict[str, Any] | None:
+        status, page = stack.rest("GET", "/dags/tutorial/runs")
+        runs = [r for r in page.get("runs", []) if r["run_type"] == "scheduled"]
+        return runs[0] if status == 200 and runs else None
+
+    run = wait_for(scheduled_run, timeout=60, what="the tutorial's scheduled run", interval=0.3)
+    start = datetime.fromisoformat(run["data_interval_start"])
+    end = datetime.fromisoformat(run["data_interval_end"])
+    assert (end - start).days == 1 and end == datetime.fromisoformat(run["logical_date"])
+    templated = stack.workdir / "scheduled" / "templated"
+    wait_for(templated.exists, timeout=60, what="the scheduled run's templated task", interval=0.3)
+    first = templated.read_text().splitlines()[0].split()
+    # ds: the interval's start (the run is named by its end), ds_add: a week later
+    assert first[1] == start.strftime("%Y-%m-%d")
+    assert first[2] == (start + timedelta(days=7)).strftime("%Y-%m-%d")

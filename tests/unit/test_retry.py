@@ -1,0 +1,79 @@
+"""raftsched.retry: the one backoff formula and the two retry loops, on tenacity."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftsched import retry
+from raftsched.standalone.supervisor import RestartPolicy
+
+
+def test_backoff_doubles_from_initial_and_is_capped() -> None:
+    delays = [retry.backoff(n, initial=0.5, maximum=5.0) for n in range(1, 7)]
+    assert delays == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+    assert retry.backoff(0, initial=0.5, maximum=5.0) == 0.5  # before any failure: initial
+
+
+def test_full_jitter_draws_below_the_same_cap() -> None:
+    for attempt in range(1, 8):
+        cap = min(1.0, 0.05 * 2 ** (attempt - 1))
+        draws = [retry.backoff(attempt, initial=0.05, maximum=1.0, jitter=True) for _ in range(50)]
+        assert all(0 <= d <= cap for d in draws)
+        assert len(set(draws)) > 1  # random, so clients that failed together spread out
+
+
+def test_the_standalone_restart_policy_is_that_backoff() -> None:
+    policy = RestartPolicy(backoff_initial=1.0, backoff_max=30.0)
+    assert [policy.backoff(n) for n in (1, 2, 3, 5, 6, 9)] == [1, 2, 4, 16, 30, 30]
+
+
+class Flaky(Exception):
+    pass
+
+
+def test_until_retries_the_accepted_errors_and_returns_the_result() -> None:
+    calls = []
+
+    def fn() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise Flaky()
+        return "ok"
+
+    got = retry.until(fn, deadline=30, every=0.01, retry_on=lambda e: isinstance(e, Flaky))
+    assert got == "ok" and len(calls) == 3
+
+
+def test_until_passes_any_other_error_through_at_once() -> None:
+    calls = []
+
+    def fn() -> None:
+        calls.append(1)
+        raise KeyError("x")
+
+    with pytest.raises(KeyError):
+        retry.until(fn, deadline=30, every=0.01, retry_on=lambda e: isinstance(e, Flaky))
+    assert len(calls) == 1
+
+
+def test_until_gives_up_after_its_deadline() -> None:
+    def fn() -> None:
+        raise Flaky()
+
+    with pytest.raises(retry.GaveUp) as caught:
+        retry.until(fn, deadline=0.05, every=0.01, retry_on=lambda e: isinstance(e, Flaky))
+    assert isinstance(caught.value.last_attempt.exception(), Flaky)
+
+
+def test_poll_returns_the_first_done_result_or_the_last_one() -> None:
+    answers = iter(["refused", "refused", "SUCCESS", "never"])
+    got = retry.poll(lambda: next(answers), done=lambda a: a == "SUCCESS", deadline=30, every=0.01)
+    assert got == "SUCCESS"
+    calls = []
+
+    def refused() -> str:
+        calls.append(1)
+        return f"refused {len(calls)}"
+
+    last = retry.poll(refused, done=lambda a: False, deadline=0.05, every=0.01)
+    assert last == f"refused {len(calls)}" and len(calls) >= 2
