@@ -164,3 +164,30 @@ def test_a_hostile_actor_is_refused_before_anything_changes(actor: str) -> None:
     result = sim.apply(cmd)
     assert not result.ok and "actor" in str(result.value)
     assert not sim.state.catalog.get("d").paused and len(sim.state.audit) == 0
+
+
+def test_an_actor_waits_for_the_upgrade() -> None:
+    """A release-1 node would drop the field: the gate refuses it while the cluster version is
+    1, and the API node sends none until then (ApiContext.actor)."""
+    from types import SimpleNamespace
+
+    from raftsched.api import auth
+    from raftsched.api.servicers.context import ApiContext
+    from raftsched.core import versions as vs
+
+    cmd = c.SetPaused(request_id="p", now=at(1), dag_id="d", paused=True, actor="ann")
+    assert "actor" in (vs.refusal(cmd, 1) or "") and vs.refusal(cmd, 2) is None
+    assert vs.refusal(c.SetPaused(request_id="p", now=at(1), dag_id="d", paused=True), 1) is None
+
+    made: list[c.Command] = []
+    ctx = SimpleNamespace(
+        proposer=SimpleNamespace(make=lambda cls, **kw: made.append(cls(now=T0, **kw))),
+        node=SimpleNamespace(cluster_version=1),
+    )
+    ctx.actor = lambda: ApiContext.actor(ctx)  # type: ignore[attr-defined]
+    with auth._as("", auth.Role.ADMIN, "ann via web"):
+        ApiContext.make(ctx, c.SetPaused, "", dag_id="d", paused=True)  # type: ignore[arg-type]
+        ctx.node.cluster_version = 2
+        ApiContext.make(ctx, c.SetPaused, "", dag_id="d", paused=True)  # type: ignore[arg-type]
+        ApiContext.make(ctx, c.AckMaterialized, "", seq=1)  # type: ignore[arg-type]
+    assert [getattr(m, "actor", None) for m in made] == ["", "ann via web", None]
