@@ -20,6 +20,7 @@ from raftsched.api.auth import USER_METADATA, caller_scope_of
 from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2, dag_pb2, secret_pb2
 from raftsched.cli.main import main
+from raftsched.core.versions import RELEASE
 from raftsched.store import tables as t
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -58,9 +59,11 @@ def test_actors_survive_a_leader_kill(
         ci, web, viewer = cluster.client(OPERATOR), cluster.client(ADMIN), cluster.client(VIEWER)
         cluster.wait_dags(ci, {"audited", "other"})
         wait_for(  # actors enter commands once every node runs this release (core/audit.py)
-            lambda: all((s or {}).get("cluster_version") == 2 for s in cluster.statuses().values()),
+            lambda: all(
+                (s or {}).get("cluster_version") == RELEASE for s in cluster.statuses().values()
+            ),
             timeout=30,
-            what="the cluster version 2",
+            what="the cluster version of this release",
         )
         run_id = ci.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="audited")).run.run_id
         ci.dags.PauseDag(dag_pb2.PauseDagRequest(dag_id="other"))

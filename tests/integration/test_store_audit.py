@@ -11,6 +11,7 @@ from cryptography.fernet import Fernet
 
 from raftsched.core import commands as c
 from raftsched.core.model import OutboxKind
+from raftsched.core.versions import RELEASE
 from raftsched.store import audit_log
 from raftsched.store import tables as t
 from raftsched.store.materializer import Materializer
@@ -23,7 +24,7 @@ TOKEN = Fernet(Fernet.generate_key()).encrypt(b"v").decode()
 def _sim() -> Sim:
     sim = Sim()
     sim.register(dag("d", task("a")), dag("e", task("b")))
-    sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=2))
+    sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=RELEASE))
     for i, (dag_id, actor) in enumerate([("d", "ci"), ("e", "alice via web"), ("d", "bob")]):
         cmd = c.SetPaused(request_id=sim.rid(), now=at(i), dag_id=dag_id, paused=True, actor=actor)
         assert sim.apply(cmd).ok

@@ -13,6 +13,8 @@ from raftsched.core import commands as c
 from raftsched.core import limits as lim
 from raftsched.core.model import OutboxKind, RunType, TaskState
 from raftsched.core.state import SchedulerState
+from raftsched.core.versions import BASELINE_RELEASE as OLD
+from raftsched.core.versions import RELEASE
 from tests.unit.test_state_harness import T0, Sim, at, dag, task
 
 TOKEN = Fernet(Fernet.generate_key()).encrypt(b"v").decode()
@@ -21,7 +23,7 @@ TOKEN = Fernet(Fernet.generate_key()).encrypt(b"v").decode()
 def _finalized() -> Sim:
     sim = Sim()
     assert sim.register(dag("d", task("a"), task("b", "a"))).ok
-    assert sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=2)).ok
+    assert sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=RELEASE)).ok
     return sim
 
 
@@ -176,18 +178,18 @@ def test_an_actor_waits_for_the_upgrade() -> None:
     from raftsched.core import versions as vs
 
     cmd = c.SetPaused(request_id="p", now=at(1), dag_id="d", paused=True, actor="ann")
-    assert "actor" in (vs.refusal(cmd, 1) or "") and vs.refusal(cmd, 2) is None
-    assert vs.refusal(c.SetPaused(request_id="p", now=at(1), dag_id="d", paused=True), 1) is None
+    assert "actor" in (vs.refusal(cmd, OLD) or "") and vs.refusal(cmd, RELEASE) is None
+    assert vs.refusal(c.SetPaused(request_id="p", now=at(1), dag_id="d", paused=True), OLD) is None
 
     made: list[c.Command] = []
     ctx = SimpleNamespace(
         proposer=SimpleNamespace(make=lambda cls, **kw: made.append(cls(now=T0, **kw))),
-        node=SimpleNamespace(cluster_version=1),
+        node=SimpleNamespace(cluster_version=OLD),
     )
     ctx.actor = lambda: ApiContext.actor(ctx)  # type: ignore[attr-defined]
     with auth._as("", auth.Role.ADMIN, "ann via web"):
         ApiContext.make(ctx, c.SetPaused, "", dag_id="d", paused=True)  # type: ignore[arg-type]
-        ctx.node.cluster_version = 2
+        ctx.node.cluster_version = RELEASE
         ApiContext.make(ctx, c.SetPaused, "", dag_id="d", paused=True)  # type: ignore[arg-type]
         ApiContext.make(ctx, c.AckMaterialized, "", seq=1)  # type: ignore[arg-type]
     assert [getattr(m, "actor", None) for m in made] == ["", "ann via web", None]

@@ -16,6 +16,7 @@ from api_harness import ADMIN, ApiCluster
 
 from raftsched.api.auth import caller_scope_of
 from raftsched.api.gen import cluster_pb2, user_pb2
+from raftsched.core.versions import RELEASE
 
 pytestmark = pytest.mark.slow
 
@@ -54,12 +55,12 @@ def test_web_against_a_real_cluster(tmp_path: Path, sqlite_url: str) -> None:
         )
         api.users.CreateUser(request)
         cluster.start_worker("w1")
-        _wait(  # the audit log records actors from the cluster version 2 on (core/audit.py)
+        _wait(  # the audit log records actors once the upgrade is finished (core/audit.py)
             lambda: all(
-                (st or {}).get("cluster_version") == 2 for st in cluster.statuses().values()
+                (st or {}).get("cluster_version") == RELEASE for st in cluster.statuses().values()
             ),
             30,
-            "the cluster version 2",
+            "the cluster version of this release",
         )
         app = make_app(cluster.api_addresses, RAFTSCHED_TOKEN=ADMIN, RAFTSCHED_DEADLINE=10.0)
         client = app.test_client()
