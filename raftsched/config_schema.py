@@ -218,6 +218,26 @@ def words(raw: str, home: Path) -> tuple[str, ...]:
     return _items(raw)
 
 
+_TOKEN_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+_TOKEN_SCOPE = re.compile(r"c[0-9a-f]{10}")
+
+
+def token_names(raw: str, home: Path) -> tuple[tuple[str, str], ...]:
+    """Comma-separated ``name=cXXXXXXXXXX``: the audit log's name for the token whose
+    identity (``api.auth.caller_scope_of``: "c" and the first 10 hex digits of its SHA-256)
+    is given; the token itself never appears here."""
+    out = []
+    for item in _items(raw):
+        name, _, scope = item.partition("=")
+        if not _TOKEN_NAME.fullmatch(name) or not _TOKEN_SCOPE.fullmatch(scope):
+            raise ValueError(
+                f"{item[:80]!r} is not name=identity; expected e.g. ci=c0123456789 (the"
+                " identity: c and the first 10 hex digits of sha256(token))"
+            )
+        out.append((scope, name))
+    return tuple(out)
+
+
 _ENV_NAME = re.compile(r"[A-Za-z_*?\[\]!][A-Za-z0-9_*?\[\]!]*")
 
 

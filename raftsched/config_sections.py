@@ -117,6 +117,8 @@ class ApiConfig(_Section):
     operator_tokens: tuple[str, ...] = setting("", s.words, secret=True)
     viewer_tokens: tuple[str, ...] = setting("", s.words, secret=True)
     worker_tokens: tuple[str, ...] = setting("", s.words, secret=True)
+    # (identity, name) of tokens as the audit log names them (core/audit.py)
+    token_names: tuple[tuple[str, str], ...] = setting("", s.token_names)
     tls_cert: Path | None = setting("", s.path(optional=True))  # noqa: RUF009
     tls_key: Path | None = setting("", s.path(optional=True))  # noqa: RUF009
     tls_ca: Path | None = setting("", s.path(optional=True))  # noqa: RUF009

@@ -273,3 +273,15 @@ class RaftPortUnreachable(RaftschedError):
         super().__init__(f"cannot reach the Raft port {address}: {reason}")
         self.address = address
         self.reason = reason
+
+
+class NoFencingToken(RaftschedError):
+    """Code that fences its writes (``raftsched.fencing``) runs outside an attempt, or was
+    handed a token that is not a positive integer."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(
+            f"no fencing token ({value!r}): RAFTSCHED_FENCING_TOKEN is set only inside a task"
+            " attempt run by a raftsched worker; pass token= explicitly elsewhere"
+        )
+        self.value = value

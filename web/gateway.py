@@ -32,7 +32,7 @@ from typing import Any
 
 from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
-from raftsched.web import metrics
+from raftsched.web import acting_user, metrics
 from raftsched.web.gateway_errors import GatewayError, NotFound, Refused, Unavailable, _translate
 from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 from raftsched.web.view_models import dag_dict, node_dict, run_dict, task_dict, ti_dict, ts
@@ -116,6 +116,7 @@ class Gateway:
 
     def _call(self, service: str, method: str, request: Message, **kwargs: Any) -> Any:
         seen = session_seen()
+        kwargs = acting_user.with_user(method, kwargs)  # the audit log names the person
         # The pages all call as this webserver (its token): one identity for the cache.
         key = None if kwargs else self.cache.key(method, request, "")
         hit = self.cache.get(key, seen.value if seen is not None else 0)

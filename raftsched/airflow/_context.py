@@ -103,6 +103,8 @@ def build(
         "data_interval_end": _date(env.get("RAFTSCHED_DATA_INTERVAL_END")),
         "conf": conf,
         "params": effective_params(params_json, conf),
+        # The lease's token, to fence the task's own writes (docs/fencing-side-effects.md)
+        "fencing_token": int(env.get("RAFTSCHED_FENCING_TOKEN") or 0) or None,
     }
     context.update(template_names.date_names(context["logical_date"]))
     values = [(k, v) for k, v in env.items() if k.startswith(VAR_ENV_PREFIX)]

@@ -28,6 +28,7 @@ import contextvars
 import hashlib
 import hmac
 import logging
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from enum import IntEnum
 from typing import Any
@@ -77,6 +78,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _C + "TransferLeadership": Role.ADMIN,
     _C + "AddNode": Role.ADMIN,
     _C + "RemoveNode": Role.ADMIN,
+    _C + "ListAuditRecords": Role.ADMIN,
     _D + "ListDags": Role.VIEWER,
     _D + "GetDag": Role.VIEWER,
     _D + "ListRuns": Role.VIEWER,
@@ -130,12 +132,20 @@ def required_role(method: str) -> Role | None:
 class TokenTable:
     """Configured tokens and their roles. Lookup is constant-time per token."""
 
-    def __init__(self, tokens: Iterable[tuple[str, Role]]) -> None:
+    def __init__(
+        self, tokens: Iterable[tuple[str, Role]], names: Iterable[tuple[str, str]] = ()
+    ) -> None:
         self._tokens = tuple((token.encode(), role) for token, role in tokens if token)
+        self._names = dict(names)  # caller_scope_of(token) -> its name in the audit log
 
     @classmethod
     def from_config(cls, api: ApiConfig) -> TokenTable:
-        return cls((token, role) for role in Role for token in getattr(api, f"{role.label}_tokens"))
+        tokens = ((token, role) for role in Role for token in getattr(api, f"{role.label}_tokens"))
+        return cls(tokens, getattr(api, "token_names", ()))
+
+    def name_of(self, scope: str, role: Role) -> str:
+        """The audit log's name of the token whose identity is ``scope``."""
+        return self._names.get(scope) or f"{role.label} token {scope}"
 
     def __bool__(self) -> bool:
         return bool(self._tokens)
@@ -189,18 +199,22 @@ class AuthInterceptor(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
-        if handler is None or not self._tokens:
+        if handler is None:
             return handler
+        metadata = handler_call_details.invocation_metadata or ()
+        if not self._tokens:  # open: every caller is admin, and may say who it acts for
+            return _as_caller(handler, "", Role.ADMIN, acting_as(OPEN_ACTOR, Role.ADMIN, metadata))
         method = handler_call_details.method
         need = required_role(method)
         if need is None:
             return handler
-        metadata = handler_call_details.invocation_metadata or ()
         denial = self._check(method, need, metadata)
         if denial is None:
             token = _bearer(metadata)
             role = self._tokens.role_of(token) or Role.VIEWER
-            return _as_caller(handler, caller_scope_of(token), role)
+            scope = caller_scope_of(token)
+            actor = acting_as(self._tokens.name_of(scope, role), role, metadata)
+            return _as_caller(handler, scope, role, actor)
         return _deny(handler, *denial)
 
     def _check(
@@ -241,6 +255,31 @@ class AuthInterceptor(grpc.ServerInterceptor):
 _CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("raftsched_caller", default="")
 # The role of that caller (open mode: every caller is admin, and nothing sets it)
 _ROLE: contextvars.ContextVar[Role] = contextvars.ContextVar("raftsched_role", default=Role.ADMIN)
+# Who the caller is in the audit log (core/audit.py): the token's name, or "<user> via <token
+# name>" when an admin token (the webserver's) says which user it acts for; "" outside a call
+_ACTOR: contextvars.ContextVar[str] = contextvars.ContextVar("raftsched_actor", default="")
+OPEN_ACTOR = "open API"  # a server without tokens: nobody is known
+# The metadata key by which the webserver names its logged-in user
+USER_METADATA = "x-raftsched-user"
+MAX_USER_CHARS = 64  # a user name in an audit record; web user names are shorter
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def caller_actor() -> str:
+    """The audit log's name of the caller whose call this thread is handling."""
+    return _ACTOR.get()
+
+
+def acting_as(name: str, role: Role, metadata: Iterable[Any]) -> str:
+    """``name``, or "<user> via <name>" when an admin token names the user it acts for
+    (bounded and sanitized: it is the client's text). Other roles cannot speak for anyone."""
+    if role is not Role.ADMIN:
+        return name
+    raw = next((value for key, value in metadata if key == USER_METADATA), "")
+    if isinstance(raw, bytes):
+        raw = raw.decode(errors="replace")
+    user = _UNPRINTABLE.sub("?", str(raw)).strip()[:MAX_USER_CHARS]
+    return f"{user} via {name}" if user else name
 
 
 def caller_role() -> Role:
@@ -266,10 +305,10 @@ def _bearer(metadata: Iterable[Any]) -> str:
 
 
 def _as_caller(
-    handler: grpc.RpcMethodHandler, scope: str, role: Role = Role.VIEWER
+    handler: grpc.RpcMethodHandler, scope: str, role: Role = Role.VIEWER, actor: str = ""
 ) -> grpc.RpcMethodHandler:
     """``handler`` with :func:`caller_scope` set to ``scope`` (and :func:`caller_role` to
-    ``role``) while its behaviour runs."""
+    ``role``, :func:`caller_actor` to ``actor``) while its behaviour runs."""
     if handler.request_streaming:  # no raftsched call streams requests
         return handler
 
@@ -277,14 +316,14 @@ def _as_caller(
     # thread (a servicer called directly afterwards, as tests do, saw a stale scope).
     def unary(behaviour: Behaviour) -> Behaviour:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
-            with _as(scope, role):
+            with _as(scope, role, actor):
                 return behaviour(request, context)
 
         return call
 
     def stream(behaviour: Behaviour) -> Behaviour:
         def call(request: Any, context: grpc.ServicerContext) -> Any:
-            with _as(scope, role):
+            with _as(scope, role, actor):
                 yield from behaviour(request, context)
 
         return call
@@ -293,11 +332,13 @@ def _as_caller(
 
 
 @contextlib.contextmanager
-def _as(scope: str, role: Role) -> Iterator[None]:
-    caller, as_role = _CALLER.set(scope), _ROLE.set(role)
+def _as(scope: str, role: Role, actor: str = "") -> Iterator[None]:
+    caller, as_role, as_actor = _CALLER.set(scope), _ROLE.set(role), _ACTOR.set(actor)
     try:
         yield
     finally:
+        with contextlib.suppress(ValueError):
+            _ACTOR.reset(as_actor)
         with contextlib.suppress(ValueError):  # a stream closed in another context
             _ROLE.reset(as_role)
         with contextlib.suppress(ValueError):

@@ -60,6 +60,9 @@ class SetImportErrors(Command):
 class SetPaused(Command):
     dag_id: str
     paused: bool
+    # Who asked (core/audit.py): a user or token name, "" for the cluster's own decisions
+    # and entries written before it existed
+    actor: str = added_field("")
 
 
 # -- runs ---------------------------------------------------------------------------------
@@ -83,6 +86,7 @@ class CreateRuns(Command):
     is paused or max_active_runs is reached."""
 
     runs: tuple[RunDecision, ...] = ()
+    actor: str = added_field("")  # who asked (core/audit.py)
 
 
 # -- tasks --------------------------------------------------------------------------------
@@ -200,6 +204,7 @@ class ClearTasks(Command):
     run_id: str
     task_ids: tuple[str, ...] = ()
     include_downstream: bool = True
+    actor: str = added_field("")  # who asked (core/audit.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -211,6 +216,7 @@ class MarkTasks(Command):
     run_id: str
     task_ids: tuple[str, ...] = ()
     state: TaskState
+    actor: str = added_field("")  # who asked (core/audit.py)
 
 
 # -- variables and connections -----------------------------------------------------------
@@ -232,6 +238,7 @@ class SetSecret(Command):
     ciphertext: str
     description: str = ""
     expected: str | None = None
+    actor: str = added_field("")  # who asked (core/audit.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,6 +247,7 @@ class DeleteSecret(Command):
 
     kind: str
     key: str
+    actor: str = added_field("")  # who asked (core/audit.py)
 
 
 # -- materialization ----------------------------------------------------------------------

@@ -104,6 +104,13 @@ MAX_SECRETS = 10_000  # variables and connections together
 # anything else, so a value in clear text can never enter the log by mistake
 FERNET_TOKEN_PATTERN = re.compile(r"gAAAAA[A-Za-z0-9_-]+={0,2}")
 
+# -- the audit log (core/audit.py) ----------------------------------------------------------
+MAX_ACTOR_CHARS = 200  # "<user> via <token name>": the API bounds each part to less
+# Printable characters only: an actor is shown in a terminal and a web page
+ACTOR_PATTERN = re.compile(r"[^\x00-\x1f\x7f-\x9f]*")
+MAX_AUDIT_RECORDS = 1_000  # the recent window every replica holds; the DB keeps them all
+MAX_AUDIT_DETAIL_CHARS = 500
+
 # -- the outbox's hard cap ------------------------------------------------------------------
 # Past these, apply refuses new leases and log appends (RESOURCE_EXHAUSTED), so memory on every
 # node stays bounded while the DB is away; completions are still accepted (their log chunks

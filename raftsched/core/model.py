@@ -362,9 +362,8 @@ class OutboxKind(StrEnum):
                    queued_at, start_date, end_date, exit_code, message}
     TASK_LOG       insert task_log row: {dag_id, run_id, task_id, try_number, chunk_seq,
                    stream ("stdout"|"stderr"), text, created_at}
-    IMPORT_ERRORS  replace the whole import_error table: {errors: [{fileloc, message,
-                   traceback}], updated_at}
-    SECRET, CALLBACK_JOB  rows.SecretRow, rows.CallbackJobRow: see core.persisted
+    IMPORT_ERRORS  the import_error table: {errors: [{fileloc, message, traceback}], updated_at}
+    SECRET, CALLBACK_JOB, AUDIT  rows.SecretRow, CallbackJobRow (core.persisted), AuditRow
     """
 
     DAG = "dag"
@@ -374,6 +373,7 @@ class OutboxKind(StrEnum):
     IMPORT_ERRORS = "import_errors"
     SECRET = "secret"
     CALLBACK_JOB = "callback_job"
+    AUDIT = "audit"
 
 
 @dataclass(frozen=True, slots=True)

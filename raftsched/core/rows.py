@@ -338,3 +338,33 @@ class ImportErrorsRow:
             for fileloc, message, traceback in self.errors
         }
         return list(rows.values())
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow(_Row):
+    """One audit record (``core.audit``): who changed what, at which log index, in the window
+    every replica holds and as the ``audit_log`` table keeps it (insert only)."""
+
+    TIMES: ClassVar[frozenset[str]] = frozenset({"at"})
+
+    id: int  # 1, 2, 3, ... in log order, across the cluster's life
+    log_index: int
+    at: datetime | None  # the command's time (the state's clock)
+    actor: str
+    action: str  # core.audit.ACTIONS
+    dag_id: str
+    run_id: str
+    detail: str
+
+    @classmethod
+    def from_wire(cls, d: dict[str, Any]) -> AuditRow:
+        return cls(
+            id=int(d["id"]),
+            log_index=int(d["log_index"]),
+            at=_parse(d.get("at")),
+            actor=str(d["actor"]),
+            action=str(d["action"]),
+            dag_id=str(d.get("dag_id") or ""),
+            run_id=str(d.get("run_id") or ""),
+            detail=str(d.get("detail") or ""),
+        )

@@ -14,7 +14,7 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``task_queue.TaskQueue`` (ready queue, running set and leases, retries, fences),
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
 being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
-(callback jobs: ``callbacks``, ``handlers_callbacks``) and ``request_memory.RequestMemory``.
+(callback jobs), ``audit.AuditLog`` (who changed what) and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -54,6 +54,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from raftsched.core import audit, restore_decode, snapshot_share
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
@@ -62,7 +63,6 @@ from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
 from raftsched.core import model as _model
-from raftsched.core import restore_decode, snapshot_share
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
@@ -70,12 +70,7 @@ from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeFeed, ChangeSet, flush
 from raftsched.core.handlers_tasks import LOG_STREAMS
-from raftsched.core.model import (
-    FINISHED_RUN_STATES,
-    ImportErrorRecord,
-    TaskKey,
-    TaskState,
-)
+from raftsched.core.model import FINISHED_RUN_STATES, ImportErrorRecord, TaskKey, TaskState
 from raftsched.core.outbox import Outbox
 from raftsched.core.request_memory import DEDUP_CAPACITY, RequestMemory
 from raftsched.core.restore_decode import RestoreDecoder
@@ -110,6 +105,7 @@ class SchedulerState(StateViews):
         self.change_feed = ChangeFeed()  # for readers' copies, not replicated
         self.secrets = SecretTable(self._sum)
         self.callbacks = CallbackTable(self._sum)
+        self.audit = audit.AuditLog(self._sum)  # who changed what (core/audit.py)
         self._dedup = RequestMemory(self._sum)
         # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
         # on every replica alike, until a release with the fix replays the log.
@@ -169,6 +165,7 @@ class SchedulerState(StateViews):
                 return Result(False, r.HALTED, self.halted)
             if result.reason == r.OUTBOX_FULL:  # refused before any change: nothing to remember
                 return result
+            audit.record(self, command, result, now, log_index)
             flush(self)
             self.task_queue.prune()
             self.run_table.prune()
@@ -240,7 +237,7 @@ class SchedulerState(StateViews):
             acc.add(dg.fp_fence(key, until))
         for ref, secret in self.secrets.items():
             acc.add(fp_secret(ref, secret))
-        for fingerprint in self.callbacks.fingerprints():
+        for fingerprint in (*self.callbacks.fingerprints(), *self.audit.fingerprints()):
             acc.add(fingerprint)
         return acc.value
 
@@ -253,6 +250,8 @@ class SchedulerState(StateViews):
             data["secrets"] = self.secrets.to_list()
         if self.callbacks:  # only then: a state without any snapshots as before
             data["callbacks"] = self.callbacks.to_dict()
+        if self.audit:  # only once the cluster runs release 3 (core/audit.py, core/persisted.py)
+            data["audit"] = self.audit.to_list()
         if self.cluster_version > vs.FIRST_RELEASE:  # a release-1 node refuses this one
             data["schema_version"] = vs.SNAPSHOT_SCHEMA_VERSION
             data["cluster_version"] = self.cluster_version
@@ -345,6 +344,7 @@ class SchedulerState(StateViews):
         )
         state.secrets.load(data.get("secrets"))
         state.callbacks.load(data.get("callbacks"))
+        state.audit.load(data.get("audit"))
         state.cluster_version = cluster_version
         state._sum.value = state._entity_sum(state.outbox.digest_share)
         return state

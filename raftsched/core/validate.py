@@ -145,7 +145,15 @@ def _import_errors(cmd: c.SetImportErrors) -> None:
         _output_text(f"errors[{i}].traceback", error.traceback)
 
 
+def _actor(cmd: Any) -> None:
+    """Who asked (core/audit.py): shown in terminals and pages, so printable only."""
+    check_text("actor", cmd.actor, lim.MAX_ACTOR_CHARS)
+    if not lim.ACTOR_PATTERN.fullmatch(cmd.actor):
+        raise LimitExceeded("actor", "must hold no control characters")
+
+
 def _set_paused(cmd: c.SetPaused) -> None:
+    _actor(cmd)
     check_id("dag_id", cmd.dag_id)
     _bool("paused", cmd.paused)
 
@@ -153,6 +161,7 @@ def _set_paused(cmd: c.SetPaused) -> None:
 def _create_runs(cmd: c.CreateRuns) -> None:
     """Each decision is checked by the handler (:func:`check_run_decision`): one bad slot is
     refused alone, never the 49 good ones batched with it."""
+    _actor(cmd)
     _tuple("runs", cmd.runs, lim.MAX_RUNS_PER_COMMAND)
 
 
@@ -238,6 +247,7 @@ def _append_logs(cmd: c.AppendLogs) -> None:
 
 
 def _task_ids(cmd: c.ClearTasks | c.MarkTasks) -> None:
+    _actor(cmd)
     check_id("dag_id", cmd.dag_id)
     check_id("run_id", cmd.run_id)
     for i, task_id in enumerate(_tuple("task_ids", cmd.task_ids, lim.MAX_TASKS_PER_DAG)):
@@ -267,6 +277,7 @@ def _ack(cmd: c.AckMaterialized) -> None:
 
 
 def _secret_ref(cmd: c.SetSecret | c.DeleteSecret) -> None:
+    _actor(cmd)
     if not isinstance(cmd.kind, str) or cmd.kind not in c.SECRET_KINDS:
         raise LimitExceeded("kind", f"must be one of {', '.join(c.SECRET_KINDS)}")
     check_text("key", cmd.key, lim.MAX_SECRET_KEY_CHARS, empty=False)

@@ -6,8 +6,9 @@ values, recursively) rendered with Jinja2 just before an attempt starts.
 What a template sees (:func:`template_context`): ``ds`` (``YYYY-MM-DD`` of the logical date, UTC),
 ``ds_nodash``, ``ts`` (ISO-8601), ``ts_nodash``, ``logical_date``, ``data_interval_start``,
 ``data_interval_end`` (aware UTC datetimes; rendered as ISO-8601), ``run_id``, ``dag_id``,
-``task_id``, ``try_number``, ``conf`` (the run's conf) and ``params`` (the DAG's param defaults
-with the run's conf on top, see :mod:`raftsched.dags.params`).
+``task_id``, ``try_number``, ``conf`` (the run's conf), ``params`` (the DAG's param defaults
+with the run's conf on top, see :mod:`raftsched.dags.params`) and ``fencing_token`` (the
+attempt's lease token, docs/fencing-side-effects.md).
 
 One function renders for both places, so the task page shows what the attempt ran:
 :func:`render_assignment` on the worker (raftsched/worker/runner.py) and
@@ -90,9 +91,12 @@ def template_context(
     task_env: Iterable[tuple[str, str]] = (),
     secret_env: Iterable[tuple[str, str]] | None = None,
     upstream_results: Mapping[str, str] | None = None,
+    fencing_token: int | None = None,
 ) -> dict[str, Any]:
     """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown);
-    ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names)."""
+    ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names);
+    ``fencing_token``: the attempt's lease token (None where no attempt holds a lease, as on
+    the task page)."""
     logical = _template_datetime(logical_date)
     ds = logical.strftime("%Y-%m-%d") if logical else ""
     ts = logical.isoformat() if logical else ""
@@ -110,6 +114,7 @@ def template_context(
         "ts_nodash": logical.strftime("%Y%m%dT%H%M%S") if logical else "",
         "conf": json.loads(json.dumps(dict(conf))),  # a copy the template cannot share
         "params": effective_params(params_json, conf),
+        "fencing_token": fencing_token,
     }
     # Airflow's names: macros, var, ti.xcom_pull, dag_run, its dates (dags.template_names)
     return template_names.extend(base, task_env, secret_env, upstream_results)
@@ -277,6 +282,7 @@ def render_assignment(assignment: Assignment) -> Assignment:
         task_env=a.env,
         secret_env=a.secret_env,
         upstream_results=a.upstream_results,
+        fencing_token=a.token,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
     if (rendered.command, rendered.env, rendered.kwargs) == (a.command, a.env, dict(a.kwargs)):

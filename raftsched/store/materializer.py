@@ -40,6 +40,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from raftsched.core.model import OutboxEntry, OutboxKind
 from raftsched.core.rows import (
+    AuditRow,
     CallbackJobRow,
     DagRow,
     ImportErrorsRow,
@@ -242,6 +243,9 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
     logs = _last_per_key((log_row(e.data) for e in by_kind[OutboxKind.TASK_LOG]), t.task_log)
     if not (bulk_ok and bulk.write(conn, t.task_log, logs, update=False)):
         insert_ignore(conn, t.task_log, logs)  # a chunk is immutable once written
+    audits = [audit_row(e.data) for e in by_kind[OutboxKind.AUDIT]]
+    if audits:
+        insert_ignore(conn, t.audit_log, audits)  # a record is immutable once written
     if by_kind[OutboxKind.IMPORT_ERRORS]:
         _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1].data)
 
@@ -292,6 +296,10 @@ def secret_row(d: dict[str, Any]) -> dict[str, Any]:
 
 def callback_job_row(d: dict[str, Any]) -> dict[str, Any]:
     return CallbackJobRow.from_wire(d).columns()
+
+
+def audit_row(d: dict[str, Any]) -> dict[str, Any]:
+    return AuditRow.from_wire(d).columns()
 
 
 def import_error_rows(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.materializer import (
     UPSERTS,
+    audit_row,
     import_error_rows,
     log_row,
     pending,
@@ -87,6 +88,8 @@ class MemoryMaterializer:
             self._put(UPSERTS[kind][0], upsert_row(entry), replace=True)
         elif kind is OutboxKind.TASK_LOG:
             self._put(t.task_log, log_row(entry.data), replace=False)
+        elif kind is OutboxKind.AUDIT:
+            self._put(t.audit_log, audit_row(entry.data), replace=False)
         elif kind is OutboxKind.IMPORT_ERRORS:
             self._tables[t.import_error.name].clear()
             for row in import_error_rows(entry.data):

@@ -46,7 +46,7 @@ import sqlalchemy as sa
 from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import tables as t
-from raftsched.store.rebuild_extras import read_callbacks, read_secrets
+from raftsched.store.rebuild_extras import read_audit, read_callbacks, read_secrets
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,7 @@ def build_state(
         tis = _latest_attempts(conn, [(r.dag_id, r.run_id) for r in runs])
         slots = _recent_slots(conn, now, {(r.dag_id, r.run_id) for r in runs})
         secrets = read_secrets(conn)
+        audit = read_audit(conn)
         callbacks = read_callbacks(conn, now, {(r.dag_id, r.run_id) for r in runs})
     spec_of = specs_by_dag(dags)
     outbox: list[list[Any]] = []
@@ -164,6 +165,8 @@ def build_state(
         state["secrets"] = secrets
     if callbacks is not None:
         state["callbacks"] = callbacks
+    if audit:
+        state["audit"] = audit
     return RebuildPlan(state=state, base_index=base_index, watermark=watermark, counts=dict(counts))
 
 

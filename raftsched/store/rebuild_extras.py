@@ -1,5 +1,9 @@
 """The Raft-only parts of a rebuilt state, from the metadata DB (``store.rebuild``).
 
+The audit log's newest records (table ``audit_log``, ``core.audit``) come back as the window
+the state holds, so record ids go on after the DB's last one instead of starting again at 1
+(an insert-only row of a reused id would be dropped).
+
 Variables, connections and callback jobs reach the DB as outbox entries (``core.persisted``,
 tables ``secret`` and ``callback_job``); these read them back in the snapshot layout of
 ``core.secret_table`` and ``core.callback_table``. Ciphertext is copied as it is: nothing
@@ -22,6 +26,7 @@ from raftsched.core.callback_table import (
     RUNNING,
     CallbackJob,
 )
+from raftsched.core.limits import MAX_AUDIT_RECORDS
 from raftsched.core.model import utc_iso
 from raftsched.store import tables as t
 
@@ -76,3 +81,12 @@ def read_callbacks(
         "done": [job.to_list() for job in done],
         "alerted": [[d, r, utc_iso(when)] for (d, r), when in alerted.items()],
     }
+
+
+def read_audit(conn: sa.Connection) -> list[list[Any]]:
+    """The newest audit records as ``AuditLog.to_list()`` makes them (oldest first)."""
+    a = t.audit_log
+    query = sa.select(a).order_by(a.c.id.desc()).limit(MAX_AUDIT_RECORDS)
+    rows = list(conn.execute(query))[::-1]
+    names = ("id", "log_index", "at", "actor", "action", "dag_id", "run_id", "detail")
+    return [[utc_iso(row.at) if n == "at" else getattr(row, n) for n in names] for row in rows]

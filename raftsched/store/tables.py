@@ -232,3 +232,21 @@ callback_job = sa.Table(
     sa.Column("outbox_seq", sa.BigInteger, nullable=True),
 )
 sa.Index("ix_callback_job_state", callback_job.c.state)
+
+# Who changed what (core/audit.py), every record: the Raft state holds only the newest. Rows are
+# written once and never changed (an AUDIT outbox entry is an insert).
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("log_index", sa.BigInteger, nullable=False),
+    sa.Column("at", UTCDateTime, nullable=True),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("action", sa.String(40), nullable=False),
+    sa.Column("dag_id", sa.String(250), nullable=False),
+    sa.Column("run_id", sa.String(250), nullable=False),
+    sa.Column("detail", sa.Text, nullable=False),
+)
+sa.Index("ix_audit_log_at", audit_log.c.at)
+sa.Index("ix_audit_log_dag_id_id", audit_log.c.dag_id, audit_log.c.id)
+sa.Index("ix_audit_log_actor_id", audit_log.c.actor, audit_log.c.id)

@@ -77,6 +77,10 @@ class Assignment:
             "RAFTSCHED_RUN_ID": self.key.run_id,
             "RAFTSCHED_TASK_ID": self.key.task_id,
             "RAFTSCHED_TRY_NUMBER": str(self.try_number),
+            # The lease's fencing token (the log index that granted it): a newer attempt of
+            # the task always has a larger one, so an external system the task writes can
+            # refuse a stale attempt's write (docs/fencing-side-effects.md)
+            "RAFTSCHED_FENCING_TOKEN": str(self.token),
             "RAFTSCHED_LOGICAL_DATE": self.logical_date,
             "RAFTSCHED_DATA_INTERVAL_START": self.data_interval_start,
             "RAFTSCHED_DATA_INTERVAL_END": self.data_interval_end,

@@ -220,6 +220,12 @@ def test_render_assignment_renders_command_env_and_kwargs_recursively() -> None:
     assert render_assignment(plain) is plain
 
 
+def test_an_attempt_sees_its_fencing_token() -> None:
+    a = _assignment(token=4711, command="write --token {{ fencing_token }}")
+    assert render_assignment(a).command == "write --token 4711"
+    assert a.task_env()["RAFTSCHED_FENCING_TOKEN"] == "4711"
+
+
 def test_display_uses_the_same_rendering() -> None:
     task = TaskSpec(
         "t", "bash", command="echo {{ params.greeting }} {{ ds }}", env=(("A", "{{ run_id }}"),)

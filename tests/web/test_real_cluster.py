@@ -14,7 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from api_harness import ADMIN, ApiCluster
 
-from raftsched.api.gen import user_pb2
+from raftsched.api.auth import caller_scope_of
+from raftsched.api.gen import cluster_pb2, user_pb2
+from raftsched.core.versions import RELEASE
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +55,13 @@ def test_web_against_a_real_cluster(tmp_path: Path, sqlite_url: str) -> None:
         )
         api.users.CreateUser(request)
         cluster.start_worker("w1")
+        _wait(  # the audit log records actors once the upgrade is finished (core/audit.py)
+            lambda: all(
+                (st or {}).get("cluster_version") == RELEASE for st in cluster.statuses().values()
+            ),
+            30,
+            "the cluster version of this release",
+        )
         app = make_app(cluster.api_addresses, RAFTSCHED_TOKEN=ADMIN, RAFTSCHED_DEADLINE=10.0)
         client = app.test_client()
         try:
@@ -100,5 +109,13 @@ def test_web_against_a_real_cluster(tmp_path: Path, sqlite_url: str) -> None:
             assert health.status_code == 200 and len(health.json["servers"]) == 3
             assert client.get("/import-errors").status_code == 200
             assert client.get("/users").status_code == 403  # operator
+            # The audit log names the user who clicked, through the webserver's token
+            query = cluster_pb2.ListAuditRecordsRequest(dag_id="web_e2e")
+            records = api.cluster.ListAuditRecords(query).records
+            web = f"admin token {caller_scope_of(ADMIN)}"
+            assert [(r.actor, r.action, r.run_id) for r in records] == [
+                (f"ops via {web}", "trigger", run_id)
+            ]
+            assert client.get("/audit").status_code == 403  # operator
         finally:
             app.extensions["raftsched_gateway"].close()

@@ -18,6 +18,7 @@ import grpc
 from raftsched.web import create_app
 from werkzeug.security import check_password_hash, generate_password_hash
 
+from raftsched.api.auth import caller_actor
 from raftsched.api.gen import (
     cluster_pb2,
     cluster_pb2_grpc,
@@ -60,6 +61,7 @@ class CannedCluster:
 
     def reset(self) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.actors: list[str] = []  # the audit log's actor of each pause/unpause (api/auth.py)
         self.leaderless = False
         self.paused: dict[str, bool] = {"etl_daily": False, "paused_dag": True}
         self.paused.update({f"bulk_{i:03d}": i % 2 == 0 for i in range(BULK)})
@@ -161,6 +163,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     def __init__(self, canned: CannedCluster) -> None:
         self.canned = canned
 
+    def ListAuditRecords(self, request: Any, context: Any) -> Any:
+        self.canned.calls.append(("ListAuditRecords", request))
+        record = cluster_pb2.AuditRecord(
+            id=7, log_index=42, actor="op via web", action="pause", dag_id="etl_daily"
+        )
+        record.at.FromDatetime(T0)
+        return cluster_pb2.ListAuditRecordsResponse(records=[record])
+
     def GetStatus(self, request: Any, context: Any) -> Any:
         self.canned.calls.append(("GetStatus", request.local_only))
         nodes = []
@@ -225,6 +235,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def _set_paused(self, request: Any, context: Any, paused: bool) -> Any:
         self._known(request.dag_id, context)
         self.canned.calls.append(("Pause" if paused else "Unpause", request.dag_id))
+        self.canned.actors.append(caller_actor())
         changed = self.canned.paused[request.dag_id] != paused
         self.canned.paused[request.dag_id] = paused
         return dag_pb2.PauseDagResponse(dag=self.canned.dag(request.dag_id), changed=changed)

@@ -16,7 +16,7 @@ from typing import Any
 
 import flask
 from flask import Response, current_app, request, stream_with_context
-from raftsched.web import workers
+from raftsched.web import audit, workers
 from raftsched.web.api import docs, worker_schemas
 from raftsched.web.api import schemas as s
 from raftsched.web.api.blueprint import bp, errors, paginate, run_out
@@ -262,6 +262,16 @@ def list_workers() -> Any:
     """Live workers (host, pid, version, queues, slots, running attempts, last call) and those
     lost in the last 10 minutes, with why"""
     return workers.list_workers(api_gateway())
+
+
+@bp.route("/audit", methods=["GET"], tags=["Cluster"])
+@bp.arguments(worker_schemas.AuditQuery, location="query", as_kwargs=True)
+@bp.response(200, worker_schemas.AuditList)
+@errors(400, 403)
+def list_audit(**args: Any) -> Any:
+    """Who triggered, paused, cleared, marked, backfilled or changed a variable or connection,
+    and when, newest first (`before_id`: the last id of the previous page). Needs admin."""
+    return {"records": audit.list_audit(api_gateway(), **args)}
 
 
 @bp.route("/health", methods=["GET"], tags=["Cluster"])

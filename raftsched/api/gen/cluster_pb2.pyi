@@ -127,3 +127,45 @@ class MembershipResponse(_message.Message):
     nodes: _containers.RepeatedScalarFieldContainer[str]
     freshness: _common_pb2.Freshness
     def __init__(self, nodes: _Optional[_Iterable[str]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("id", "log_index", "at", "actor", "action", "dag_id", "run_id", "detail")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    log_index: int
+    at: _timestamp_pb2.Timestamp
+    actor: str
+    action: str
+    dag_id: str
+    run_id: str
+    detail: str
+    def __init__(self, id: _Optional[int] = ..., log_index: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., actor: _Optional[str] = ..., action: _Optional[str] = ..., dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class ListAuditRecordsRequest(_message.Message):
+    __slots__ = ("since", "dag_id", "actor", "limit", "before_id")
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_ID_FIELD_NUMBER: _ClassVar[int]
+    since: _timestamp_pb2.Timestamp
+    dag_id: str
+    actor: str
+    limit: int
+    before_id: int
+    def __init__(self, since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., dag_id: _Optional[str] = ..., actor: _Optional[str] = ..., limit: _Optional[int] = ..., before_id: _Optional[int] = ...) -> None: ...
+
+class ListAuditRecordsResponse(_message.Message):
+    __slots__ = ("records", "freshness")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    freshness: _common_pb2.Freshness
+    def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...

@@ -55,6 +55,11 @@ class ClusterServiceStub:
                 request_serializer=raftsched_dot_v1_dot_cluster__pb2.RemoveNodeRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_cluster__pb2.MembershipResponse.FromString,
                 _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/raftsched.v1.ClusterService/ListAuditRecords',
+                request_serializer=raftsched_dot_v1_dot_cluster__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_cluster__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -90,6 +95,14 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAuditRecords(self, request, context):
+        """Who triggered, paused, cleared, marked, backfilled or changed a variable or connection,
+        newest first: the replicated recent window and the database's history. Needs admin.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -112,6 +125,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.RemoveNode,
                     request_deserializer=raftsched_dot_v1_dot_cluster__pb2.RemoveNodeRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_cluster__pb2.MembershipResponse.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=raftsched_dot_v1_dot_cluster__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_cluster__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -223,6 +241,33 @@ class ClusterService:
             '/raftsched.v1.ClusterService/RemoveNode',
             raftsched_dot_v1_dot_cluster__pb2.RemoveNodeRequest.SerializeToString,
             raftsched_dot_v1_dot_cluster__pb2.MembershipResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.ClusterService/ListAuditRecords',
+            raftsched_dot_v1_dot_cluster__pb2.ListAuditRecordsRequest.SerializeToString,
+            raftsched_dot_v1_dot_cluster__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

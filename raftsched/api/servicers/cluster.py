@@ -43,6 +43,7 @@ from raftsched import retry
 from raftsched.api import tls
 from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
 from raftsched.api.servicers import bounds, convert
+from raftsched.api.servicers.audit import list_audit_records
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
 from raftsched.errors import ConfigError, MembershipUnconfirmed, RaftPortUnreachable
@@ -75,6 +76,12 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
             channels, self._channels = list(self._channels.values()), {}
         for channel in channels:
             channel.close()
+
+    # -- ListAuditRecords (api/servicers/audit.py) ------------------------------------------
+
+    @translate_errors
+    def ListAuditRecords(self, request: Any, context: grpc.ServicerContext) -> Any:
+        return list_audit_records(self.ctx, request)
 
     # -- GetStatus ---------------------------------------------------------------------------
 

@@ -42,13 +42,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import grpc
 
 from raftsched.addresses import api_address_for
-from raftsched.api.auth import caller_scope
+from raftsched.api.auth import caller_actor, caller_scope
 from raftsched.api.consistency import CATCH_UP_WAIT
 from raftsched.api.gen import common_pb2
 from raftsched.api.status import StatusError, no_quorum
 from raftsched.cluster.proposer import new_request_id
 from raftsched.cluster.read_view import ReadView, ReadViews
+from raftsched.core.audit import AUDITED
 from raftsched.core.commands import Batch, Command
+from raftsched.core.persisted import SINCE_RELEASE
 from raftsched.core.results import Result
 from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, StoreUnavailable
 
@@ -195,7 +197,16 @@ class ApiContext:
             )
         if request_id and (scope := caller_scope()):
             request_id = f"{scope}:{request_id}"  # one caller cannot replay another's result
+        if cls in AUDITED and "actor" not in fields:
+            fields["actor"] = self.actor()
         return self.proposer.make(cls, request_id=request_id or new_request_id(), **fields)
+
+    def actor(self) -> str:
+        """Who the audit log names for this call's commands (core/audit.py): "" while the
+        cluster runs release 1, whose nodes would drop the field (the gate refuses it)."""
+        # an actor is new in release 3: a mixed cluster's gate would refuse the command
+        version = getattr(self.node, "cluster_version", SINCE_RELEASE - 1)
+        return caller_actor() if version >= SINCE_RELEASE else ""
 
     def propose(
         self,

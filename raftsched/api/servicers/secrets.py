@@ -185,6 +185,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
                 ciphertext=new,
                 description=description,
                 expected=old,  # a value set meanwhile is kept
+                actor="",  # a re-encryption changes no value: no audit record per key
             )
             for kind, key, new, description, old in sx.rotation_plan(box, records)
         ]
