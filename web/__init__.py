@@ -26,6 +26,7 @@ csrf = CSRFProtect()
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from raftsched.web import (
         auth,
+        backfill,
         cluster,
         dags,
         gateway,
@@ -60,7 +61,18 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     templating.init_app(app)
     handlers.init_app(app)
     metrics.init_app(app)
-    blueprints = (auth, dags, runs, tasks, cluster, workers, import_errors, users, secret_pages)
+    blueprints = (
+        auth,
+        dags,
+        runs,
+        backfill,
+        tasks,
+        cluster,
+        workers,
+        import_errors,
+        users,
+        secret_pages,
+    )
     for module in (*blueprints, health):
         app.register_blueprint(module.bp)
     csrf.exempt(health.bp)

@@ -25,6 +25,8 @@ LABEL = 170  # room for task ids on the left, px
 def seconds_text(seconds: float | None) -> str:
     if seconds is None:
         return "—"
+    if seconds < 10:  # a quick task: tenths tell its bars apart
+        return f"{max(0.0, seconds):.1f}s"
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)

@@ -20,10 +20,11 @@ from raftsched.web import workers
 from raftsched.web.api import docs, worker_schemas
 from raftsched.web.api import schemas as s
 from raftsched.web.api.blueprint import bp, errors, paginate, run_out
-from raftsched.web.api.calls import backfill, follow_task_log
+from raftsched.web.api.calls import follow_task_log
 from raftsched.web.api.errors import ApiProblem
 from raftsched.web.api.upstream import api_gateway
 from raftsched.web.gateway import GatewayError, Unavailable, gateway
+from raftsched.web.gateway_backfill import backfill
 
 from raftsched import __version__
 
