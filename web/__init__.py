@@ -28,6 +28,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         auth,
         backfill,
         cluster,
+        code_view,
         dags,
         gateway,
         handlers,
@@ -64,6 +65,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     blueprints = (
         auth,
         dags,
+        code_view,
         runs,
         backfill,
         tasks,

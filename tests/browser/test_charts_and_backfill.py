@@ -5,11 +5,13 @@ slots of a range and creates nothing, then creates them; the runs complete on th
 The DAG page reads the schedule in words with its time zone and draws the run and task
 duration charts (server-side SVG) for those runs; a run's page draws its Gantt, the
 upstream task's bar ending before the downstream one's starts. Screenshots of each page go
-to test-artifacts/. JavaScript errors on any page fail the test.
+to test-artifacts/. The code view shows the DAG file as a node read it, with the spec hash
+the cluster holds. JavaScript errors on any page fail the test.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ def _backfill_runs(stack: WebStack) -> list[dict[str, Any]]:
     return [r for r in body["runs"] if r["run_id"].startswith("backfill__")]
 
 
-def test_backfill_form_charts_and_gantt(
+def test_backfill_form_charts_gantt_and_code(
     tmp_path: Path, sqlite_url: str, browser_context: Any, artifacts: Path
 ) -> None:
     with WebStack(
@@ -135,5 +137,20 @@ def test_backfill_form_charts_and_gantt(
         extract, load = box("extract"), box("load")
         assert extract["x"] + extract["width"] <= load["x"] + 1.0  # SVG units, rounded to 0.1
         page.screenshot(path=str(artifacts / "gantt.png"), full_page=True)
+
+        # The code view: the file as parsed, from a node over gRPC, with the spec hash.
+        page.goto(f"{stack.url}/dags/{DAG_ID}")
+        page.click("#code-link")
+        page.wait_for_selector("#code")
+        lines = page.locator("#code .code-line")
+        assert lines.count() == len(CRON_DAG.splitlines())
+        assert 'schedule="0 6 * * 1-5",' in page.locator("#code").inner_text()
+        shown = stack.cli("dags", "show", DAG_ID, "--output", "json")
+        assert shown.returncode == 0, shown.stderr
+        spec_hash = json.loads(shown.stdout)["dag"]["spec_hash"]
+        assert page.locator("#code-spec-hash").get_attribute("title") == spec_hash
+        assert page.locator("#code-spec-hash").inner_text() == spec_hash[:12]
+        assert page.locator("#code-error, #code-changed, #code-truncated").count() == 0
+        page.screenshot(path=str(artifacts / "dag-code.png"), full_page=True)
 
         assert not errors, f"JavaScript errors: {errors}"
