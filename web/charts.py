@@ -212,3 +212,80 @@ def gantt(task_instances: list[dict[str, Any]], *, now: datetime | None = None) 
         "origin": origin,
         "total_text": seconds_text(total),
     }
+
+
+SPARK_W, SPARK_H = 320, 60
+
+
+def sparkline(samples: list[dict[str, Any]], key: str, *, unit: str = "") -> dict[str, Any]:
+    """One node's ``key`` over its samples as a polyline (a gap where a sample has None):
+    {"width", "height", "lines": ["x,y x,y ...", ...], "max_text", "last_text", "empty"}."""
+    points = [(s["at"], s[key]) for s in samples if s.get("at") is not None]
+    values = [v for _, v in points if v is not None]
+    if len(points) < 2 or not values:
+        return {"width": SPARK_W, "height": SPARK_H, "lines": [], "empty": True}
+    start, end = points[0][0], points[-1][0]
+    span = max((end - start).total_seconds(), 1.0)
+    top = max(values) or 1.0
+    lines, current = [], []
+    for at, value in points:
+        if value is None:
+            if current:
+                lines.append(" ".join(current))
+            current = []
+            continue
+        x = (at - start).total_seconds() / span * SPARK_W
+        y = SPARK_H - 2 - value / top * (SPARK_H - 4)
+        current.append(f"{x:.1f},{y:.1f}")
+    if current:
+        lines.append(" ".join(current))
+
+    def fmt(v: float) -> str:
+        return seconds_text(v) if unit == "s" else f"{v:g}"
+
+    last = next((v for _, v in reversed(points) if v is not None), None)
+    return {
+        "width": SPARK_W,
+        "height": SPARK_H,
+        "lines": lines,
+        "max_text": fmt(top),
+        "last_text": fmt(last) if last is not None else "—",
+        "since": start,
+        "empty": False,
+    }
+
+
+DRAW_ORDER = {"start": 0, "role": 1, "member_added": 2, "member_removed": 2, "election": 3}
+DRAW_ORDER["leader_change"] = 4
+
+
+def timeline(nodes: list[dict[str, Any]], *, now: datetime | None = None) -> dict[str, Any]:
+    """Every node's events on one time axis, a row per node: {"rows": [{"node_id", "y",
+    "marks": [{"x", "kind", "text"}]}], "width", "height", "since", "empty"}."""
+    now = now or datetime.now(UTC)
+    times = [e["at"] for n in nodes for e in n["events"] if e["at"] is not None]
+    if not times:
+        return {"rows": [], "width": LABEL + WIDTH, "height": ROW, "empty": True}
+    start = min(times)
+    span = max((now - start).total_seconds(), 1.0)
+    rows = []
+    for index, node in enumerate(nodes):
+        marks = [
+            {
+                "x": round(LABEL + (e["at"] - start).total_seconds() / span * WIDTH, 1),
+                "kind": e["kind"],
+                "text": f"{e['kind'].replace('_', ' ')}: {e['detail']} (term {e['term']})",
+            }
+            for e in node["events"]
+            if e["at"] is not None
+        ]
+        marks.sort(key=lambda m: DRAW_ORDER.get(m["kind"], 0))  # leader changes on top
+        rows.append({"node_id": node["node_id"], "y": index * ROW, "marks": marks})
+    return {
+        "rows": rows,
+        "width": LABEL + WIDTH + 10,
+        "height": len(rows) * ROW,
+        "since": start,
+        "span_text": seconds_text(span),
+        "empty": False,
+    }

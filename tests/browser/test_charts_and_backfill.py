@@ -6,7 +6,8 @@ The DAG page reads the schedule in words with its time zone and draws the run an
 duration charts (server-side SVG) for those runs; a run's page draws its Gantt, the
 upstream task's bar ending before the downstream one's starts. Screenshots of each page go
 to test-artifacts/. The code view shows the DAG file as a node read it, with the spec hash
-the cluster holds. JavaScript errors on any page fail the test.
+the cluster holds; the cluster page draws a leadership handover on its timeline and each
+node's apply lag. JavaScript errors on any page fail the test.
 """
 
 from __future__ import annotations
@@ -152,5 +153,22 @@ def test_backfill_form_charts_gantt_and_code(
         assert page.locator("#code-spec-hash").inner_text() == spec_hash[:12]
         assert page.locator("#code-error, #code-changed, #code-truncated").count() == 0
         page.screenshot(path=str(artifacts / "dag-code.png"), full_page=True)
+
+        # The cluster page's history: a leadership handover is a leader change on every node's
+        # row of the timeline and in the events; each node draws its apply lag.
+        moved = stack.cli("cluster", "transfer-leader")
+        assert moved.returncode == 0, moved.stderr
+
+        def handed_over() -> bool:
+            page.goto(f"{stack.url}/cluster")
+            return page.locator("#history-timeline circle.event-leader_change").count() >= 3
+
+        wait_for(handed_over, timeout=30, what="leader changes on /cluster", interval=0.5)
+        assert page.locator("#history-timeline g.timeline-row").count() == 3
+        assert page.locator('#history-events tr[data-kind="leader_change"]').count() >= 3
+        assert page.locator(".node-chart svg.spark-lag polyline").count() >= 3
+        assert page.locator("#history-membership-none").count() == 1
+        page.locator("#cluster-history").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifacts / "cluster-history.png"), full_page=True)
 
         assert not errors, f"JavaScript errors: {errors}"
