@@ -153,6 +153,8 @@ def test_backfill_form_charts_gantt_and_code(
         assert page.locator("#code-spec-hash").inner_text() == spec_hash[:12]
         assert page.locator("#code-error, #code-changed, #code-truncated").count() == 0
         page.screenshot(path=str(artifacts / "dag-code.png"), full_page=True)
+        status, body = stack.rest("GET", f"/dags/{DAG_ID}/source")
+        assert status == 200 and body["source"] == CRON_DAG and body["spec_hash"] == spec_hash
 
         # The cluster page's history: a leadership handover is a leader change on every node's
         # row of the timeline and in the events; each node draws its apply lag.
@@ -170,5 +172,10 @@ def test_backfill_form_charts_gantt_and_code(
         assert page.locator("#history-membership-none").count() == 1
         page.locator("#cluster-history").scroll_into_view_if_needed()
         page.screenshot(path=str(artifacts / "cluster-history.png"), full_page=True)
+        status, body = stack.rest("GET", "/cluster/history")  # the same, in REST
+        assert status == 200 and len(body["nodes"]) == 3
+        for node in body["nodes"]:
+            assert "leader_change" in [e["kind"] for e in node["events"]], node["node_id"]
+            assert node["samples"] and "apply_lag" in node["samples"][0]
 
         assert not errors, f"JavaScript errors: {errors}"
