@@ -27,7 +27,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from raftsched.web import (
         audit,
         auth,
+        backfill,
         cluster,
+        code_view,
         dags,
         gateway,
         handlers,
@@ -62,7 +64,17 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     handlers.init_app(app)
     metrics.init_app(app)
     blueprints = (
-        *(auth, dags, runs, tasks, cluster, workers, import_errors, users, secret_pages),
+        auth,
+        dags,
+        code_view,
+        runs,
+        backfill,
+        tasks,
+        cluster,
+        workers,
+        import_errors,
+        users,
+        secret_pages,
         audit,
     )
     for module in (*blueprints, health):

@@ -20,7 +20,7 @@ from flask import (
     url_for,
 )
 from flask_wtf.csrf import generate_csrf
-from raftsched.web import graph, grid
+from raftsched.web import charts, cron_text, graph, grid
 from raftsched.web.auth import has_role, login_required, role_required
 from raftsched.web.gateway import dag_dict, gateway
 from raftsched.web.templating import link_maker
@@ -182,8 +182,16 @@ def detail(dag_id: str) -> Any:
     dag["tasks"] = graph.topological(dag["tasks"])
     runs_shown = _grid_runs()
     cells = grid.build(gateway(), dag_id, shape.order, runs_shown)
+    dag["schedule_words"] = cron_text.describe(dag)
     return render_template(
-        "dags/detail.html", dag=dag, graph=shape, grid=cells, runs_shown=runs_shown
+        "dags/detail.html",
+        dag=dag,
+        graph=shape,
+        grid=cells,
+        runs_shown=runs_shown,
+        run_durations=charts.run_durations(cells["runs"]),
+        task_durations=charts.task_durations(cells),
+        schedule_delays=charts.schedule_delays(cells["runs"]),
     )
 
 

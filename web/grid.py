@@ -11,8 +11,8 @@ from raftsched.web.gateway import Gateway, NotFound
 
 def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> dict[str, Any]:
     """{"runs": [run, ...], "tasks": [task_id, ...], "cells": {task_id: [cell|None, ...]},
-    "latest": {task_id: state}} where a cell is {"state", "try_number"} and each run has
-    its column header's ``label``."""
+    "latest": {task_id: state}, "durations": {task_id: [seconds|None, ...]}} where a cell is
+    {"state", "try_number"} and each run has its column header's ``label``."""
     runs = list(reversed(gw.list_runs(dag_id, page_size=runs_limit)["runs"]))
     for run in runs:
         run["label"] = run_label(run)
@@ -36,16 +36,30 @@ def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> d
     for found in per_run:  # tasks of older definitions still show
         tasks += sorted(t for t in found if t not in tasks)
     cells = {task_id: [_cell(found.get(task_id)) for found in per_run] for task_id in tasks}
+    # Each attempt's duration once it ended (None: not ended): the DAG page's task chart.
+    durations = {task_id: [_seconds(found.get(task_id)) for found in per_run] for task_id in tasks}
     latest = {
         task_id: (row[-1] or {}).get("state", "") if row else "" for task_id, row in cells.items()
     }
-    return {"runs": runs, "tasks": tasks, "cells": cells, "latest": latest}
+    return {
+        "runs": runs,
+        "tasks": tasks,
+        "cells": cells,
+        "latest": latest,
+        "durations": durations,
+    }
 
 
 def _cell(ti: dict[str, Any] | None) -> dict[str, Any] | None:
     if ti is None:
         return None
     return {"state": ti["state"] or "none", "try_number": ti["try_number"]}
+
+
+def _seconds(ti: dict[str, Any] | None) -> float | None:
+    if ti is None or ti.get("start_date") is None or ti.get("end_date") is None:
+        return None
+    return max(0.0, (ti["end_date"] - ti["start_date"]).total_seconds())
 
 
 def run_label(run: dict[str, Any]) -> str:

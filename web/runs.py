@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, flash, jsonify, redirect, render_template, request, url_for
+from raftsched.web import charts
 from raftsched.web.auth import login_required, role_required
 from raftsched.web.forms import TriggerForm, parse_conf, parse_logical_date
 from raftsched.web.gateway import Refused, gateway
@@ -40,7 +41,8 @@ def list_page() -> Any:
 @login_required
 def detail(dag_id: str, run_id: str) -> Any:
     found = gateway().task_instances(dag_id, run_id)
-    return render_template("runs/detail.html", dag_id=dag_id, **found)
+    chart = charts.gantt(found["task_instances"])
+    return render_template("runs/detail.html", dag_id=dag_id, gantt=chart, **found)
 
 
 @bp.get("/dags/<dag_id>/runs/<run_id>/state.json")

@@ -58,6 +58,8 @@ def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
         "tags": list(dag.tags),
         "schedule": schedule_text(dag.schedule),
         "schedule_kind": dag.schedule.kind,
+        "cron": dag.schedule.cron,  # expanded ("@daily" -> "0 0 * * *"); "" unless kind cron
+        "interval_seconds": dag.schedule.interval_seconds,
         "manual_only": is_manual_only(dag.schedule),
         "timezone": dag.timezone,
         "start_date": ts(dag, "start_date"),

@@ -85,6 +85,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _D + "ListTaskInstances": Role.VIEWER,
     _D + "GetTaskLog": Role.VIEWER,
     _D + "ListImportErrors": Role.VIEWER,
+    _D + "GetDagSource": Role.VIEWER,
     _D + "PauseDag": Role.OPERATOR,
     _D + "UnpauseDag": Role.OPERATOR,
     _D + "TriggerDag": Role.OPERATOR,

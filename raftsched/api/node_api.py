@@ -17,6 +17,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from raftsched.addresses import api_bind_for
+from raftsched.api.node_history import NodeHistory
 from raftsched.api.server import ApiServer, build_server
 from raftsched.api.servicers import (
     ApiContext,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HEALTH_INTERVAL = 0.5
+HISTORY_EVERY = 2  # health ticks per history tick: leader changes seen within a second
 STOP_GRACE = 1.0
 
 
@@ -64,6 +66,9 @@ class NodeApi:
         self.bind = api_bind_for(runtime.settings.self_address, api.grpc_bind)
         self.signal = QueueSignal(node)
         self.cluster = ClusterServicer(self.ctx)
+        commit_latency = getattr(getattr(node, "instruments", None), "commit_latency", None)
+        self.history = NodeHistory(runtime.status, lambda: self.ctx.members(), commit_latency)
+        self.cluster.history = self.history
         servicers = [
             self.cluster,
             DagServicer(self.ctx),
@@ -99,11 +104,15 @@ class NodeApi:
             self._health.join(2.0)
 
     def _health_loop(self) -> None:
+        ticks = 0
         while not self._stop.wait(HEALTH_INTERVAL):
             try:
                 self._update_health()
+                if ticks % HISTORY_EVERY == 0:
+                    self.history.tick()  # the cluster page's history (api/node_history.py)
             except Exception:
                 log.exception("health update failed")
+            ticks += 1
 
     def _update_health(self) -> None:
         serving = self.ctx.has_leader()

@@ -23,6 +23,7 @@ Gauges (no labels; Prometheus adds ``instance``):
   held in this node's replicated state (live ones, and finished ones until evicted), counted
   at scrape time under the node's read lock (O(live state))
 
+Per DAG and per task (bounded label sets): :mod:`raftsched.cluster.dag_metrics`.
 Counters and histograms: :class:`~raftsched.cluster.instruments.NodeInstruments`.
 """
 
@@ -37,6 +38,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # re-exported: the node, the proposer and the parse thread import them from here
+from raftsched.cluster.dag_metrics import DAG_METRIC_NAMES, DagCollector
 from raftsched.cluster.instruments import NodeInstruments, of
 
 __all__ = ["METRIC_NAMES", "NodeInstruments", "NodeMetrics", "of"]
@@ -130,6 +132,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "raftsched_leases_expired_total",
     "raftsched_dag_parse_errors_total",
     "raftsched_snapshot_failures_total",
+    *DAG_METRIC_NAMES,
     *(
         f"{base}{suffix}"
         for base in (
@@ -245,6 +248,7 @@ class NodeMetrics:
         self.registry.register(_StatusCollector(status))
         if node is not None:
             self.registry.register(_NodeCollector(node))
+            self.registry.register(DagCollector(node))  # per DAG and task: dag_metrics.py
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) in the Prometheus text format."""

@@ -19,7 +19,10 @@ def test_manual_only_schedule(client):
     row = listing.split('data-dag="paused_dag"')[1].split("</tr>")[0]
     assert "manual only" in row and "<code>None</code>" not in row
     scheduled = client.get("/dags/etl_daily").get_data(as_text=True)
-    assert "<code>@daily</code> (UTC)" in scheduled and "manual only" not in scheduled
+    assert "<code>@daily</code>" in scheduled and "manual only" not in scheduled
+    # In words (cron-descriptor, from the expanded "0 0 * * *"), then the DAG's time zone
+    assert '<span id="schedule-words">At 00:00</span>' in scheduled
+    assert '<span class="muted" id="schedule-tz">(UTC)</span>' in scheduled
 
 
 def test_tasks_table_in_dependency_order(client):

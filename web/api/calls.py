@@ -1,4 +1,5 @@
-"""Gateway calls only the REST API makes so far: BackfillDag and a followed GetTaskLog.
+"""Gateway calls only the REST API makes so far: a followed GetTaskLog (BackfillDag, which
+the backfill form makes too, is ``raftsched.web.gateway_backfill``).
 
 Each takes the caller's :class:`~raftsched.web.gateway.Gateway` (the REST API's is
 :class:`~raftsched.web.api.upstream.ApiGateway`) and answers plain values, as its methods do.
@@ -6,38 +7,16 @@ Each takes the caller's :class:`~raftsched.web.gateway.Gateway` (the REST API's 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from raftsched.web import metrics
 from raftsched.web.gateway import Gateway, Unavailable, _translate
-from raftsched.web.view_models import run_dict, ts
+from raftsched.web.view_models import ts
 
 from raftsched.api.client import ApiError
 from raftsched.api.gen import dag_pb2
 from raftsched.errors import NoQuorumError
-
-
-def backfill(
-    gw: Gateway,
-    dag_id: str,
-    start_date: datetime,
-    end_date: datetime,
-    conf: dict[str, Any],
-    *,
-    dry_run: bool = False,
-) -> dict[str, Any]:
-    """BackfillDag: the runs created (or, with ``dry_run``, that would be) and the skipped dates."""
-    request = dag_pb2.BackfillDagRequest(dag_id=dag_id, conf_json=json.dumps(conf), dry_run=dry_run)
-    request.start_date.FromDatetime(start_date.astimezone(UTC))
-    request.end_date.FromDatetime(end_date.astimezone(UTC))
-    response = gw._call("dags", "BackfillDag", request)
-    return {
-        "runs": [run_dict(r) for r in response.runs],
-        "skipped": [s.ToDatetime(tzinfo=UTC) for s in response.skipped],
-    }
 
 
 def follow_task_log(

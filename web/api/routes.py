@@ -17,13 +17,16 @@ from typing import Any
 import flask
 from flask import Response, current_app, request, stream_with_context
 from raftsched.web import audit, workers
-from raftsched.web.api import docs, worker_schemas
+from raftsched.web.api import docs, history_schemas, worker_schemas
 from raftsched.web.api import schemas as s
 from raftsched.web.api.blueprint import bp, errors, paginate, run_out
-from raftsched.web.api.calls import backfill, follow_task_log
+from raftsched.web.api.calls import follow_task_log
 from raftsched.web.api.errors import ApiProblem
 from raftsched.web.api.upstream import api_gateway
 from raftsched.web.gateway import GatewayError, Unavailable, gateway
+from raftsched.web.gateway_backfill import backfill
+from raftsched.web.gateway_history import cluster_history
+from raftsched.web.gateway_source import dag_source
 
 from raftsched import __version__
 
@@ -253,6 +256,23 @@ def list_import_errors(page_size: int, page_token: str) -> Any:
 def cluster_status() -> Any:
     """Each node's role, term, commit and applied index, lag, DB watermark and backlog"""
     return api_gateway().cluster_status()
+
+
+@bp.route("/cluster/history", methods=["GET"], tags=["Cluster"])
+@bp.response(200, history_schemas.ClusterHistory)
+@errors(403)
+def cluster_history_route() -> Any:
+    """Each node's recent events (leader changes, elections, membership) and samples (commit
+    latency, apply lag), as kept in its memory"""
+    return cluster_history(api_gateway())
+
+
+@bp.route("/dags/<dag_id>/source", methods=["GET"], tags=["DAGs"])
+@bp.response(200, history_schemas.DagSource)
+@errors(403, 404)
+def dag_source_route(dag_id: str) -> Any:
+    """The DAG's file as a node has it (at most 512 KiB), with the spec hash of what was parsed"""
+    return dag_source(api_gateway(), dag_id)
 
 
 @bp.route("/workers", methods=["GET"], tags=["Cluster"])

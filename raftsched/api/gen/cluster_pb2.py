@@ -26,37 +26,43 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from . import common_pb2 as raftsched_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1araftsched/v1/cluster.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"&\n\x10GetStatusRequest\x12\x12\n\nlocal_only\x18\x01 \x01(\x08\"\xc3\x04\n\nNodeStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_address\x18\x03 \x01(\t\x12$\n\x04role\x18\x04 \x01(\x0e\x32\x16.raftsched.v1.NodeRole\x12\x0c\n\x04term\x18\x05 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x06 \x01(\x04\x12\x15\n\rapplied_index\x18\x07 \x01(\x04\x12\x0b\n\x03lag\x18\x08 \x01(\x04\x12\x0e\n\x06\x64igest\x18\t \x01(\t\x12\x14\n\x0c\x64igest_index\x18\n \x01(\x04\x12\x16\n\x0eoutbox_backlog\x18\x0b \x01(\x04\x12\x17\n\x0foutbox_last_seq\x18\x0c \x01(\x04\x12\x18\n\x10outbox_acked_seq\x18\r \x01(\x04\x12\x19\n\x0c\x64\x62_watermark\x18\x0e \x01(\x04H\x00\x88\x01\x01\x12\x12\n\x05\x64\x62_ok\x18\x0f \x01(\x08H\x01\x88\x01\x01\x12\x14\n\x0c\x62\x61\x63kpressure\x18\x10 \x01(\x08\x12\x12\n\nhas_quorum\x18\x11 \x01(\x08\x12\x37\n\x13last_leader_contact\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x13 \x01(\t\x12\x18\n\x0bquarantined\x18\x14 \x01(\x04H\x02\x88\x01\x01\x12\x0f\n\x07version\x18\x15 \x01(\t\x12\x0f\n\x07release\x18\x16 \x01(\r\x12\x17\n\x0f\x63luster_version\x18\x17 \x01(\rB\x0f\n\r_db_watermarkB\x08\n\x06_db_okB\x0e\n\x0c_quarantined\"h\n\x11GetStatusResponse\x12\'\n\x05nodes\x18\x01 \x03(\x0b\x32\x18.raftsched.v1.NodeStatus\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"?\n\x19TransferLeadershipRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"[\n\x1aTransferLeadershipResponse\x12\x11\n\tleader_id\x18\x01 \x01(\t\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"5\n\x0e\x41\x64\x64NodeRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"8\n\x11RemoveNodeRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"O\n\x12MembershipResponse\x12\r\n\x05nodes\x18\x01 \x03(\t\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\xa3\x01\n\x0b\x41uditRecord\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tlog_index\x18\x02 \x01(\x03\x12&\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x06 \x01(\t\x12\x0e\n\x06run_id\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x08 \x01(\t\"\x85\x01\n\x17ListAuditRecordsRequest\x12)\n\x05since\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x11\n\tbefore_id\x18\x05 \x01(\x03\"r\n\x18ListAuditRecordsResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.raftsched.v1.AuditRecord\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness*\x87\x01\n\x08NodeRole\x12\x19\n\x15NODE_ROLE_UNSPECIFIED\x10\x00\x12\x14\n\x10NODE_ROLE_LEADER\x10\x01\x12\x16\n\x12NODE_ROLE_FOLLOWER\x10\x02\x12\x17\n\x13NODE_ROLE_CANDIDATE\x10\x03\x12\x19\n\x15NODE_ROLE_UNREACHABLE\x10\x04\x32\xc6\x03\n\x0e\x43lusterService\x12L\n\tGetStatus\x12\x1e.raftsched.v1.GetStatusRequest\x1a\x1f.raftsched.v1.GetStatusResponse\x12g\n\x12TransferLeadership\x12\'.raftsched.v1.TransferLeadershipRequest\x1a(.raftsched.v1.TransferLeadershipResponse\x12I\n\x07\x41\x64\x64Node\x12\x1c.raftsched.v1.AddNodeRequest\x1a .raftsched.v1.MembershipResponse\x12O\n\nRemoveNode\x12\x1f.raftsched.v1.RemoveNodeRequest\x1a .raftsched.v1.MembershipResponse\x12\x61\n\x10ListAuditRecords\x12%.raftsched.v1.ListAuditRecordsRequest\x1a&.raftsched.v1.ListAuditRecordsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1araftsched/v1/cluster.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"<\n\x10GetStatusRequest\x12\x12\n\nlocal_only\x18\x01 \x01(\x08\x12\x14\n\x0cwith_history\x18\x02 \x01(\x08\"\xef\x04\n\nNodeStatus\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_address\x18\x03 \x01(\t\x12$\n\x04role\x18\x04 \x01(\x0e\x32\x16.raftsched.v1.NodeRole\x12\x0c\n\x04term\x18\x05 \x01(\x04\x12\x14\n\x0c\x63ommit_index\x18\x06 \x01(\x04\x12\x15\n\rapplied_index\x18\x07 \x01(\x04\x12\x0b\n\x03lag\x18\x08 \x01(\x04\x12\x0e\n\x06\x64igest\x18\t \x01(\t\x12\x14\n\x0c\x64igest_index\x18\n \x01(\x04\x12\x16\n\x0eoutbox_backlog\x18\x0b \x01(\x04\x12\x17\n\x0foutbox_last_seq\x18\x0c \x01(\x04\x12\x18\n\x10outbox_acked_seq\x18\r \x01(\x04\x12\x19\n\x0c\x64\x62_watermark\x18\x0e \x01(\x04H\x00\x88\x01\x01\x12\x12\n\x05\x64\x62_ok\x18\x0f \x01(\x08H\x01\x88\x01\x01\x12\x14\n\x0c\x62\x61\x63kpressure\x18\x10 \x01(\x08\x12\x12\n\nhas_quorum\x18\x11 \x01(\x08\x12\x37\n\x13last_leader_contact\x18\x12 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x13 \x01(\t\x12\x18\n\x0bquarantined\x18\x14 \x01(\x04H\x02\x88\x01\x01\x12\x0f\n\x07version\x18\x15 \x01(\t\x12\x0f\n\x07release\x18\x16 \x01(\r\x12\x17\n\x0f\x63luster_version\x18\x17 \x01(\r\x12*\n\x07history\x18\x18 \x01(\x0b\x32\x19.raftsched.v1.NodeHistoryB\x0f\n\r_db_watermarkB\x08\n\x06_db_okB\x0e\n\x0c_quarantined\"a\n\x0bNodeHistory\x12\'\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x17.raftsched.v1.NodeEvent\x12)\n\x07samples\x18\x02 \x03(\x0b\x32\x18.raftsched.v1.NodeSample\"_\n\tNodeEvent\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04term\x18\x03 \x01(\x04\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"\x9d\x01\n\nNodeSample\x12&\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0c\x63ommit_index\x18\x02 \x01(\x04\x12\x11\n\tapply_lag\x18\x03 \x01(\x04\x12#\n\x16\x63ommit_latency_seconds\x18\x04 \x01(\x01H\x00\x88\x01\x01\x42\x19\n\x17_commit_latency_seconds\"h\n\x11GetStatusResponse\x12\'\n\x05nodes\x18\x01 \x03(\x0b\x32\x18.raftsched.v1.NodeStatus\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"?\n\x19TransferLeadershipRequest\x12\x0e\n\x06target\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"[\n\x1aTransferLeadershipResponse\x12\x11\n\tleader_id\x18\x01 \x01(\t\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"5\n\x0e\x41\x64\x64NodeRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"8\n\x11RemoveNodeRequest\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"O\n\x12MembershipResponse\x12\r\n\x05nodes\x18\x01 \x03(\t\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\xa3\x01\n\x0b\x41uditRecord\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x11\n\tlog_index\x18\x02 \x01(\x03\x12&\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x04 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x61g_id\x18\x06 \x01(\t\x12\x0e\n\x06run_id\x18\x07 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x08 \x01(\t\"\x85\x01\n\x17ListAuditRecordsRequest\x12)\n\x05since\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x64\x61g_id\x18\x02 \x01(\t\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x11\n\tbefore_id\x18\x05 \x01(\x03\"r\n\x18ListAuditRecordsResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.raftsched.v1.AuditRecord\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness*\x87\x01\n\x08NodeRole\x12\x19\n\x15NODE_ROLE_UNSPECIFIED\x10\x00\x12\x14\n\x10NODE_ROLE_LEADER\x10\x01\x12\x16\n\x12NODE_ROLE_FOLLOWER\x10\x02\x12\x17\n\x13NODE_ROLE_CANDIDATE\x10\x03\x12\x19\n\x15NODE_ROLE_UNREACHABLE\x10\x04\x32\xc6\x03\n\x0e\x43lusterService\x12L\n\tGetStatus\x12\x1e.raftsched.v1.GetStatusRequest\x1a\x1f.raftsched.v1.GetStatusResponse\x12g\n\x12TransferLeadership\x12\'.raftsched.v1.TransferLeadershipRequest\x1a(.raftsched.v1.TransferLeadershipResponse\x12I\n\x07\x41\x64\x64Node\x12\x1c.raftsched.v1.AddNodeRequest\x1a .raftsched.v1.MembershipResponse\x12O\n\nRemoveNode\x12\x1f.raftsched.v1.RemoveNodeRequest\x1a .raftsched.v1.MembershipResponse\x12\x61\n\x10ListAuditRecords\x12%.raftsched.v1.ListAuditRecordsRequest\x1a&.raftsched.v1.ListAuditRecordsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'raftsched.api.gen.cluster_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NODEROLE']._serialized_start=1603
-  _globals['_NODEROLE']._serialized_end=1738
+  _globals['_NODEROLE']._serialized_start=2025
+  _globals['_NODEROLE']._serialized_end=2160
   _globals['_GETSTATUSREQUEST']._serialized_start=104
-  _globals['_GETSTATUSREQUEST']._serialized_end=142
-  _globals['_NODESTATUS']._serialized_start=145
-  _globals['_NODESTATUS']._serialized_end=724
-  _globals['_GETSTATUSRESPONSE']._serialized_start=726
-  _globals['_GETSTATUSRESPONSE']._serialized_end=830
-  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_start=832
-  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_end=895
-  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_start=897
-  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_end=988
-  _globals['_ADDNODEREQUEST']._serialized_start=990
-  _globals['_ADDNODEREQUEST']._serialized_end=1043
-  _globals['_REMOVENODEREQUEST']._serialized_start=1045
-  _globals['_REMOVENODEREQUEST']._serialized_end=1101
-  _globals['_MEMBERSHIPRESPONSE']._serialized_start=1103
-  _globals['_MEMBERSHIPRESPONSE']._serialized_end=1182
-  _globals['_AUDITRECORD']._serialized_start=1185
-  _globals['_AUDITRECORD']._serialized_end=1348
-  _globals['_LISTAUDITRECORDSREQUEST']._serialized_start=1351
-  _globals['_LISTAUDITRECORDSREQUEST']._serialized_end=1484
-  _globals['_LISTAUDITRECORDSRESPONSE']._serialized_start=1486
-  _globals['_LISTAUDITRECORDSRESPONSE']._serialized_end=1600
-  _globals['_CLUSTERSERVICE']._serialized_start=1741
-  _globals['_CLUSTERSERVICE']._serialized_end=2195
+  _globals['_GETSTATUSREQUEST']._serialized_end=164
+  _globals['_NODESTATUS']._serialized_start=167
+  _globals['_NODESTATUS']._serialized_end=790
+  _globals['_NODEHISTORY']._serialized_start=792
+  _globals['_NODEHISTORY']._serialized_end=889
+  _globals['_NODEEVENT']._serialized_start=891
+  _globals['_NODEEVENT']._serialized_end=986
+  _globals['_NODESAMPLE']._serialized_start=989
+  _globals['_NODESAMPLE']._serialized_end=1146
+  _globals['_GETSTATUSRESPONSE']._serialized_start=1148
+  _globals['_GETSTATUSRESPONSE']._serialized_end=1252
+  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_start=1254
+  _globals['_TRANSFERLEADERSHIPREQUEST']._serialized_end=1317
+  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_start=1319
+  _globals['_TRANSFERLEADERSHIPRESPONSE']._serialized_end=1410
+  _globals['_ADDNODEREQUEST']._serialized_start=1412
+  _globals['_ADDNODEREQUEST']._serialized_end=1465
+  _globals['_REMOVENODEREQUEST']._serialized_start=1467
+  _globals['_REMOVENODEREQUEST']._serialized_end=1523
+  _globals['_MEMBERSHIPRESPONSE']._serialized_start=1525
+  _globals['_MEMBERSHIPRESPONSE']._serialized_end=1604
+  _globals['_AUDITRECORD']._serialized_start=1607
+  _globals['_AUDITRECORD']._serialized_end=1770
+  _globals['_LISTAUDITRECORDSREQUEST']._serialized_start=1773
+  _globals['_LISTAUDITRECORDSREQUEST']._serialized_end=1906
+  _globals['_LISTAUDITRECORDSRESPONSE']._serialized_start=1908
+  _globals['_LISTAUDITRECORDSRESPONSE']._serialized_end=2022
+  _globals['_CLUSTERSERVICE']._serialized_start=2163
+  _globals['_CLUSTERSERVICE']._serialized_end=2617
 # @@protoc_insertion_point(module_scope)

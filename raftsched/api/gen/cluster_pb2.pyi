@@ -25,13 +25,15 @@ NODE_ROLE_CANDIDATE: NodeRole
 NODE_ROLE_UNREACHABLE: NodeRole
 
 class GetStatusRequest(_message.Message):
-    __slots__ = ("local_only",)
+    __slots__ = ("local_only", "with_history")
     LOCAL_ONLY_FIELD_NUMBER: _ClassVar[int]
+    WITH_HISTORY_FIELD_NUMBER: _ClassVar[int]
     local_only: bool
-    def __init__(self, local_only: _Optional[bool] = ...) -> None: ...
+    with_history: bool
+    def __init__(self, local_only: _Optional[bool] = ..., with_history: _Optional[bool] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("node_id", "address", "api_address", "role", "term", "commit_index", "applied_index", "lag", "digest", "digest_index", "outbox_backlog", "outbox_last_seq", "outbox_acked_seq", "db_watermark", "db_ok", "backpressure", "has_quorum", "last_leader_contact", "error", "quarantined", "version", "release", "cluster_version")
+    __slots__ = ("node_id", "address", "api_address", "role", "term", "commit_index", "applied_index", "lag", "digest", "digest_index", "outbox_backlog", "outbox_last_seq", "outbox_acked_seq", "db_watermark", "db_ok", "backpressure", "has_quorum", "last_leader_contact", "error", "quarantined", "version", "release", "cluster_version", "history")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     API_ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +57,7 @@ class NodeStatus(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     address: str
     api_address: str
@@ -78,7 +81,40 @@ class NodeStatus(_message.Message):
     version: str
     release: int
     cluster_version: int
-    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[_Union[NodeRole, str]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., outbox_last_seq: _Optional[int] = ..., outbox_acked_seq: _Optional[int] = ..., db_watermark: _Optional[int] = ..., db_ok: _Optional[bool] = ..., backpressure: _Optional[bool] = ..., has_quorum: _Optional[bool] = ..., last_leader_contact: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., quarantined: _Optional[int] = ..., version: _Optional[str] = ..., release: _Optional[int] = ..., cluster_version: _Optional[int] = ...) -> None: ...
+    history: NodeHistory
+    def __init__(self, node_id: _Optional[str] = ..., address: _Optional[str] = ..., api_address: _Optional[str] = ..., role: _Optional[_Union[NodeRole, str]] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., applied_index: _Optional[int] = ..., lag: _Optional[int] = ..., digest: _Optional[str] = ..., digest_index: _Optional[int] = ..., outbox_backlog: _Optional[int] = ..., outbox_last_seq: _Optional[int] = ..., outbox_acked_seq: _Optional[int] = ..., db_watermark: _Optional[int] = ..., db_ok: _Optional[bool] = ..., backpressure: _Optional[bool] = ..., has_quorum: _Optional[bool] = ..., last_leader_contact: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., quarantined: _Optional[int] = ..., version: _Optional[str] = ..., release: _Optional[int] = ..., cluster_version: _Optional[int] = ..., history: _Optional[_Union[NodeHistory, _Mapping]] = ...) -> None: ...
+
+class NodeHistory(_message.Message):
+    __slots__ = ("events", "samples")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[NodeEvent]
+    samples: _containers.RepeatedCompositeFieldContainer[NodeSample]
+    def __init__(self, events: _Optional[_Iterable[_Union[NodeEvent, _Mapping]]] = ..., samples: _Optional[_Iterable[_Union[NodeSample, _Mapping]]] = ...) -> None: ...
+
+class NodeEvent(_message.Message):
+    __slots__ = ("at", "kind", "term", "detail")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    kind: str
+    term: int
+    detail: str
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., term: _Optional[int] = ..., detail: _Optional[str] = ...) -> None: ...
+
+class NodeSample(_message.Message):
+    __slots__ = ("at", "commit_index", "apply_lag", "commit_latency_seconds")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
+    APPLY_LAG_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_LATENCY_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    commit_index: int
+    apply_lag: int
+    commit_latency_seconds: float
+    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., commit_index: _Optional[int] = ..., apply_lag: _Optional[int] = ..., commit_latency_seconds: _Optional[float] = ...) -> None: ...
 
 class GetStatusResponse(_message.Message):
     __slots__ = ("nodes", "freshness")

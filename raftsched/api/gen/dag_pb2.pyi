@@ -427,6 +427,36 @@ class DagImportError(_message.Message):
     traceback: str
     def __init__(self, fileloc: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ...) -> None: ...
 
+class GetDagSourceRequest(_message.Message):
+    __slots__ = ("dag_id",)
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    dag_id: str
+    def __init__(self, dag_id: _Optional[str] = ...) -> None: ...
+
+class GetDagSourceResponse(_message.Message):
+    __slots__ = ("fileloc", "source", "truncated", "size_bytes", "max_bytes", "spec_hash", "file_modified", "parsed_at", "error", "freshness")
+    FILELOC_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SPEC_HASH_FIELD_NUMBER: _ClassVar[int]
+    FILE_MODIFIED_FIELD_NUMBER: _ClassVar[int]
+    PARSED_AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    fileloc: str
+    source: str
+    truncated: bool
+    size_bytes: int
+    max_bytes: int
+    spec_hash: str
+    file_modified: _timestamp_pb2.Timestamp
+    parsed_at: _timestamp_pb2.Timestamp
+    error: str
+    freshness: _common_pb2.Freshness
+    def __init__(self, fileloc: _Optional[str] = ..., source: _Optional[str] = ..., truncated: _Optional[bool] = ..., size_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., spec_hash: _Optional[str] = ..., file_modified: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parsed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+
 class ListImportErrorsResponse(_message.Message):
     __slots__ = ("import_errors", "freshness")
     IMPORT_ERRORS_FIELD_NUMBER: _ClassVar[int]

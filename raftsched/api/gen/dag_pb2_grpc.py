@@ -96,6 +96,11 @@ class DagServiceStub:
                 request_serializer=raftsched_dot_v1_dot_dag__pb2.ListImportErrorsRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_dag__pb2.ListImportErrorsResponse.FromString,
                 _registered_method=True)
+        self.GetDagSource = channel.unary_unary(
+                '/raftsched.v1.DagService/GetDagSource',
+                request_serializer=raftsched_dot_v1_dot_dag__pb2.GetDagSourceRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_dag__pb2.GetDagSourceResponse.FromString,
+                _registered_method=True)
 
 
 class DagServiceServicer:
@@ -187,6 +192,14 @@ class DagServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetDagSource(self, request, context):
+        """A DAG's file as the answering node has it (every node keeps the DAG folder: whichever
+        leads parses it), at most max_bytes of it, with the spec hash of what was parsed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DagServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +262,11 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.ListImportErrors,
                     request_deserializer=raftsched_dot_v1_dot_dag__pb2.ListImportErrorsRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_dag__pb2.ListImportErrorsResponse.SerializeToString,
+            ),
+            'GetDagSource': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDagSource,
+                    request_deserializer=raftsched_dot_v1_dot_dag__pb2.GetDagSourceRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_dag__pb2.GetDagSourceResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -576,6 +594,33 @@ class DagService:
             '/raftsched.v1.DagService/ListImportErrors',
             raftsched_dot_v1_dot_dag__pb2.ListImportErrorsRequest.SerializeToString,
             raftsched_dot_v1_dot_dag__pb2.ListImportErrorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDagSource(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.DagService/GetDagSource',
+            raftsched_dot_v1_dot_dag__pb2.GetDagSourceRequest.SerializeToString,
+            raftsched_dot_v1_dot_dag__pb2.GetDagSourceResponse.FromString,
             options,
             channel_credentials,
             insecure,

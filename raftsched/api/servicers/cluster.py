@@ -69,6 +69,7 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         self._channels: dict[str, grpc.Channel] = {}
         self._membership_lock = threading.Lock()
         self._done: OrderedDict[str, Any] = OrderedDict()  # request_id -> response
+        self.history: Any = None  # NodeHistory (api/node_history.py), set by NodeApi
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -88,11 +89,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
     @translate_errors
     def GetStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
         local = self._local_status()
+        if request.with_history and self.history is not None:
+            local.history.CopyFrom(self.history.to_proto())
         nodes = [local]
         if not request.local_only:
             metadata = _auth_metadata(context)
             peers = [a for a in self.ctx.members() if a != self.ctx.node_id]
-            nodes += list(self._pool.map(lambda a: self._peer_status(a, metadata), peers))
+            ask = request.with_history
+            nodes += list(self._pool.map(lambda a: self._peer_status(a, metadata, ask), peers))
         leaders = [
             n.commit_index for n in nodes if n.role == cluster_pb2.NODE_ROLE_LEADER and n.has_quorum
         ]
@@ -106,12 +110,14 @@ class ClusterServicer(cluster_pb2_grpc.ClusterServiceServicer):
         assert self.ctx.status is not None, "ClusterServicer needs the runtime's status()"
         return convert.node_status(self.ctx.status(), self.ctx.peer_api(self.ctx.node_id))
 
-    def _peer_status(self, address: str, metadata: tuple[Any, ...]) -> cluster_pb2.NodeStatus:
+    def _peer_status(
+        self, address: str, metadata: tuple[Any, ...], with_history: bool = False
+    ) -> cluster_pb2.NodeStatus:
         api = self.ctx.peer_api(address)
         try:
             stub = cluster_pb2_grpc.ClusterServiceStub(self._channel(api))
             answer = stub.GetStatus(
-                cluster_pb2.GetStatusRequest(local_only=True),
+                cluster_pb2.GetStatusRequest(local_only=True, with_history=with_history),
                 timeout=PEER_TIMEOUT,
                 metadata=metadata,
             )

@@ -32,7 +32,7 @@ import grpc
 
 from raftsched import clock
 from raftsched.api.gen import dag_pb2, dag_pb2_grpc
-from raftsched.api.servicers import bounds, convert, history
+from raftsched.api.servicers import bounds, convert, dag_source, history
 from raftsched.api.servicers.backfill import Backfill
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.servicers.live_workers import LiveWorkers
@@ -67,7 +67,7 @@ def _bounded(value: int, field: str, default: int, most: int) -> int:
     return value
 
 
-class DagServicer(dag_pb2_grpc.DagServiceServicer):
+class DagServicer(dag_source.DagSourceMixin, dag_pb2_grpc.DagServiceServicer):
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
         self._backfill = Backfill(ctx)
