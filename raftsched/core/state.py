@@ -13,8 +13,8 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``run_table.RunTable`` (live runs, the slot index, evicted slots, finished runs),
 ``task_queue.TaskQueue`` (ready queue, running set and leases, retries, fences),
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
-being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
-(callback jobs: ``callbacks``, ``handlers_callbacks``) and ``request_memory.RequestMemory``.
+being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``,
+``trigger_table.TriggerTable`` (deferred tasks) and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -40,9 +40,6 @@ nothing (state, outbox, digest, request-id memory):
    log). The node says so in ``cluster status``; running on from a half-applied command would
    be worse, because it would diverge silently.
 
-Digests and fingerprints never recurse on user data (``core.digest.canonical`` walks with an
-explicit stack), and ``core.limits`` walks JSON the same way.
-
 Not thread-safe: readers must not run concurrently with apply (pysyncobj applies on its tick
 thread; read there or under the node's lock).
 """
@@ -61,6 +58,7 @@ from raftsched.core import handlers_dags as hd
 from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
+from raftsched.core import handlers_triggers as htr
 from raftsched.core import model as _model
 from raftsched.core import restore_decode, snapshot_share
 from raftsched.core import results as r
@@ -86,6 +84,7 @@ from raftsched.core.snapshot_share import SnapshotShare
 from raftsched.core.state_views import StateViews
 from raftsched.core.task_queue import TaskQueue
 from raftsched.core.transitions import set_state, settle, settle_run
+from raftsched.core.trigger_table import TriggerTable
 from raftsched.core.validate import check_command
 from raftsched.errors import ReleaseTooOld, SnapshotVersionError
 
@@ -110,6 +109,7 @@ class SchedulerState(StateViews):
         self.change_feed = ChangeFeed()  # for readers' copies, not replicated
         self.secrets = SecretTable(self._sum)
         self.callbacks = CallbackTable(self._sum)
+        self.triggers = TriggerTable(self._sum)
         self._dedup = RequestMemory(self._sum)
         # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
         # on every replica alike, until a release with the fix replays the log.
@@ -239,7 +239,7 @@ class SchedulerState(StateViews):
             acc.add(dg.fp_fence(key, until))
         for ref, secret in self.secrets.items():
             acc.add(fp_secret(ref, secret))
-        for fingerprint in self.callbacks.fingerprints():
+        for fingerprint in [*self.callbacks.fingerprints(), *self.triggers.fingerprints()]:
             acc.add(fingerprint)
         return acc.value
 
@@ -250,8 +250,9 @@ class SchedulerState(StateViews):
         if self.secrets:  # only then: a state without any snapshots as before
             data["schema_version"] = sn.SECRETS_SCHEMA_VERSION
             data["secrets"] = self.secrets.to_list()
-        if self.callbacks:  # only then: a state without any snapshots as before
-            data["callbacks"] = self.callbacks.to_dict()
+        for name, table in (("callbacks", self.callbacks), ("triggers", self.triggers)):
+            if table:  # only then: a state without any snapshots as before
+                data[name] = table.to_dict()
         if self.cluster_version > vs.BASELINE_RELEASE:  # a release-1 node refuses this one
             data["schema_version"] = vs.SNAPSHOT_SCHEMA_VERSION
             data["cluster_version"] = self.cluster_version
@@ -342,8 +343,8 @@ class SchedulerState(StateViews):
             (TaskKey(dag_id, run_id, task_id), sn.parse_utc(until))
             for dag_id, run_id, task_id, until in data.get("fences", ())
         )
-        state.secrets.load(data.get("secrets"))
-        state.callbacks.load(data.get("callbacks"))
+        for name in ("secrets", "callbacks", "triggers"):  # None: a snapshot from before it
+            getattr(state, name).load(data.get(name))
         state.cluster_version = cluster_version
         state._sum.value = state._entity_sum(state.outbox.digest_share)
         return state
@@ -394,5 +395,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.DeleteSecret: hs.apply_delete_secret,
     c.Batch: _apply_batch,
     **hc.HANDLERS,
+    **htr.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }
