@@ -262,3 +262,11 @@ class LoginThrottled(RaftschedError):
         super().__init__(f"{what} Try again in {wait} second{'s' if wait != 1 else ''}.")
         self.scope = scope
         self.retry_after = float(wait)
+
+
+class TriggerError(RaftschedError):
+    """A deferred task's trigger cannot run (an unknown kind, bad arguments, a user-defined
+    trigger class that is not there): the triggerer reports it as the trigger's error, and
+    the task's attempt fails with it in its log."""
+
+    status = "INVALID_ARGUMENT"

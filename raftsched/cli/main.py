@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "runs_cmd",
     "standalone_cmd",
     "tasks_cmd",
+    "triggerer_cmd",
     "users_cmd",
     "variables_cmd",
     "webserver_cmd",

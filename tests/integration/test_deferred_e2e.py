@@ -1,0 +1,146 @@
+"""Deferred tasks end to end, on SQLite and on PostgreSQL: three real scheduler nodes, a real
+`raftsched worker` and real `raftsched triggerer` processes.
+
+200 Python tasks each defer on a file trigger (a file of their own). Once they all wait,
+they are DEFERRED and hold no worker slot (the worker's running attempts, as the workers page
+reads them, are none). Half the files appear; the triggerer is killed -9 while the other half
+still wait; a second triggerer takes over their leases once they expire; the other files
+appear. Every task resumes exactly once, with its own file's event: two attempts each
+(the deferral, then the resumed one that returns its number), and the run succeeds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_harness import WORKER, ApiCluster, WorkerProc
+from harness import child_env, wait_for
+from test_rest_api import _database
+
+from raftsched.api.gen import common_pb2, dag_pb2, worker_pb2
+
+pytestmark = pytest.mark.slow
+
+N = 200
+DAG_ID = "deferred_files"
+RUN_ID = "d1"
+
+DAG_SOURCE = """
+from raftsched import DAG, PythonTask
+from raftsched.dags.deferral import FileTrigger, TaskDeferred
+
+FOLDER = {folder!r}
+
+
+def wait(n):
+    raise TaskDeferred(FileTrigger(f"{{FOLDER}}/f{{n}}"), "resume", {{"n": n}}, timeout=600)
+
+
+def resume(n, event):
+    assert event["path"] == f"{{FOLDER}}/f{{n}}", event
+    print("resumed", n, "size", event["size"])
+    return n
+
+
+with DAG("deferred_files", schedule=None, max_active_tasks=1000):
+    for i in range({n}):
+        PythonTask(f"t{{i:03d}}", fn=wait, kwargs={{"n": i}})
+"""
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ApiCluster, Path]]:
+    workdir: Path = tmp_path_factory.mktemp(f"deferred-{request.param}")
+    files = workdir / "files"
+    files.mkdir()
+    source = DAG_SOURCE.format(folder=str(files), n=N)
+    with (
+        _database(request.param, workdir) as url,
+        ApiCluster(
+            workdir / "cluster",
+            url,
+            dags={"deferred.py": source},
+            config={"triggerer": {"lease_ttl": 3, "heartbeat_interval": 0.5}},
+        ) as harness,
+    ):
+        harness.start()
+        harness.wait_leader()
+        harness.wait_dags(harness.client(), {DAG_ID})
+        yield harness, files
+
+
+def start_triggerer(cluster: ApiCluster, name: str) -> WorkerProc:
+    servers = ",".join(cluster.api_addresses)
+    args = ["triggerer", "--server", servers, "--token", WORKER, "--triggerer-id", name]
+    proc = WorkerProc(
+        index=200 + len(cluster.extra),
+        address=f"triggerer {name}",
+        config_path=cluster.config_path,
+        log_path=cluster.log_dir / f"triggerer-{name}.log",
+        env=child_env(),
+        args=args,
+        python=sys.executable,
+    )
+    proc.start()
+    cluster.extra.append(proc)
+    return proc
+
+
+def attempts(cluster: ApiCluster, client: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for ti in cluster.task_instances(client, DAG_ID, RUN_ID):
+        out.setdefault(ti.key.task_id, []).append(ti)
+    return out
+
+
+def count(cluster: ApiCluster, client: Any, state: int) -> int:
+    return sum(1 for ti in cluster.current(client, DAG_ID, RUN_ID).values() if ti.state == state)
+
+
+def test_deferred_tasks_free_their_slots_and_resume_once(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    harness, files = cluster
+    client = harness.client()
+    harness.start_worker("w1", concurrency=8)
+    first = start_triggerer(harness, "trig-a")
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id=DAG_ID, run_id=RUN_ID))
+    deferred = common_pb2.TASK_STATE_DEFERRED
+    wait_for(
+        lambda: count(harness, client, deferred) == N,
+        timeout=240,
+        what=f"all {N} tasks deferred",
+        interval=0.5,
+    )
+    workers = client.workers.ListWorkers(worker_pb2.ListWorkersRequest()).workers
+    (w1,) = [w for w in workers if w.worker_id == "w1"]
+    assert list(w1.running) == []  # 200 waiting tasks, no slot taken
+
+    for i in range(0, N, 2):  # half of them fire under the first triggerer
+        (files / f"f{i}").write_text("x" * i)
+    wait_for(
+        lambda: count(harness, client, common_pb2.TASK_STATE_SUCCESS) >= N // 4,
+        timeout=120,
+        what="some resumed tasks done",
+        interval=0.5,
+    )
+    first.kill()  # mid-wait: the others' leases now expire
+    start_triggerer(harness, "trig-b")
+    for i in range(1, N, 2):
+        (files / f"f{i}").write_text("y")
+    run = harness.wait_run(client, DAG_ID, RUN_ID, timeout=300)
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+
+    by_task = attempts(harness, client)
+    assert len(by_task) == N
+    for task_id, tis in by_task.items():
+        states = sorted((ti.try_number, ti.state) for ti in tis)
+        assert states == [(1, deferred), (2, common_pb2.TASK_STATE_SUCCESS)], (task_id, states)
