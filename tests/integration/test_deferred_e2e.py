@@ -12,6 +12,7 @@ appear. Every task resumes exactly once, with its own file's event: two attempts
 from __future__ import annotations
 
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,16 @@ def start_triggerer(cluster: ApiCluster, name: str) -> WorkerProc:
     return proc
 
 
+def _metrics(admin_url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{admin_url}/metrics", timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    }
+
+
 def attempts(cluster: ApiCluster, client: Any) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for ti in cluster.task_instances(client, DAG_ID, RUN_ID):
@@ -123,6 +134,13 @@ def test_deferred_tasks_free_their_slots_and_resume_once(
     workers = client.workers.ListWorkers(worker_pb2.ListWorkersRequest()).workers
     (w1,) = [w for w in workers if w.worker_id == "w1"]
     assert list(w1.running) == []  # 200 waiting tasks, no slot taken
+    admin = harness.nodes[0].admin_url
+    deferred_now = wait_for(  # all leased by the triggerer
+        lambda: (m := _metrics(admin))["raftsched_triggers_running"] == N and m,
+        timeout=30,
+        what="every trigger leased",
+    )
+    assert deferred_now['raftsched_task_instances{state="deferred"}'] == N
 
     for i in range(0, N, 2):  # half of them fire under the first triggerer
         (files / f"f{i}").write_text("x" * i)
@@ -139,6 +157,16 @@ def test_deferred_tasks_free_their_slots_and_resume_once(
     run = harness.wait_run(client, DAG_ID, RUN_ID, timeout=300)
     assert run.state == common_pb2.RUN_STATE_SUCCESS
 
+    firings = wait_for(
+        lambda: (
+            (m := _metrics(harness.nodes[0].admin_url))["raftsched_trigger_firings_total"] >= N
+            and m
+        ),
+        timeout=30,
+        what="every firing counted",
+    )
+    assert firings["raftsched_trigger_firings_total"] == N  # each file once, across triggerers
+    assert firings["raftsched_trigger_errors_total"] == 0
     by_task = attempts(harness, client)
     assert len(by_task) == N
     for task_id, tis in by_task.items():
