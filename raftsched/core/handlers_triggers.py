@@ -41,7 +41,7 @@ TOO_MANY_TRIGGERS = "too_many_triggers"
 MAX_TRIGGER_KIND_CHARS = 300  # "file", or "user:<module>.<Class>"
 MAX_TRIGGER_ARGS_BYTES = 16_384  # a trigger's arguments as compact JSON
 MAX_TRIGGER_DEPTH = 16
-MAX_METHOD_CHARS = 200
+MAX_METHOD_CHARS = lim.MAX_CALLABLE_CHARS
 MIN_TRIGGER_TIMEOUT_SECONDS = 1.0
 MAX_TRIGGER_ERROR_CHARS = 65_536  # a raising trigger's traceback (into the task's log)
 
@@ -266,8 +266,8 @@ def _defer_check(cmd: c.DeferTask) -> None:
         raise LimitExceeded("kind", "may hold letters, digits and _ . : - only")
     check_json_text("args_json", cmd.args_json, MAX_TRIGGER_ARGS_BYTES, obj=True)
     method = lim.check_text("method_name", cmd.method_name, MAX_METHOD_CHARS, empty=False)
-    if not method.isidentifier():
-        raise LimitExceeded("method_name", "must be a Python identifier")
+    if any(ch.isspace() for ch in method):  # a name in the DAG file, or a TaskFlow task's
+        raise LimitExceeded("method_name", "must be a callable's name (no spaces)")
     check_json_text("kwargs_json", cmd.kwargs_json, MAX_TRIGGER_ARGS_BYTES, obj=True)
     if cmd.timeout_seconds is not None:
         lim.check_float(

@@ -200,7 +200,7 @@ def test_a_full_table_fails_the_deferral(monkeypatch: pytest.MonkeyPatch) -> Non
         {"args_json": "{" * 40 + "}" * 40},
         {"args_json": json.dumps({"x": "y" * 20_000})},
         {"kwargs_json": "not json"},
-        {"method_name": "a.b"},
+        {"method_name": "a b"},
         {"timeout_seconds": 0.5},
         {"timeout_seconds": float("nan")},
     ],
