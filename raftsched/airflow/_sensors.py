@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import os
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,6 +35,65 @@ from raftsched.errors import DagDefinitionError
 
 DEFAULT_TIMEOUT = 7 * 86_400.0
 MODES = ("poke", "reschedule")
+SENSOR_OPTIONS = ("poke_interval", "timeout", "mode", "soft_fail")
+_DEADLINE = "__sensor_deadline__"  # a rescheduled @task.sensor's deadline, in its kwargs
+
+
+@dataclass
+class PokeReturnValue:
+    """What a ``@task.sensor`` function may return: done, and the value to keep (XCom)."""
+
+    is_done: bool
+    xcom_value: Any = None
+
+
+def sensor_config(options: dict[str, Any], where: str) -> dict[str, Any]:
+    """``@task.sensor``'s options, taken out of ``options`` (and checked)."""
+    config = {
+        "poke_interval": _seconds(options.pop("poke_interval", 60.0)),
+        "timeout": _seconds(options.pop("timeout", DEFAULT_TIMEOUT)),
+        "mode": options.pop("mode", "poke"),
+        "soft_fail": bool(options.pop("soft_fail", False)),
+    }
+    if config["mode"] not in MODES or config["poke_interval"] < MIN_POKE_INTERVAL:
+        raise DagDefinitionError(
+            f"{where}: mode must be one of {MODES} and poke_interval at least"
+            f" {MIN_POKE_INTERVAL:g} s (got {config['mode']!r}, {config['poke_interval']:g})"
+        )
+    return config
+
+
+def resumed(kwargs: dict[str, Any]) -> str:
+    """A rescheduled sensor's deadline ("" on its first attempt); its trigger's event goes."""
+    kwargs.pop("event", None)
+    return str(kwargs.pop(_DEADLINE, "") or "")
+
+
+def poke_loop(
+    sensor: dict[str, Any], poke: Any, callable_name: str, kwargs: dict[str, Any], deadline: str
+) -> Any:
+    """Call ``poke`` until it says done (a truthy value, or a PokeReturnValue); its value
+    (a PokeReturnValue's xcom_value) is the task's. Past ``timeout``: fails (soft_fail:
+    skipped). ``mode="reschedule"``: between pokes the attempt defers on a time trigger,
+    carrying ``kwargs`` and the deadline to the next attempt."""
+    due = datetime.fromisoformat(deadline) if deadline else _after(sensor["timeout"])
+    interval = float(sensor["poke_interval"])
+    while True:
+        value = poke()
+        if isinstance(value, PokeReturnValue):
+            if value.is_done:
+                return value.xcom_value
+        elif value:
+            return None
+        if datetime.now(UTC) >= due:
+            if sensor["soft_fail"]:
+                raise AirflowSkipException(f"not done after {sensor['timeout']:g} s")
+            raise AirflowSensorTimeout(f"not done after {sensor['timeout']:g} s")
+        if sensor["mode"] == "reschedule":
+            moment = min(due, datetime.now(UTC) + timedelta(seconds=interval))
+            carried = {**kwargs, _DEADLINE: due.isoformat()}
+            raise TaskDeferred(DateTimeTrigger(moment), callable_name, carried)
+        time.sleep(interval)
 
 
 class BaseSensorOperator(TaskFlowTask):

@@ -162,3 +162,26 @@ def test_a_bad_sensor_is_refused_at_parse() -> None:
         FileSensor(task_id="x", filepath="/x", poke_interval=0.5)
     with DAG("s", schedule=None, start_date=START), pytest.raises(DagDefinitionError):
         FileSensor(task_id="y", filepath="/x", mode="smart")
+
+
+def test_task_sensor_pokes_and_reschedules(tmp_path: Path) -> None:
+    from raftsched.airflow.decorators import task
+    from raftsched.airflow.sensors.base import PokeReturnValue
+
+    target = tmp_path / "ready"
+
+    @task.sensor(poke_interval=1, timeout=60, mode="reschedule")
+    def ready(path: str) -> PokeReturnValue:
+        return PokeReturnValue(Path(path).exists(), "found")
+
+    with DAG("s", schedule=None, start_date=START):
+        ready(str(target))
+    run = _sensor("ready")
+    with pytest.raises(TaskDeferred) as deferred:
+        run(path=str(target))
+    carried = deferred.value.kwargs
+    assert carried["path"] == str(target) and deferred.value.trigger.kind == "time"
+    target.write_text("x")
+    assert run(**carried, event="now") == "found"
+    with pytest.raises(DagDefinitionError):
+        task.sensor(poke_interval=0.1)(lambda: True)

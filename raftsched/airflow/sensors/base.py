@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from raftsched.airflow._sensors import BaseSensorOperator
+from raftsched.airflow._sensors import BaseSensorOperator, PokeReturnValue
 
-__all__ = ["BaseSensorOperator"]
+__all__ = ["BaseSensorOperator", "PokeReturnValue"]
