@@ -53,6 +53,48 @@ with DAG("deferred_files", schedule=None, max_active_tasks=1000):
 """
 
 
+SENSORS_SOURCE = """
+from datetime import UTC, datetime
+from pathlib import Path
+
+from raftsched.airflow import DAG
+from raftsched.airflow.decorators import task
+from raftsched.airflow.sensors.base import PokeReturnValue
+from raftsched.airflow.sensors.date_time import DateTimeSensorAsync
+from raftsched.airflow.sensors.filesystem import FileSensor
+from raftsched.dags.deferral import BaseTrigger, TaskDeferred
+
+FOLDER = {folder!r}
+
+
+class Broken(BaseTrigger):
+    kind = "user:no_such_module.Trigger"
+
+    def args(self):
+        return {{}}
+
+
+def broken():
+    raise TaskDeferred(Broken(), "broken", {{}})
+
+
+with DAG("sensors", schedule=None, start_date=datetime(2024, 1, 1, tzinfo=UTC)):
+    FileSensor(task_id="file", filepath=FOLDER + "/sensed", poke_interval=1, deferrable=True)
+
+    @task.sensor(poke_interval=1, timeout=120, mode="reschedule")
+    def marker(path):
+        return PokeReturnValue(Path(path).exists(), "seen")
+
+    marker(FOLDER + "/marker")
+    DateTimeSensorAsync(task_id="past", target_time=datetime(2000, 1, 1, tzinfo=UTC))
+
+from raftsched import DAG as NativeDag, PythonTask
+
+with NativeDag("broken_trigger", schedule=None):
+    PythonTask("t", fn=broken)
+"""
+
+
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -68,13 +110,16 @@ def cluster(
         ApiCluster(
             workdir / "cluster",
             url,
-            dags={"deferred.py": source},
+            dags={
+                "deferred.py": source,
+                "sensors.py": SENSORS_SOURCE.format(folder=str(files)),
+            },
             config={"triggerer": {"lease_ttl": 3, "heartbeat_interval": 0.5}},
         ) as harness,
     ):
         harness.start()
         harness.wait_leader()
-        harness.wait_dags(harness.client(), {DAG_ID})
+        harness.wait_dags(harness.client(), {DAG_ID, "sensors", "broken_trigger"})
         yield harness, files
 
 
@@ -172,3 +217,27 @@ def test_deferred_tasks_free_their_slots_and_resume_once(
     for task_id, tis in by_task.items():
         states = sorted((ti.try_number, ti.state) for ti in tis)
         assert states == [(1, deferred), (2, common_pb2.TASK_STATE_SUCCESS)], (task_id, states)
+
+
+def test_sensors_and_a_raising_trigger(cluster: tuple[ApiCluster, Path]) -> None:
+    """Runs after the test above (same cluster, its worker and second triggerer)."""
+    harness, files = cluster
+    client = harness.client()
+    for dag_id in ("sensors", "broken_trigger"):
+        client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id=dag_id, run_id="s1"))
+    failed = harness.wait_run(client, "broken_trigger", "s1", timeout=120)
+    assert failed.state == common_pb2.RUN_STATE_FAILED
+    (ti,) = harness.current(client, "broken_trigger", "s1").values()
+    assert ti.message.startswith("trigger failed: ModuleNotFoundError"), ti.message
+    log = dag_pb2.GetTaskLogRequest(dag_id="broken_trigger", run_id="s1", task_id="t")
+    text = "".join(chunk.text for chunk in client.dags.GetTaskLog(log))
+    assert "Traceback" in text and "no_such_module" in text
+    harness.wait_task(
+        client, "sensors", "s1", "file", lambda t: t.state == common_pb2.TASK_STATE_DEFERRED
+    )
+    (files / "sensed").write_text("x")
+    (files / "marker").write_text("x")
+    run = harness.wait_run(client, "sensors", "s1", timeout=120)
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+    tries = {k: v.try_number for k, v in harness.current(client, "sensors", "s1").items()}
+    assert tries["file"] == 2 and tries["past"] == 1 and tries["marker"] >= 2, tries
