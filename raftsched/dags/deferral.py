@@ -69,6 +69,33 @@ class FileTrigger(BaseTrigger):
         }
 
 
+@dataclass(frozen=True)
+class HttpTrigger(BaseTrigger):
+    """Fires once a request to ``url`` answers ``status`` (and, when given, a body holding
+    ``body_contains``), polled every ``poke_interval`` seconds from the triggerer. The event
+    is ``{"status": ..., "body": <its first 4 KiB>}``."""
+
+    url: str
+    method: str = "GET"
+    status: int = 200
+    body_contains: str = ""
+    poke_interval: float = 5.0
+    kind = "http"
+
+    def args(self) -> dict[str, Any]:
+        if self.poke_interval < MIN_POKE_INTERVAL:
+            raise ValueError(f"poke_interval must be at least {MIN_POKE_INTERVAL} s")
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must be http:// or https://, got {self.url[:100]!r}")
+        return {
+            "url": self.url,
+            "method": self.method.upper(),
+            "status": int(self.status),
+            "body_contains": self.body_contains,
+            "poke_interval": float(self.poke_interval),
+        }
+
+
 @dataclass
 class TaskDeferred(Exception):
     """Raised by a task to defer (Airflow: ``TaskDeferred``)."""

@@ -6,6 +6,8 @@ stable for ``stable_for`` seconds, polled every ``poke_interval`` >= 1 s). A use
 trigger is ``user:<module>.<Class>``: the module is imported from the DAG file's folder, the
 class is built with the trigger's arguments and its ``async run()`` returns the event (or
 is an async generator whose first item is). It runs here, never in a scheduler node.
+``http`` (``url`` answers ``status``, optionally with ``body_contains`` in its body, polled
+every ``poke_interval`` seconds, each request at most 10 s and 1 MiB read).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import importlib
 import json
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +63,35 @@ async def file_trigger(args: dict[str, Any], fileloc: str) -> Any:
         await asyncio.sleep(interval if stable_for == 0 else min(interval, stable_for))
 
 
+HTTP_TIMEOUT = 10.0  # seconds per request: a slow server delays its trigger, nothing else
+HTTP_MAX_BODY = 1024 * 1024  # bytes of an answer read (what a predicate sees)
+
+
+async def http_trigger(args: dict[str, Any], fileloc: str) -> Any:
+    url, method = str(args["url"]), str(args.get("method", "GET"))
+    if not url.startswith(("http://", "https://")):
+        raise TriggerError(f"an http trigger's url must be http(s)://, got {url[:100]!r}")
+    want, needle = int(args.get("status", 200)), str(args.get("body_contains", ""))
+    interval = max(MIN_POKE_INTERVAL, float(args.get("poke_interval", 5.0)))
+    while True:
+        status, body = await asyncio.to_thread(_request, url, method)
+        if status == want and needle in body:
+            return {"status": status, "body": body[:4096]}
+        await asyncio.sleep(interval)
+
+
+def _request(url: str, method: str) -> tuple[int, str]:
+    """(status, body as text); a connection that fails is status 0 (poll again)."""
+    request = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT) as answer:
+            return answer.status, answer.read(HTTP_MAX_BODY).decode("utf-8", "replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(HTTP_MAX_BODY).decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return 0, ""
+
+
 async def user_trigger(kind: str, args: dict[str, Any], fileloc: str) -> Any:
     target = kind[len(USER_PREFIX) :]
     module_name, _, class_name = target.rpartition(".")
@@ -82,6 +115,7 @@ async def user_trigger(kind: str, args: dict[str, Any], fileloc: str) -> Any:
 BUILT_IN: dict[str, Callable[[dict[str, Any], str], Awaitable[Any]]] = {
     "time": time_trigger,
     "file": file_trigger,
+    "http": http_trigger,
 }
 
 

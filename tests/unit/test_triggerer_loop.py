@@ -104,3 +104,32 @@ def test_a_user_defined_trigger_runs_from_the_dag_folder(tmp_path: Path) -> None
     assert json.loads(event) == {"value": 5}
     with pytest.raises(TriggerError):
         asyncio.run(triggers.run_trigger("user:nodot", "{}", str(tmp_path / "d.py")))
+
+
+def test_the_http_trigger_fires_on_the_status_and_body_it_waits_for() -> None:
+    import http.server
+
+    answers = iter([(503, b"busy"), (200, b"not yet"), (200, b"state: ready")])
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = next(answers, (200, b"state: ready"))
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/health"
+        args = {"url": url, "status": 200, "body_contains": "ready", "poke_interval": 1}
+        event = asyncio.run(triggers.run_trigger("http", json.dumps(args), "/dags/d.py"))
+        assert json.loads(event) == {"status": 200, "body": "state: ready"}
+        with pytest.raises(TriggerError, match="http"):
+            asyncio.run(triggers.run_trigger("http", '{"url": "file:///etc/passwd"}', "/d.py"))
+    finally:
+        server.shutdown()
