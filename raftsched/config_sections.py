@@ -166,6 +166,15 @@ class WorkerConfig(_Section):
 
 
 @dataclass(frozen=True, repr=False)
+class TriggererConfig(_Section):
+    # Triggers one triggerer runs at once (in one asyncio loop): docs/architecture.md §17
+    capacity: int = setting("1000", s.integer(ge=1, le=100_000))
+    # A dead triggerer's triggers are leased again this long after its last renewal
+    lease_ttl: float = setting("10", s.number(ge=1, le=86400))
+    heartbeat_interval: float = setting("2", s.number(gt=0))
+
+
+@dataclass(frozen=True, repr=False)
 class SecretsConfig(_Section):
     # Fernet keys of variables and connections (raftsched/secrets.py): encrypt with the first
     fernet_key: tuple[str, ...] = setting("", s.words, secret=True)
@@ -181,6 +190,7 @@ class Config:
     webserver: WebserverConfig
     worker: WorkerConfig
     secrets: SecretsConfig
+    triggerer: TriggererConfig
     source: str = DEFAULTS  # the file read, or "defaults"
 
     def redacted(self) -> dict[str, Any]:
@@ -199,6 +209,7 @@ SECTIONS: dict[str, type[_Section]] = {
     "webserver": WebserverConfig,
     "worker": WorkerConfig,
     "secrets": SecretsConfig,
+    "triggerer": TriggererConfig,
 }
 
 KEYS: dict[str, tuple[str, ...]] = {

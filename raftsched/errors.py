@@ -285,3 +285,11 @@ class NoFencingToken(RaftschedError):
             " attempt run by a raftsched worker; pass token= explicitly elsewhere"
         )
         self.value = value
+
+
+class TriggerError(RaftschedError):
+    """A deferred task's trigger cannot run (an unknown kind, bad arguments, a user-defined
+    trigger class that is not there): the triggerer reports it as the trigger's error, and
+    the task's attempt fails with it in its log."""
+
+    status = "INVALID_ARGUMENT"

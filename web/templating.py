@@ -22,6 +22,7 @@ STATES = (
     "upstream_failed",
     "queued",
     "skipped",
+    "deferred",  # waits on a trigger, holding no worker slot
     "none",
 )
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from raftsched.dags.tasks import Task
 
 PYTHON, BRANCH, SHORT_CIRCUIT, BASH = "python", "branch", "short_circuit", "bash"
+SENSOR = "sensor"  # @task.sensor: the function pokes (raftsched.airflow._sensors.poke_loop)
 
 
 class AirflowCallable:
@@ -48,7 +49,9 @@ class AirflowCallable:
         classic: bool = False,  # PythonOperator: kwargs are op_args/op_kwargs/templates_dict
         multiple_outputs: bool = False,
         skip_on_exit_code: int | None = None,
+        sensor: dict[str, Any] | None = None,
     ) -> None:
+        self.sensor = sensor  # @task.sensor's poke_interval, timeout, mode, soft_fail
         self.task = task
         self.function = function
         self.mode = mode
@@ -61,6 +64,9 @@ class AirflowCallable:
     def __call__(self, **kwargs: Any) -> Any:
         dag = self.task.dag
         upstream = kwargs.pop(_context.UPSTREAM_KEY, None)  # for ti.xcom_pull (_dag)
+        if self.sensor is not None:  # (imported here: _sensors builds on _operators, on us)
+            from raftsched.airflow import _sensors
+        resumed = _sensors.resumed(kwargs) if self.sensor is not None else ""
         if getattr(dag, "render_template_as_native_obj", False):
             kwargs = _native(json.loads(self.task.kwargs_json or "{}"), kwargs)
         templates_dict = kwargs.pop("templates_dict", None) if self.classic else None
@@ -79,7 +85,11 @@ class AirflowCallable:
                 bash=self.mode == BASH,
                 skip_code=self.skip_on_exit_code,
             )
-            value = call()
+            if self.sensor is not None:  # pokes until done; reschedule: defers in between
+                name = self.task.callable_name
+                value = _sensors.poke_loop(self.sensor, call, name, given, resumed)
+            else:
+                value = call()
         return self._result(value)
 
     def _result(self, value: Any) -> Any:

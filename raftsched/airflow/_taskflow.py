@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from raftsched.airflow import _callables
+from raftsched.airflow import _callables, _sensors
 from raftsched.airflow._operators import declare_template_variables, task_options
 from raftsched.airflow._unsupported import refuse
 from raftsched.dags import task_groups
@@ -37,6 +37,8 @@ class AirflowTaskFactory(TaskFactory):
         options = dict(options or {})
         self.mode = mode
         self.multiple_outputs = bool(options.pop("multiple_outputs", False))
+        where = f"@task.sensor {getattr(function, '__name__', '?')}"
+        self.sensor = _sensors.sensor_config(options, where) if mode == _callables.SENSOR else None
         skip = options.pop("skip_on_exit_code", AIRFLOW_BASH_SKIP_CODE)
         self.airflow_options = options
         super().__init__(function, bash=mode == _callables.BASH, skip_on_exit_code=skip)
@@ -46,6 +48,7 @@ class AirflowTaskFactory(TaskFactory):
             **self.airflow_options,
             "multiple_outputs": self.multiple_outputs,
             "skip_on_exit_code": self.skip_on_exit_code,
+            **(self.sensor or {}),
             **options,
         }
         return AirflowTaskFactory(self.function, mode=self.mode, options=merged)
@@ -67,6 +70,7 @@ class AirflowTaskFactory(TaskFactory):
             mode=self.mode,
             multiple_outputs=self.multiple_outputs,
             skip_on_exit_code=self.skip_on_exit_code,
+            sensor=self.sensor,
         )
         return output
 
@@ -91,7 +95,6 @@ _OTHER_KINDS = {
     "external_python": "install the packages on the workers and use @task",
     "docker": "run the container from @task.bash (docker run ...)",
     "kubernetes": "run the pod from @task.bash (kubectl ...)",
-    "sensor": "poll in a @task with retries and retry_delay",
     "sql": "run the query from @task with your database driver",
     "pyspark": "submit the job from @task.bash",
     "run_if": "use @task.short_circuit upstream",
@@ -107,6 +110,7 @@ class _TaskDecorators:
         self.bash = _decorator(_callables.BASH)
         self.branch = _decorator(_callables.BRANCH)
         self.short_circuit = _decorator(_callables.SHORT_CIRCUIT)
+        self.sensor = _decorator(_callables.SENSOR)  # poke_interval=, timeout=, mode=
 
     def __call__(self, python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
         return self.python(python_callable, **options)

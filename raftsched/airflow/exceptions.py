@@ -25,10 +25,15 @@ class AirflowNotFoundException(AirflowException):
     pass
 
 
+class AirflowSensorTimeout(AirflowException):
+    """A sensor's timeout passed before what it waits for was there: the task fails."""
+
+
 __all__ = [
     "AirflowException",
     "AirflowFailException",
     "AirflowNotFoundException",
+    "AirflowSensorTimeout",
     "AirflowSkipException",
     "NotSupportedError",
     "ParamValidationError",

@@ -102,6 +102,10 @@ METHOD_ROLES: Mapping[str, Role] = {
     _W + "SignOff": Role.WORKER,
     _W + "ListWorkers": Role.VIEWER,
     _W + "CompleteCallback": Role.WORKER,
+    _W + "Defer": Role.WORKER,
+    _W + "LeaseTriggers": Role.WORKER,  # a triggerer authenticates as a worker
+    _W + "HeartbeatTriggers": Role.WORKER,
+    _W + "FireTriggers": Role.WORKER,
     _U + "CreateUser": Role.ADMIN,
     _U + "VerifyUser": Role.ADMIN,
     _U + "GetPasswordHash": Role.ADMIN,  # hashes: only the webserver needs them

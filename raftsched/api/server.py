@@ -163,6 +163,7 @@ LONG_POLLS = frozenset(
     {
         "/raftsched.v1.WorkerService/Lease",
         "/raftsched.v1.WorkerService/LeaseCallbacks",
+        "/raftsched.v1.WorkerService/LeaseTriggers",
         "/raftsched.v1.DagService/GetTaskLog",  # with follow, until the attempt ends
     }
 )

@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "runs_cmd",
     "standalone_cmd",
     "tasks_cmd",
+    "triggerer_cmd",
     "users_cmd",
     "variables_cmd",
     "webserver_cmd",

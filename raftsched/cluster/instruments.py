@@ -19,6 +19,8 @@ starts them at 0, Prometheus' ``rate()`` handles the reset):
   a log that is never compacted grows, and so does a restart's replay
 - ``raftsched_leases_granted_total``, ``raftsched_leases_expired_total``: from the applied
   LeaseTasks and ExpireLeases results (every replica counts the same committed entries)
+- ``raftsched_trigger_firings_total``, ``raftsched_trigger_errors_total``: triggers whose
+  firing, or error (the trigger raised: its task fails), an applied FireTriggers took
 - ``raftsched_schedule_lag_seconds``: for a scheduled run, its first lease's commit time (the
   LeaseTasks command's ``now``) minus the run's logical_date (its scheduled time)
 - ``raftsched_db_write_latency_seconds``: one materializer batch write to the metadata DB
@@ -100,6 +102,16 @@ class NodeInstruments:
             "Task leases expired by applied ExpireLeases entries.",
             registry=r,
         )
+        self.trigger_firings = Counter(
+            "raftsched_trigger_firings",
+            "Trigger firings taken by applied FireTriggers entries (the task resumes).",
+            registry=r,
+        )
+        self.trigger_errors = Counter(
+            "raftsched_trigger_errors",
+            "Triggers that raised, taken by applied FireTriggers entries (the task fails).",
+            registry=r,
+        )
         self.schedule_lag = Histogram(
             "raftsched_schedule_lag_seconds",
             "Scheduled runs: commit time of the first lease minus the run's logical_date.",
@@ -153,6 +165,12 @@ class NodeInstruments:
             now = getattr(command, "now", None)
             for grant in grants:
                 self._schedule_lag(grant, now)
+        elif name == "FireTriggers":
+            firings = getattr(command, "firings", ())
+            for firing, item in zip(firings, result.value or (), strict=False):
+                if getattr(item, "ok", False):
+                    counter = self.trigger_errors if firing.error else self.trigger_firings
+                    counter.inc()
         elif name == "ExpireLeases":
             expired = sum(1 for item in result.value or () if getattr(item, "ok", False))
             if expired:

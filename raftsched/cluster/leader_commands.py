@@ -21,6 +21,7 @@ from raftsched.core.commands import (
     RemoveDags,
     SetImportErrors,
     SetPaused,
+    TimeoutTriggers,
 )
 from raftsched.core.limits import MAX_DAGS_PER_COMMAND
 from raftsched.core.model import DagSpec, ImportErrorRecord
@@ -199,6 +200,11 @@ class InFlightDecisions:
         """Runs past their deadline not already in a MissDeadlines in flight."""
         return [run for run in runs or () if run not in self.alerting]
 
+    def fresh_timeouts(self, keys: Any) -> list[Any]:
+        """Deferred tasks past their timeout not already in a TimeoutTriggers in flight (a
+        deferred task holds no lease, so they share ``expiring`` with expired leases)."""
+        return [key for key in keys or () if key not in self.expiring]
+
     def _mark(self, command: Command, *, add: bool) -> None:
         if isinstance(command, Batch):
             for sub in command.commands:
@@ -214,6 +220,8 @@ class InFlightDecisions:
             keys, target = [lease.key for lease in command.leases], self.expiring
         elif isinstance(command, MissDeadlines):
             keys, target = list(command.runs), self.alerting
+        elif isinstance(command, TimeoutTriggers):
+            keys, target = list(command.keys), self.expiring
         else:
             return
         if add:

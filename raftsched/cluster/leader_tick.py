@@ -55,11 +55,15 @@ from raftsched.core.commands import (
     CreateRuns,
     ExpireLeases,
     HeartbeatLeases,
+    HeartbeatTriggers,
     LeaseTasks,
+    LeaseTriggers,
     MissDeadlines,
     QueueTasks,
+    TimeoutTriggers,
 )
 from raftsched.core.due import DueIndex
+from raftsched.core.handlers_triggers import timed_out
 from raftsched.core.model import DagSpec, ImportErrorRecord
 
 if TYPE_CHECKING:
@@ -70,7 +74,7 @@ log = logging.getLogger("raftsched.cluster.leader")  # the leader loop's one log
 
 # Commits that cannot create work for the leader loop (they do not wake it). An ack does:
 # it may end back-pressure.
-_QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks)
+_QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks, LeaseTriggers, HeartbeatTriggers)
 # Entries of one tick in flight at once (issue #11: the leader no longer waits for each commit
 # before proposing the next). The tick thread applies every entry committed by one round trip
 # in one go, so depth x RUNS_PER_COMMAND bounds that stretch too (measured: README Benchmarks).
@@ -98,6 +102,7 @@ class LeaderTick:
     _pipeline: Pipeline | None  # this term's proposals in flight (leader thread only)
     _in_flight: InFlightDecisions
     _deadline_scan_at: float = float("-inf")  # monotonic time of the last deadline walk
+    _trigger_scan_at: float = float("-inf")  # and of the last walk for trigger timeouts
     backpressure: bool
     hold: Callable[[], str | None] | None
     held: str | None
@@ -146,6 +151,9 @@ class LeaderTick:
         missed = in_flight.fresh_alerts(self._missed_deadlines(now))
         if missed:  # runs past their DAG's deadline: alerted once each (core/callbacks.py)
             commands.append(self._proposer.make(MissDeadlines, runs=tuple(missed), now=now))
+        late = in_flight.fresh_timeouts(self._timed_out_triggers(now))
+        if late:  # deferred tasks past their trigger's timeout (core/handlers_triggers.py)
+            commands.append(self._proposer.make(TimeoutTriggers, keys=tuple(late), now=now))
         if not commands or not self._leading():
             return
         first = (
@@ -180,6 +188,15 @@ class LeaderTick:
             return []
         self._deadline_scan_at = started
         return list(self._node.read(lambda state: missed_deadlines(state, now)))
+
+    def _timed_out_triggers(self, now: datetime) -> list[Any]:
+        """Deferred tasks past their trigger's timeout; a walk of every trigger, so at most
+        every ``DEADLINE_SCAN_PERIOD`` seconds, as the deadline walk."""
+        started = time.monotonic()
+        if started - self._trigger_scan_at < DEADLINE_SCAN_PERIOD:
+            return []
+        self._trigger_scan_at = started
+        return list(self._node.read(lambda state: timed_out(state, now)))
 
     def _propose_pipelined(self, command: Command) -> None:
         """Submit ``command`` to this term's pipeline; its decisions are in flight until it

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -116,6 +117,7 @@ TASK_STATES = (
     "up_for_retry",
     "upstream_failed",
     "skipped",
+    "deferred",
 )
 
 
@@ -130,6 +132,9 @@ METRIC_NAMES: tuple[str, ...] = (
     "raftsched_leader_changes_total",
     "raftsched_leases_granted_total",
     "raftsched_leases_expired_total",
+    "raftsched_trigger_firings_total",
+    "raftsched_trigger_errors_total",
+    "raftsched_triggers_running",
     "raftsched_dag_parse_errors_total",
     "raftsched_snapshot_failures_total",
     *DAG_METRIC_NAMES,
@@ -214,6 +219,16 @@ class _NodeCollector(Collector):
         for state in TASK_STATES:
             ti_family.add_metric([state], float(tis.get(state, 0)))
         yield ti_family
+        running = GaugeMetricFamily(
+            "raftsched_triggers_running",
+            "Triggers of deferred tasks held by a triggerer's live lease (this replica).",
+        )
+        running.add_metric([], float(node.read(_triggers_running)))
+        yield running
+
+
+def _triggers_running(state: Any) -> int:
+    return int(state.triggers.running_count(datetime.now(UTC)))  # an observation: any clock
 
 
 def _count_states(state: Any) -> tuple[dict[str, int], dict[str, int]]:

@@ -319,3 +319,81 @@ class MissDeadlines(Command):
     re-checks each against ``now`` and alerts each run once (its "deadline" callbacks)."""
 
     runs: tuple[tuple[str, str], ...] = ()
+
+
+# -- triggers and deferred tasks (core/trigger_table.py, core/handlers_triggers.py) -------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeferTask(Command):
+    """The holder of a task's lease ends its attempt waiting on a trigger: the task becomes
+    DEFERRED (no worker slot) until the trigger fires, times out (``timeout_seconds``; None:
+    never) or the task is cleared or marked. Refused unless ``token`` is the current lease
+    and ``worker_id`` its holder, like CompleteAttempt."""
+
+    worker_id: str
+    key: TaskKey
+    token: int
+    kind: str
+    args_json: str = "{}"
+    method_name: str = "execute_complete"
+    kwargs_json: str = "{}"
+    timeout_seconds: float | None = None
+    chunks: tuple[LogChunk, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseTriggers(Command):
+    """A triggerer asks for up to ``max_triggers`` triggers no live lease holds, oldest
+    first; each is granted with this command's log index as its fencing token until ``now +
+    lease_ttl_seconds`` (the triggerer renews with HeartbeatTriggers)."""
+
+    triggerer_id: str
+    max_triggers: int = 100
+    lease_ttl_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerRef:
+    """A trigger (its deferred task) as its current lease names it."""
+
+    key: TaskKey
+    token: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatTriggers(Command):
+    """The triggerer still runs these triggers: their leases last ``lease_ttl_seconds`` more.
+    A trigger whose lease is not current is refused (the triggerer stops running it)."""
+
+    triggerer_id: str
+    triggers: tuple[TriggerRef, ...] = ()
+    lease_ttl_seconds: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerFiring:
+    """A trigger fired with ``event_json`` (a JSON value), or raised: ``error`` is its
+    traceback, and its task's attempt fails with it in the task's log."""
+
+    ref: TriggerRef
+    event_json: str = "null"
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireTriggers(Command):
+    """Firings reported by the triggerer holding their leases: each fired trigger's task is
+    queued again and its next lease carries the event (refused: a stale token, another
+    triggerer, a trigger no longer held)."""
+
+    triggerer_id: str
+    firings: tuple[TriggerFiring, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeoutTriggers(Command):
+    """Deferred tasks the leader saw past their trigger's timeout: apply re-checks each
+    against ``now`` and fails its attempt."""
+
+    keys: tuple[TaskKey, ...] = ()

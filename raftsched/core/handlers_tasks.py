@@ -133,6 +133,7 @@ def apply_lease_tasks(
                 conf=dict(run.conf),
                 max_tries=ti.max_tries,
                 params_json=rec.spec.params_json,
+                resume_json=ti.resume_json or "",
             )
         )
     for rec, ti in fenced:  # back in line, in their old places (same weight and queued_at)

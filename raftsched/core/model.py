@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from raftsched.core.added_fields import (  # noqa: F401 (their home was here)
+    OMIT_AT_DEFAULT,
+    _fields_dict,
+    added_field,
+    omitted_at_default,
+)
 
 
 class TriggerRule(StrEnum):
@@ -52,6 +59,7 @@ class TaskState(StrEnum):
     UP_FOR_RETRY = "up_for_retry"  # failed, will be queued again at next_retry_at
     UPSTREAM_FAILED = "upstream_failed"  # can never run: its trigger rule cannot be met
     SKIPPED = "skipped"
+    DEFERRED = "deferred"  # waits on a trigger (core/trigger_table.py), holding no worker slot
 
 
 FINISHED_TASK_STATES = frozenset(
@@ -93,41 +101,6 @@ class Schedule:
     interval_seconds: int | None = None
     # What the author wrote, for display ("@daily", "*/5 * * * *", "timedelta(hours=1)").
     display: str = ""
-
-
-# Field metadata of a field added to a spec after the first release: while it holds its default
-# it is left out of to_dict() (so spec hashes do not change), of digests (core/digest.py) and
-# of snapshot records (core/snapshot.py), so old specs, results and snapshots stay identical.
-OMIT_AT_DEFAULT = "omit_at_default"
-
-
-def added_field(default: Any) -> Any:
-    """A dataclass field added later: omitted from dicts, digests and snapshots at its default."""
-    return field(default=default, metadata={OMIT_AT_DEFAULT: True})
-
-
-_ADDED_FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {}  # per type: (name, default)
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _fields_dict(value: Any) -> dict[str, Any]:
-    """A dataclass's fields by name, values as they are (the caller converts nested ones)."""
-    names = _FIELD_NAMES.get(type(value))
-    if names is None:
-        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in fields(value))
-    return {name: getattr(value, name) for name in names}
-
-
-def omitted_at_default(value: Any) -> frozenset[str]:
-    """Names of ``value``'s added fields that hold their default (to leave out)."""
-    added = _ADDED_FIELDS.get(type(value))
-    if added is None:  # fields() is slow: once per type (snapshots ask for every spec)
-        added = _ADDED_FIELDS[type(value)] = tuple(
-            (f.name, f.default)
-            for f in fields(value)
-            if f.metadata.get(OMIT_AT_DEFAULT) and f.default is not MISSING
-        )
-    return frozenset(name for name, default in added if getattr(value, name) == default)
 
 
 DEFAULT_QUEUE = "default"  # the queue of a task that names none, and of a worker without --queues
@@ -347,6 +320,8 @@ class TaskInstance:
     # The attempt's return value (XCom), JSON text; None: none. Set by a successful
     # CompleteAttempt, dropped by ClearTasks; downstream leases carry it (core/xcom.py).
     result_json: str | None = added_field(None)
+    # A fired trigger's {"method", "kwargs", "event"} for the next lease (handlers_triggers)
+    resume_json: str | None = added_field(None)
 
 
 class OutboxKind(StrEnum):

@@ -189,6 +189,7 @@ class RestoreDecoder:
             worker_id=data["worker_id"],
             lease_token=data["lease_token"],
             result_json=data.get("result_json"),
+            resume_json=data.get("resume_json"),
         )
 
 

@@ -80,6 +80,8 @@ class LeaseGrant:
     max_tries: int = 1
     # The run's DAG params (DagSpec.params_json): the worker renders templates with them
     params_json: str = added_field("")
+    # A resumed deferral's {"method", "kwargs", "event"} as JSON ("" = a fresh attempt)
+    resume_json: str = added_field("")
 
     @property
     def try_number(self) -> int:

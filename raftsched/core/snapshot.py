@@ -71,7 +71,11 @@ def attempt_number(ti: TaskInstance, state: TaskState | None = None) -> int:
 def _is_attempt(ti: TaskInstance, state: TaskState) -> bool:
     """Whether the row of ``state`` is an attempt's: an attempt state, or SKIPPED by the
     attempt itself (a bash skip exit code; only a started attempt has a start_date there)."""
-    return state in ATTEMPT_STATES or (state is TaskState.SKIPPED and ti.start_date is not None)
+    return (
+        state in ATTEMPT_STATES
+        or state is TaskState.DEFERRED  # the attempt that deferred: it ran on a worker
+        or (state is TaskState.SKIPPED and ti.start_date is not None)
+    )
 
 
 def ti_row(ti: TaskInstance, state: TaskState | None = None, message: str | None = None) -> dict:
@@ -185,6 +189,7 @@ def ti_to_dict(ti: TaskInstance, share: SnapshotShare | None = None) -> dict:
         "worker_id": ti.worker_id,
         "lease_token": ti.lease_token,
         **({} if ti.result_json is None else {"result_json": ti.result_json}),
+        **({} if ti.resume_json is None else {"resume_json": ti.resume_json}),
     }
     if share is None:
         return data

@@ -14,7 +14,8 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``task_queue.TaskQueue`` (ready queue, running set and leases, retries, fences),
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
 being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
-(callback jobs), ``audit.AuditLog`` (who changed what) and ``request_memory.RequestMemory``.
+(callback jobs), ``trigger_table.TriggerTable`` (deferred tasks), ``audit.AuditLog`` (who
+changed what) and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -24,24 +25,12 @@ concept: ``handlers_dags`` (register, remove, import errors, pause), ``handlers_
 ``handlers_secrets``; ``transitions`` moves task instances and runs between states. They
 call the owners' methods; the ``_`` attributes of the state are its own.
 
-Total and atomic (the rule every handler keeps). Whatever reached the log is replayed on every
-node at every restart, so apply never raises and each command applies completely or changes
-nothing (state, outbox, digest, request-id memory):
-
-1. ``core.validate.check_command`` checks every field of the command against the bounds of
-   ``core.limits`` before anything changes. A refused command answers INVALID with the
-   message; it changes nothing, and is not remembered (a repeat is refused the same way).
-2. A handler re-checks each decision's precondition against the current state *before* its
-   first change to that decision; a refusal (a reason in the result) changes nothing of it.
-   Commands of many decisions refuse decision by decision (``Result.value`` items).
-3. After the checks a handler cannot fail on any input. If one raises all the same, that is a
-   bug: the state records it in :attr:`SchedulerState.halted` and from then on refuses every
-   command with HALTED, changing nothing, on every replica alike (they all applied the same
-   log). The node says so in ``cluster status``; running on from a half-applied command would
-   be worse, because it would diverge silently.
-
-Digests and fingerprints never recurse on user data (``core.digest.canonical`` walks with an
-explicit stack), and ``core.limits`` walks JSON the same way.
+Total and atomic (docs/architecture.md §3, the rule every handler keeps): apply never raises,
+and each command applies completely or changes nothing. ``core.validate.check_command``
+checks every field first (INVALID, nothing changed, not remembered); a handler re-checks each
+decision's precondition before its first change to that decision; a handler that raises all
+the same is a bug: the state records it in :attr:`SchedulerState.halted` and refuses every
+later command with HALTED, on every replica alike, rather than run on half-applied.
 
 Not thread-safe: readers must not run concurrently with apply (pysyncobj applies on its tick
 thread; read there or under the node's lock).
@@ -62,6 +51,7 @@ from raftsched.core import handlers_dags as hd
 from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
+from raftsched.core import handlers_triggers as htr
 from raftsched.core import model as _model
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
@@ -81,6 +71,7 @@ from raftsched.core.snapshot_share import SnapshotShare
 from raftsched.core.state_views import StateViews
 from raftsched.core.task_queue import TaskQueue
 from raftsched.core.transitions import set_state, settle, settle_run
+from raftsched.core.trigger_table import TriggerTable
 from raftsched.core.validate import check_command
 from raftsched.errors import ReleaseTooOld, SnapshotVersionError
 
@@ -105,6 +96,7 @@ class SchedulerState(StateViews):
         self.change_feed = ChangeFeed()  # for readers' copies, not replicated
         self.secrets = SecretTable(self._sum)
         self.callbacks = CallbackTable(self._sum)
+        self.triggers = TriggerTable(self._sum)
         self.audit = audit.AuditLog(self._sum)  # who changed what (core/audit.py)
         self._dedup = RequestMemory(self._sum)
         # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
@@ -237,7 +229,11 @@ class SchedulerState(StateViews):
             acc.add(dg.fp_fence(key, until))
         for ref, secret in self.secrets.items():
             acc.add(fp_secret(ref, secret))
-        for fingerprint in (*self.callbacks.fingerprints(), *self.audit.fingerprints()):
+        for fingerprint in (
+            *self.callbacks.fingerprints(),
+            *self.triggers.fingerprints(),
+            *self.audit.fingerprints(),
+        ):
             acc.add(fingerprint)
         return acc.value
 
@@ -248,8 +244,9 @@ class SchedulerState(StateViews):
         if self.secrets:  # only then: a state without any snapshots as before
             data["schema_version"] = sn.SECRETS_SCHEMA_VERSION
             data["secrets"] = self.secrets.to_list()
-        if self.callbacks:  # only then: a state without any snapshots as before
-            data["callbacks"] = self.callbacks.to_dict()
+        for name, table in (("callbacks", self.callbacks), ("triggers", self.triggers)):
+            if table:  # only then: a state without any snapshots as before
+                data[name] = table.to_dict()
         if self.audit:  # only once the cluster runs release 3 (core/audit.py, core/persisted.py)
             data["audit"] = self.audit.to_list()
         if self.cluster_version > vs.FIRST_RELEASE:  # a release-1 node refuses this one
@@ -342,9 +339,8 @@ class SchedulerState(StateViews):
             (TaskKey(dag_id, run_id, task_id), sn.parse_utc(until))
             for dag_id, run_id, task_id, until in data.get("fences", ())
         )
-        state.secrets.load(data.get("secrets"))
-        state.callbacks.load(data.get("callbacks"))
-        state.audit.load(data.get("audit"))
+        for name in ("secrets", "callbacks", "triggers", "audit"):  # None: from before it
+            getattr(state, name).load(data.get(name))
         state.cluster_version = cluster_version
         state._sum.value = state._entity_sum(state.outbox.digest_share)
         return state
@@ -395,5 +391,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.DeleteSecret: hs.apply_delete_secret,
     c.Batch: _apply_batch,
     **hc.HANDLERS,
+    **htr.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -48,6 +48,12 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
     state.task_queue.leave(ti, old)
     if old is TaskState.RUNNING:
         ti.lease = None
+        if new is not TaskState.QUEUED:  # a released lease keeps its resume for the next one
+            ti.resume_json = None
+    elif old is TaskState.DEFERRED:  # fired, timed out, cleared or marked: its trigger goes
+        state.triggers.drop(ti.key)
+    if new is TaskState.NONE:
+        ti.resume_json = None
     was_done, is_done = old in FINISHED_TASK_STATES, new in FINISHED_TASK_STATES
     if was_done != is_done:
         rec.unfinished += -1 if is_done else 1

@@ -103,16 +103,24 @@ def encode_return_value(value: Any, *, strict: bool) -> str:
     return ""
 
 
-def write_result(return_json: str, follow: list[str] | None = None, skipped: bool = False) -> None:
-    """Write the attempt's outcome where the worker looks (no file name: not under a worker)."""
+def write_result(
+    return_json: str,
+    follow: list[str] | None = None,
+    skipped: bool = False,
+    defer: dict[str, Any] | None = None,
+) -> None:
+    """Write the attempt's outcome where the worker looks (no file name: not under a worker).
+    ``defer``: the attempt deferred (``dags.deferral.TaskDeferred.to_dict``)."""
     path = os.environ.get(RESULT_FILE_ENV)
     if not path:
         return
-    data = {
+    data: dict[str, Any] = {
         "return_value_json": return_json,
         "follow": follow,
         "skipped": bool(skipped),
     }
+    if defer is not None:
+        data["defer"] = defer
     with open(path, "w", encoding="utf-8") as out:
         json.dump(data, out)
 
@@ -147,6 +155,29 @@ def read_result(path: str) -> tuple[str, tuple[str, ...] | None, bool]:
     except ValueError as err:
         raise XComError(f"{err}; {XCOM_HINT}") from None
     return text, follow, skipped
+
+
+def read_deferral(path: str) -> dict[str, Any] | None:
+    """The deferral a result file holds (its fields as ``TaskDeferred.to_dict`` wrote them,
+    types checked; the cluster bounds them), or None."""
+    try:
+        loaded = json.loads(read_bounded(path, MAX_RESULT_FILE_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (ValueError, RecursionError) as err:
+        raise XComError(f"the result file is unreadable: {str(err)[:200]}") from None
+    defer = loaded.get("defer") if isinstance(loaded, dict) else None
+    if defer is None:
+        return None
+    texts = ("kind", "args_json", "method_name", "kwargs_json")
+    timeout = defer.get("timeout_seconds") if isinstance(defer, dict) else None
+    if (
+        not isinstance(defer, dict)
+        or not all(isinstance(defer.get(name), str) for name in texts)
+        or not (timeout is None or isinstance(timeout, int | float))
+    ):
+        raise XComError("the result file's deferral is not in the format")
+    return {name: defer[name] for name in texts} | {"timeout_seconds": timeout}
 
 
 _KINDS = (

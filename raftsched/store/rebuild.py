@@ -310,7 +310,9 @@ def _task_instance(
         return ti, None
     state = str(row.state)
     closing = None
-    if state == "running":  # lost with the old cluster: closed, and tried again at once
+    # lost with the old cluster (a deferred one's trigger lived only in the replicated state):
+    # closed, and tried again at once (a deferring task defers anew)
+    if state in ("running", "deferred"):
         number = int(row.try_number)
         closing = {
             "dag_id": row.dag_id,

@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 from raftsched import taskenv
-from raftsched.dags import xcom_args
+from raftsched.dags import deferral, xcom_args
 from raftsched.dags.authoring import collect_dags
 from raftsched.dags.loading import load_dag_module
 from raftsched.dags.validation import resolve_callable
@@ -71,8 +71,12 @@ def call(module: ModuleType | None, path: str, callable_name: str, kwargs: Any) 
         return _run_callback.call_callback(
             module, path, callable_name, kwargs[_run_callback.CALLBACK_KEY]
         )
+    resume = kwargs.pop(deferral.RESUME_KEY, None) if isinstance(kwargs, dict) else None
     try:
         namespace = vars(module) if module is not None else vars(import_dag_file(path))
+        if isinstance(resume, dict):  # its trigger fired: the method it named takes over
+            callable_name = str(resume.get("method") or "")
+            kwargs = {**(resume.get("kwargs") or {}), "event": resume.get("event")}
         fn = resolve_callable(namespace, callable_name)
         if fn is None:
             raise TaskLoadError(f"{callable_name!r} is not a callable module-level name of {path}")
@@ -85,6 +89,14 @@ def call(module: ModuleType | None, path: str, callable_name: str, kwargs: Any) 
         value = fn(**kwargs)
     except SystemExit as exit_:
         return _exit_code(exit_)
+    except deferral.TaskDeferred as deferred:
+        try:
+            xcom_args.write_result("", None, defer=deferred.to_dict())
+        except (TypeError, ValueError, OSError) as err:
+            print(f"raftsched: cannot defer: {err}", file=sys.stderr)
+            return 1
+        print(f"raftsched: {deferred}", file=sys.stderr)
+        return 0
     except xcom_args.TaskSkipped as skip:
         print(f"raftsched: skipped{': ' if str(skip) else ''}{skip}", file=sys.stderr)
         xcom_args.write_result("", None, skipped=True)

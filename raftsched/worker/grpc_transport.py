@@ -36,6 +36,7 @@ from google.protobuf.json_format import MessageToDict
 from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core.model import DEFAULT_QUEUE, TaskKey
+from raftsched.worker.defer_call import report_defer
 from raftsched.worker.logs import clean_output, outcome_message
 from raftsched.worker.reports import Report
 from raftsched.worker.transport import Assignment, WorkerRejected
@@ -289,6 +290,8 @@ class GrpcWorkerTransport:
         )
         return self._refusable("CompleteCallback", request)
 
+    defer = report_defer  # the attempt deferred (worker.defer_call)
+
     def release(self, worker_id: str, leases: Sequence[tuple[TaskKey, int]]) -> None:
         request = worker_pb2.ReleaseRequest(
             worker_id=worker_id, leases=[_lease_ref(key, token) for key, token in leases]
@@ -355,6 +358,7 @@ def assignment_from(lease: Any) -> Assignment:
         skip_on_exit_code=(
             lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None
         ),
+        resume_json=lease.resume_json,
     )
 
 

@@ -305,14 +305,17 @@ class Worker(NextLeases, DeathReport, Heartbeats):
         backoff = 0.2
         while True:
             try:
-                accepted = self.outcomes.complete(
-                    a.key,
-                    a.token,
-                    success=outcome.success,
-                    exit_code=outcome.exit_code,
-                    message=outcome_message(outcome.message),  # bounded and clean
-                    **outcome.results(),  # its XCom, branch, skip: only when there are
-                )
+                if outcome.defer is not None:  # its slot is free; its trigger is committed
+                    accepted = self.transport.defer(a.key, a.token, outcome.defer)
+                else:
+                    accepted = self.outcomes.complete(
+                        a.key,
+                        a.token,
+                        success=outcome.success,
+                        exit_code=outcome.exit_code,
+                        message=outcome_message(outcome.message),  # bounded and clean
+                        **outcome.results(),  # its XCom, branch, skip: only when there are
+                    )
             except RaftschedError as err:
                 log.info("outcome of %s not reported yet: %s", describe(a.key), err)
             except Exception:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from raftsched import masking
 from raftsched.core.xcom import TASKFLOW_PREFIX, check_result_json
 from raftsched.dags import xcom_args
+from raftsched.dags.deferral import RESUME_KEY
 from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import Assignment
 
@@ -29,9 +31,12 @@ if TYPE_CHECKING:
 
 def with_upstream_results(a: Assignment) -> Assignment:
     """Raises xcom_args.XComError when an argument names an item the value lacks."""
-    if a.kind != "python" or not a.kwargs:
+    if a.kind != "python" or not (a.kwargs or a.resume_json):
         return a
-    return replace(a, kwargs=xcom_args.resolve(dict(a.kwargs), a.upstream_results))
+    kwargs = xcom_args.resolve(dict(a.kwargs), a.upstream_results)
+    if a.resume_json:  # after the templates: the event is data, never a template
+        kwargs[RESUME_KEY] = json.loads(a.resume_json)
+    return replace(a, kwargs=kwargs)
 
 
 def result_path(workdir: str) -> str:
@@ -79,4 +84,10 @@ def _settle(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
         return replace(outcome, success=False, message=str(err))
     if skipped:
         return replace(outcome, skipped=True, message="skipped by the task (TaskSkipped)")
+    try:
+        defer = xcom_args.read_deferral(result_path(workdir))
+    except xcom_args.XComError as err:
+        return replace(outcome, success=False, message=str(err))
+    if defer is not None:
+        return replace(outcome, defer=defer, message=f"deferred on a {defer['kind']} trigger")
     return replace(outcome, result_json=text, follow=follow)

@@ -83,6 +83,7 @@ class Outcome:
     result_json: str = ""  # its return value (XCom) as JSON text (worker.results)
     follow: tuple[str, ...] | None = None  # a branch's choice
     skipped: bool = False  # success that ends SKIPPED (skip exit code, TaskSkipped)
+    defer: dict[str, Any] | None = None  # it deferred (worker.results): reported with Defer
 
     def results(self) -> dict[str, Any]:
         """What complete() takes beyond the outcome: only what is set (fakes stay simple)."""

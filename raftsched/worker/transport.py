@@ -69,6 +69,8 @@ class Assignment:
     # TaskFlow arguments are resolved from them (dags.xcom_args)
     upstream_results: Mapping[str, str] = field(default_factory=dict)
     skip_on_exit_code: int | None = None  # bash: this exit code ends the attempt SKIPPED
+    # A resumed deferral's {"method", "kwargs", "event"} as JSON text (dags.deferral)
+    resume_json: str = ""
 
     def task_env(self) -> dict[str, str]:
         """The RAFTSCHED_* variables every attempt sees (added after the task's own env)."""

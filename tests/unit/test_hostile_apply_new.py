@@ -491,6 +491,103 @@ def any_hostile_command(draw: Draw, sim: Sim, rid: str) -> c.Command:
     return BUILDERS[kind](draw, sim, rid, now)
 
 
+# -- deferred tasks and triggers (core/handlers_triggers.py) ----------------------------------
+
+TRIGGER_KINDS = st.sampled_from(["file", "time", "user:mod.Cls", "", "a b", "x" * 400, None, 3])
+TRIGGER_JSON = st.one_of(JSON_TEXTS, NOT_TEXT, st.just('{"path": "/tmp/x"}'))
+TIMEOUTS = st.sampled_from([None, 0.0, 0.5, 1.0, 30.0, float("nan"), float("inf"), -1.0, "5"])
+DEFER_VALID = {
+    "kind": st.sampled_from(["file", "time"]),
+    "args_json": st.sampled_from(["{}", '{"path": "/tmp/x"}']),
+    "method_name": st.sampled_from(["execute_complete", "done"]),
+    "kwargs_json": st.sampled_from(["{}", '{"n": 1}']),
+    "timeout_seconds": st.sampled_from([None, 1.0, 30.0]),
+    "chunks": st.just(()),
+}
+DEFER_HOSTILE = {
+    "kind": TRIGGER_KINDS,
+    "args_json": TRIGGER_JSON,
+    "method_name": st.one_of(REFS, st.just("a.b")),
+    "kwargs_json": TRIGGER_JSON,
+    "timeout_seconds": TIMEOUTS,
+    "chunks": CHUNKS,
+}
+
+
+def _trigger_ref(draw: Draw, sim: Sim) -> Any:
+    held = list(sim.state.triggers.triggers())
+    if held and draw(st.integers(0, 3)):
+        trigger = draw(st.sampled_from(held))
+        return c.TriggerRef(trigger.key, draw(st.sampled_from([trigger.token, trigger.token + 1])))
+    return draw(
+        st.one_of(
+            st.builds(lambda: c.TriggerRef(_key(draw), _token(draw, sim))),
+            st.sampled_from([None, ("d", "r", "a"), c.TriggerRef(None, 1)]),  # type: ignore[arg-type]
+        )
+    )
+
+
+def _defer(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    live = sim.state.leases()
+    if live and draw(st.integers(0, 3)):
+        lease = draw(st.sampled_from(live))
+        key, token, worker = lease.key, lease.token, lease.worker_id
+    else:
+        key, token, worker = _key(draw), _token(draw, sim), draw(st.one_of(st.just("w1"), IDS))
+    values = _fields(draw, DEFER_VALID, DEFER_HOSTILE)
+    return c.DeferTask(request_id=rid, now=now, worker_id=worker, key=key, token=token, **values)
+
+
+def _fire(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    firing = c.TriggerFiring(
+        _trigger_ref(draw, sim),
+        draw(st.one_of(JSON_TEXTS, NOT_TEXT)),
+        draw(st.one_of(st.just(""), st.just("Traceback\nValueError: x"), HOSTILE_TEXT, NOT_TEXT)),
+    )
+    who = draw(st.one_of(st.just("t1"), IDS))
+    firings = draw(st.sampled_from([(firing,), (firing, firing), [firing], (None,)]))
+    return c.FireTriggers(request_id=rid, now=now, triggerer_id=who, firings=firings)
+
+
+BUILDERS.update(
+    {
+        c.DeferTask: _defer,
+        c.LeaseTriggers: lambda draw, sim, rid, now: c.LeaseTriggers(
+            request_id=rid,
+            now=now,
+            **_fields(
+                draw,
+                {
+                    "triggerer_id": st.just("t1"),
+                    "max_triggers": st.integers(1, 5),
+                    "lease_ttl_seconds": st.just(10.0),
+                },
+                {"triggerer_id": IDS, "max_triggers": NUMBERS, "lease_ttl_seconds": NUMBERS},
+            ),
+        ),
+        c.HeartbeatTriggers: lambda draw, sim, rid, now: c.HeartbeatTriggers(
+            request_id=rid,
+            now=now,
+            triggerer_id=draw(st.one_of(st.just("t1"), IDS)),
+            triggers=draw(st.sampled_from([(), "x"])) or (_trigger_ref(draw, sim),),
+            lease_ttl_seconds=draw(st.one_of(st.just(10.0), NUMBERS)),
+        ),
+        c.FireTriggers: _fire,
+        c.TimeoutTriggers: lambda draw, sim, rid, now: c.TimeoutTriggers(
+            request_id=rid,
+            now=now,
+            keys=draw(
+                st.one_of(
+                    st.builds(lambda: tuple(t.key for t in sim.state.triggers.triggers())),
+                    st.builds(lambda: (_key(draw),)),
+                    st.sampled_from([(None,), "k", [TaskKey("d", "r", "a")]]),
+                )
+            ),
+        ),
+    }
+)
+
+
 def _setup() -> Sim:
     """A DAG using every newer feature: queues, callbacks, a deadline, params, a branch."""
     sim = Sim()
@@ -524,6 +621,19 @@ def _ordinary(sim: Sim, step: int) -> list[c.Command]:
         c.LeaseCallbacks(request_id=sim.rid(), now=now, worker_id="w1", max_jobs=2),
     ]
     for i, lease in enumerate(sim.state.leases()[:2]):
+        if step % 3 == 2 and i == 0:  # it waits on a trigger instead
+            out.append(
+                c.DeferTask(
+                    request_id=sim.rid(),
+                    now=now,
+                    worker_id=lease.worker_id,
+                    key=lease.key,
+                    token=lease.token,
+                    kind="file",
+                    timeout_seconds=100.0,
+                )
+            )
+            continue
         out.append(
             c.CompleteAttempt(
                 request_id=sim.rid(),
@@ -547,6 +657,12 @@ def _ordinary(sim: Sim, step: int) -> list[c.Command]:
                 success=step % 2 == 0,
                 chunks=(c.LogChunk("stdout", "called\n"),),
             )
+        )
+    out.append(c.LeaseTriggers(request_id=sim.rid(), now=now, triggerer_id="t1"))
+    for trigger in list(sim.state.triggers.triggers())[:1]:
+        firing = c.TriggerFiring(c.TriggerRef(trigger.key, trigger.token), '{"at": 1}')
+        out.append(
+            c.FireTriggers(request_id=sim.rid(), now=now, triggerer_id="t1", firings=(firing,))
         )
     runs = tuple(rec.key for rec in sim.state.run_table.records("d"))[:3]
     out.append(c.MissDeadlines(request_id=sim.rid(), now=now, runs=runs))

@@ -26,7 +26,7 @@ MAX_LINES = 400
 OVERSIZE: dict[str, int] = {}
 CORE_MAY_IMPORT = {"croniter", "raftsched.errors"}
 ABOVE_CLUSTER = ("raftsched.api", "raftsched.web", "raftsched.cli", "raftsched.worker")
-ABOVE_CLUSTER += ("raftsched.standalone",)
+ABOVE_CLUSTER += ("raftsched.standalone", "raftsched.triggerer")
 
 
 def modules() -> Iterator[tuple[str, Path]]:

@@ -78,6 +78,7 @@ def test_each_node_renders_its_own_instruments_and_every_listed_name() -> None:
     assert 'raftsched_raft_role{role="follower"} 1.0' in body
     names = {line.split("{")[0].split()[0] for line in body.splitlines() if line[:1] != "#"}
     node_only = {"raftsched_raft_log_entries", "raftsched_runs", "raftsched_task_instances"}
+    node_only.add("raftsched_triggers_running")
     leader_only = {
         "raftsched_db_watermark",
         "raftsched_db_ok",

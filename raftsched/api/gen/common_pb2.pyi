@@ -34,6 +34,7 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_STATE_UP_FOR_RETRY: _ClassVar[TaskState]
     TASK_STATE_UPSTREAM_FAILED: _ClassVar[TaskState]
     TASK_STATE_SKIPPED: _ClassVar[TaskState]
+    TASK_STATE_DEFERRED: _ClassVar[TaskState]
 RUN_TYPE_UNSPECIFIED: RunType
 RUN_TYPE_SCHEDULED: RunType
 RUN_TYPE_MANUAL: RunType
@@ -51,6 +52,7 @@ TASK_STATE_FAILED: TaskState
 TASK_STATE_UP_FOR_RETRY: TaskState
 TASK_STATE_UPSTREAM_FAILED: TaskState
 TASK_STATE_SKIPPED: TaskState
+TASK_STATE_DEFERRED: TaskState
 
 class Freshness(_message.Message):
     __slots__ = ("leader_id", "applied_index", "node_id")

@@ -41,7 +41,7 @@ class LeaseRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., info: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
 
 class TaskLease(_message.Message):
-    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json", "params_json", "upstream_results", "skip_on_exit_code")
+    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json", "params_json", "upstream_results", "skip_on_exit_code", "resume_json")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class TaskLease(_message.Message):
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_RESULTS_FIELD_NUMBER: _ClassVar[int]
     SKIP_ON_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_JSON_FIELD_NUMBER: _ClassVar[int]
     key: _common_pb2.TaskKey
     token: int
     try_number: int
@@ -94,7 +95,8 @@ class TaskLease(_message.Message):
     params_json: str
     upstream_results: _containers.ScalarMap[str, str]
     skip_on_exit_code: int
-    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ..., params_json: _Optional[str] = ..., upstream_results: _Optional[_Mapping[str, str]] = ..., skip_on_exit_code: _Optional[int] = ...) -> None: ...
+    resume_json: str
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ..., params_json: _Optional[str] = ..., upstream_results: _Optional[_Mapping[str, str]] = ..., skip_on_exit_code: _Optional[int] = ..., resume_json: _Optional[str] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
     __slots__ = ("leases",)
@@ -367,3 +369,123 @@ class ListWorkersResponse(_message.Message):
     lost: _containers.RepeatedCompositeFieldContainer[WorkerSummary]
     freshness: _common_pb2.Freshness
     def __init__(self, workers: _Optional[_Iterable[_Union[WorkerSummary, _Mapping]]] = ..., lost: _Optional[_Iterable[_Union[WorkerSummary, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+
+class DeferRequest(_message.Message):
+    __slots__ = ("worker_id", "key", "token", "kind", "args_json", "method_name", "kwargs_json", "timeout_seconds", "chunks", "request_id")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    METHOD_NAME_FIELD_NUMBER: _ClassVar[int]
+    KWARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    key: _common_pb2.TaskKey
+    token: int
+    kind: str
+    args_json: str
+    method_name: str
+    kwargs_json: str
+    timeout_seconds: float
+    chunks: _containers.RepeatedCompositeFieldContainer[_common_pb2.LogText]
+    request_id: str
+    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., kind: _Optional[str] = ..., args_json: _Optional[str] = ..., method_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., timeout_seconds: _Optional[float] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DeferResponse(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    def __init__(self, state: _Optional[str] = ...) -> None: ...
+
+class LeaseTriggersRequest(_message.Message):
+    __slots__ = ("triggerer_id", "max_triggers", "wait_seconds", "lease_ttl_seconds", "request_id")
+    TRIGGERER_ID_FIELD_NUMBER: _ClassVar[int]
+    MAX_TRIGGERS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    triggerer_id: str
+    max_triggers: int
+    wait_seconds: float
+    lease_ttl_seconds: float
+    request_id: str
+    def __init__(self, triggerer_id: _Optional[str] = ..., max_triggers: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class TriggerLease(_message.Message):
+    __slots__ = ("key", "token", "try_number", "kind", "args_json", "fileloc", "expires_at")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ARGS_JSON_FIELD_NUMBER: _ClassVar[int]
+    FILELOC_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    key: _common_pb2.TaskKey
+    token: int
+    try_number: int
+    kind: str
+    args_json: str
+    fileloc: str
+    expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., kind: _Optional[str] = ..., args_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LeaseTriggersResponse(_message.Message):
+    __slots__ = ("triggers",)
+    TRIGGERS_FIELD_NUMBER: _ClassVar[int]
+    triggers: _containers.RepeatedCompositeFieldContainer[TriggerLease]
+    def __init__(self, triggers: _Optional[_Iterable[_Union[TriggerLease, _Mapping]]] = ...) -> None: ...
+
+class TriggerRef(_message.Message):
+    __slots__ = ("key", "token")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    key: _common_pb2.TaskKey
+    token: int
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ...) -> None: ...
+
+class HeartbeatTriggersRequest(_message.Message):
+    __slots__ = ("triggerer_id", "triggers", "lease_ttl_seconds", "request_id")
+    TRIGGERER_ID_FIELD_NUMBER: _ClassVar[int]
+    TRIGGERS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    triggerer_id: str
+    triggers: _containers.RepeatedCompositeFieldContainer[TriggerRef]
+    lease_ttl_seconds: float
+    request_id: str
+    def __init__(self, triggerer_id: _Optional[str] = ..., triggers: _Optional[_Iterable[_Union[TriggerRef, _Mapping]]] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatTriggersResponse(_message.Message):
+    __slots__ = ("ok",)
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ok: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, ok: _Optional[_Iterable[bool]] = ...) -> None: ...
+
+class TriggerFiring(_message.Message):
+    __slots__ = ("ref", "event_json", "error")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    EVENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ref: TriggerRef
+    event_json: str
+    error: str
+    def __init__(self, ref: _Optional[_Union[TriggerRef, _Mapping]] = ..., event_json: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class FireTriggersRequest(_message.Message):
+    __slots__ = ("triggerer_id", "firings", "request_id")
+    TRIGGERER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRINGS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    triggerer_id: str
+    firings: _containers.RepeatedCompositeFieldContainer[TriggerFiring]
+    request_id: str
+    def __init__(self, triggerer_id: _Optional[str] = ..., firings: _Optional[_Iterable[_Union[TriggerFiring, _Mapping]]] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class FireTriggersResponse(_message.Message):
+    __slots__ = ("refused",)
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    refused: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, refused: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -85,6 +85,26 @@ class WorkerServiceStub:
                 request_serializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersResponse.FromString,
                 _registered_method=True)
+        self.Defer = channel.unary_unary(
+                '/raftsched.v1.WorkerService/Defer',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.DeferRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.DeferResponse.FromString,
+                _registered_method=True)
+        self.LeaseTriggers = channel.unary_unary(
+                '/raftsched.v1.WorkerService/LeaseTriggers',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.LeaseTriggersRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.LeaseTriggersResponse.FromString,
+                _registered_method=True)
+        self.HeartbeatTriggers = channel.unary_unary(
+                '/raftsched.v1.WorkerService/HeartbeatTriggers',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.HeartbeatTriggersRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.HeartbeatTriggersResponse.FromString,
+                _registered_method=True)
+        self.FireTriggers = channel.unary_unary(
+                '/raftsched.v1.WorkerService/FireTriggers',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -170,6 +190,35 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Defer(self, request, context):
+        """End a leased attempt waiting on a trigger: the task is DEFERRED and frees its slot.
+        FAILED_PRECONDITION if the token is stale or another worker holds the lease.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaseTriggers(self, request, context):
+        """A triggerer leases triggers of deferred tasks (long poll like LeaseCallbacks).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def HeartbeatTriggers(self, request, context):
+        """A triggerer still runs these triggers: their leases are extended.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FireTriggers(self, request, context):
+        """A triggerer reports triggers that fired (or raised); each answer says whether it counted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +271,26 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.ListWorkers,
                     request_deserializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_worker__pb2.ListWorkersResponse.SerializeToString,
+            ),
+            'Defer': grpc.unary_unary_rpc_method_handler(
+                    servicer.Defer,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.DeferRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.DeferResponse.SerializeToString,
+            ),
+            'LeaseTriggers': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaseTriggers,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.LeaseTriggersRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.LeaseTriggersResponse.SerializeToString,
+            ),
+            'HeartbeatTriggers': grpc.unary_unary_rpc_method_handler(
+                    servicer.HeartbeatTriggers,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.HeartbeatTriggersRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.HeartbeatTriggersResponse.SerializeToString,
+            ),
+            'FireTriggers': grpc.unary_unary_rpc_method_handler(
+                    servicer.FireTriggers,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -495,6 +564,114 @@ class WorkerService:
             '/raftsched.v1.WorkerService/ListWorkers',
             raftsched_dot_v1_dot_worker__pb2.ListWorkersRequest.SerializeToString,
             raftsched_dot_v1_dot_worker__pb2.ListWorkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Defer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/Defer',
+            raftsched_dot_v1_dot_worker__pb2.DeferRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.DeferResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaseTriggers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/LeaseTriggers',
+            raftsched_dot_v1_dot_worker__pb2.LeaseTriggersRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.LeaseTriggersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HeartbeatTriggers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/HeartbeatTriggers',
+            raftsched_dot_v1_dot_worker__pb2.HeartbeatTriggersRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.HeartbeatTriggersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FireTriggers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/FireTriggers',
+            raftsched_dot_v1_dot_worker__pb2.FireTriggersRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.FireTriggersResponse.FromString,
             options,
             channel_credentials,
             insecure,

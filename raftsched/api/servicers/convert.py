@@ -282,6 +282,7 @@ def task_lease(
         data_interval_end=ts(grant.data_interval_end),
         conf_json=conf_text(grant.conf),
         params_json=grant.params_json,
+        resume_json=grant.resume_json,
     )
     if task.execution_timeout_seconds is not None:
         out.execution_timeout_seconds = task.execution_timeout_seconds

@@ -35,6 +35,7 @@ from raftsched.api.servicers.worker_batch import CommandBatcher, Rider
 from raftsched.api.servicers.worker_callbacks import CallbackRpcs
 from raftsched.api.servicers.worker_reports import ReportRpcs
 from raftsched.api.servicers.worker_roster import RosterRpcs, worker_info
+from raftsched.api.servicers.worker_triggers import TriggerRpcs
 from raftsched.api.status import (
     StatusError,
     invalid_argument,
@@ -61,7 +62,9 @@ CANCEL_CHECK = 1.0  # seconds between checks that the caller is still there
 LEADER_CONTACT = 1.0
 
 
-class WorkerServicer(CallbackRpcs, ReportRpcs, RosterRpcs, worker_pb2_grpc.WorkerServiceServicer):
+class WorkerServicer(
+    CallbackRpcs, ReportRpcs, RosterRpcs, TriggerRpcs, worker_pb2_grpc.WorkerServiceServicer
+):
     def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
         self.ctx = ctx
         self.signal = signal

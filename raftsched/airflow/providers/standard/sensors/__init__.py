@@ -1,6 +1,6 @@
-"""``airflow.providers.standard.sensors``: no sensor is supported yet.
-
-Each submodule (``bash``, ``python``, ``time``, ``time_delta``, ``date_time``, ``filesystem``,
-``external_task``) imports, and its sensors raise an error saying what to use instead: a task
-that checks once and fails, with ``retries`` and ``retry_delay`` to poll.
+"""``airflow.providers.standard.sensors``: ``filesystem.FileSensor``,
+``date_time.DateTimeSensor(Async)`` and ``time_delta.TimeDeltaSensor(Async)`` run through
+deferral and the triggerer (``raftsched.airflow._sensors``); the other submodules (``bash``,
+``python``, ``time``, ``external_task``) import, and their sensors raise an error saying what
+to use instead.
 """

@@ -1,24 +1,24 @@
-"""``airflow.providers.standard.sensors.date_time``: not supported yet (see the package)."""
+"""``airflow.providers.standard.sensors.date_time``: DateTimeSensor, DateTimeSensorAsync
+(raftsched.airflow._sensors)."""
 
 from __future__ import annotations
 
+from raftsched.airflow._sensors import DateTimeSensor, DateTimeSensorAsync
 from raftsched.airflow._unsupported import missing_names
+
+__all__ = ["DateTimeSensor", "DateTimeSensorAsync"]
 
 __getattr__ = missing_names(
     "airflow.providers.standard.sensors.date_time",
     {
-        name: "sensors are not supported yet: check once in a @task that raises when not"
-        " ready, with retries= and retry_delay= to poll"
+        name: "not supported yet: FileSensor, DateTimeSensor(Async) and TimeDeltaSensor(Async)"
+        " are; otherwise check once in a @task that raises when not ready, with retries="
+        " and retry_delay= to poll"
         for name in (
             "BashSensor",
             "PythonSensor",
             "TimeSensor",
             "TimeSensorAsync",
-            "TimeDeltaSensor",
-            "TimeDeltaSensorAsync",
-            "DateTimeSensor",
-            "DateTimeSensorAsync",
-            "FileSensor",
             "ExternalTaskSensor",
             "ExternalTaskMarker",
         )

@@ -1,0 +1,3 @@
+"""``airflow.sensors``: FileSensor (``filesystem``), DateTimeSensor(Async) (``date_time``),
+TimeDeltaSensor(Async) (``time_delta``) and ``base.BaseSensorOperator``, run through
+deferral and the triggerer (raftsched.airflow._sensors)."""

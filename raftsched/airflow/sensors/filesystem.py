@@ -1,0 +1,25 @@
+"""``airflow.sensors.filesystem``: FileSensor (raftsched.airflow._sensors)."""
+
+from __future__ import annotations
+
+from raftsched.airflow._sensors import FileSensor
+from raftsched.airflow._unsupported import missing_names
+
+__all__ = ["FileSensor"]
+
+__getattr__ = missing_names(
+    "airflow.sensors.filesystem",
+    {
+        name: "not supported yet: FileSensor, DateTimeSensor(Async) and TimeDeltaSensor(Async)"
+        " are; otherwise check once in a @task that raises when not ready, with retries="
+        " and retry_delay= to poll"
+        for name in (
+            "BashSensor",
+            "PythonSensor",
+            "TimeSensor",
+            "TimeSensorAsync",
+            "ExternalTaskSensor",
+            "ExternalTaskMarker",
+        )
+    },
+)

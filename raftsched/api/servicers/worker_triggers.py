@@ -1,0 +1,194 @@
+"""WorkerService's trigger rpcs: Defer (a worker), LeaseTriggers (long poll),
+HeartbeatTriggers and FireTriggers (a triggerer). docs/architecture.md §17.
+
+A triggerer is leased triggers like a worker tasks: the grant is the result of a committed
+``LeaseTriggers`` command (invariant 3), its token that command's log index. The long poll
+proposes once, then reads this node's replica for a leasable trigger every
+:data:`POLL_INTERVAL` and proposes again only when it sees one.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import grpc
+
+from raftsched.api.gen import worker_pb2
+from raftsched.api.servicers import bounds, convert
+from raftsched.api.status import StatusError, raise_for_result, translate_errors
+from raftsched.cluster.proposer import new_request_id
+from raftsched.core import commands as c
+from raftsched.core import handlers_triggers as htr
+from raftsched.core import limits
+from raftsched.core import results as r
+from raftsched.core.model import TaskKey
+
+POLL_INTERVAL = 0.25
+MAX_WAIT = 30.0
+MAX_TRIGGERS = 1_000  # per LeaseTriggers call
+DEFAULT_TTL = 10.0
+_REFUSED = (r.STALE_TOKEN, r.WRONG_WORKER, r.UNKNOWN_TASK)
+
+
+def _ttl(value: float) -> float:
+    return bounds.seconds(
+        "lease_ttl_seconds",
+        value,
+        limits.MIN_LEASE_TTL_SECONDS,
+        limits.MAX_LEASE_TTL_SECONDS,
+        default=DEFAULT_TTL,
+    )
+
+
+def _json(field: str, text: str, default: str, most: int, *, obj: bool = True) -> str:
+    text = text or default
+    htr.check_json_text(field, text, most, obj=obj)
+    return text
+
+
+class TriggerRpcs:
+    """Mixed into ``WorkerServicer`` (which provides ``ctx`` and ``signal``)."""
+
+    ctx: Any
+    signal: Any
+
+    @translate_errors
+    def Defer(self, request: Any, context: grpc.ServicerContext) -> Any:
+        timeout = None
+        if request.HasField("timeout_seconds"):
+            timeout = limits.check_float(
+                "timeout_seconds",
+                request.timeout_seconds,
+                htr.MIN_TRIGGER_TIMEOUT_SECONDS,
+                limits.MAX_DURATION_SECONDS,
+            )
+        command = self.ctx.make(
+            c.DeferTask,
+            bounds.request_id(request.request_id),
+            worker_id=bounds.ident("worker_id", request.worker_id),
+            key=bounds.key(request),
+            token=bounds.token("token", request.token),
+            kind=bounds.text("kind", request.kind, htr.MAX_TRIGGER_KIND_CHARS),
+            args_json=_json("args_json", request.args_json, "{}", htr.MAX_TRIGGER_ARGS_BYTES),
+            method_name=request.method_name or "execute_complete",
+            kwargs_json=_json("kwargs_json", request.kwargs_json, "{}", htr.MAX_TRIGGER_ARGS_BYTES),
+            timeout_seconds=timeout,
+            chunks=bounds.log_chunks(request.chunks),
+        )
+        result = self.ctx.propose(command, context)
+        if not result.ok:
+            if result.reason in _REFUSED:
+                raise StatusError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"the lease of {command.key.task_id} with token {request.token} is not"
+                    f" this worker's ({result.reason}); the worker must drop the attempt",
+                )
+            raise_for_result(result)
+        return worker_pb2.DeferResponse(state=str(result.value or ""))
+
+    @translate_errors
+    def LeaseTriggers(self, request: Any, context: grpc.ServicerContext) -> Any:
+        triggerer_id = bounds.ident("triggerer_id", request.triggerer_id)
+        most = bounds.count("max_triggers", request.max_triggers, 1, MAX_TRIGGERS)
+        wait = bounds.wait_seconds("wait_seconds", request.wait_seconds, MAX_WAIT)
+        ttl = _ttl(request.lease_ttl_seconds)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            wait = min(wait, max(0.0, remaining - 1.0))
+        end = time.monotonic() + wait
+        base = bounds.request_id(request.request_id) or new_request_id()
+        attempt = 0
+        replay = True  # as LeaseCallbacks: a retried call first replays its proposals
+        while True:
+            if replay or self._any_trigger_leasable():
+                command = self.ctx.make(
+                    c.LeaseTriggers,
+                    f"{base}#{attempt}",
+                    triggerer_id=triggerer_id,
+                    max_triggers=most,
+                    lease_ttl_seconds=ttl,
+                )
+                attempt += 1
+                result = self.ctx.propose(command, context)
+                raise_for_result(result, detail=f"LeaseTriggers refused ({result.reason})")
+                grants = tuple(result.value or ())
+                if grants:
+                    return worker_pb2.LeaseTriggersResponse(
+                        triggers=[_trigger_pb(g) for g in grants]
+                    )
+                replay = bool(result.duplicate)
+                if replay:
+                    continue
+            left = end - time.monotonic()
+            if left <= 0 or self.signal.closed or not context.is_active():
+                return worker_pb2.LeaseTriggersResponse()
+            time.sleep(min(POLL_INTERVAL, left))
+
+    def _any_trigger_leasable(self) -> bool:
+        now = datetime.now(UTC)
+        found, _ = self.ctx.read(lambda st: next(st.triggers.leasable(now), None) is not None)
+        return bool(found)
+
+    @translate_errors
+    def HeartbeatTriggers(self, request: Any, context: grpc.ServicerContext) -> Any:
+        refs = tuple(_ref(ref, f"triggers[{i}]") for i, ref in enumerate(request.triggers))
+        limits.check_count("triggers", len(refs), limits.MAX_ITEMS_PER_COMMAND)
+        command = self.ctx.make(
+            c.HeartbeatTriggers,
+            bounds.request_id(request.request_id),
+            triggerer_id=bounds.ident("triggerer_id", request.triggerer_id),
+            triggers=refs,
+            lease_ttl_seconds=_ttl(request.lease_ttl_seconds),
+        )
+        items = _items(self.ctx.propose(command, context))
+        return worker_pb2.HeartbeatTriggersResponse(ok=[item.ok for item in items])
+
+    @translate_errors
+    def FireTriggers(self, request: Any, context: grpc.ServicerContext) -> Any:
+        limits.check_count("firings", len(request.firings), limits.MAX_LEASES_PER_CALL)
+        firings = tuple(
+            c.TriggerFiring(
+                _ref(f.ref, f"firings[{i}].ref"),
+                _json(f"firings[{i}].event_json", f.event_json, "null", 65_536, obj=False),
+                bounds.truncate(limits.clean_text(f.error), htr.MAX_TRIGGER_ERROR_CHARS),
+            )
+            for i, f in enumerate(request.firings)
+        )
+        command = self.ctx.make(
+            c.FireTriggers,
+            bounds.request_id(request.request_id),
+            triggerer_id=bounds.ident("triggerer_id", request.triggerer_id),
+            firings=firings,
+        )
+        items = _items(self.ctx.propose(command, context))
+        return worker_pb2.FireTriggersResponse(
+            refused=["" if item.ok else item.reason for item in items]
+        )
+
+
+def _items(result: Any) -> tuple[Any, ...]:
+    """Per-item answers; a command refused as a whole (INVALID, HALTED) raises."""
+    if isinstance(result.value, tuple) and all(isinstance(i, r.Item) for i in result.value):
+        return result.value
+    raise_for_result(result)
+    return ()
+
+
+def _ref(pb: Any, where: str) -> c.TriggerRef:
+    return c.TriggerRef(bounds.key(pb, "key"), bounds.token(f"{where}.token", pb.token))
+
+
+def _trigger_pb(grant: dict[str, Any]) -> Any:
+    key = TaskKey(grant["dag_id"], grant["run_id"], grant["task_id"])
+    expires = datetime.fromisoformat(grant["expires_at"])
+    return worker_pb2.TriggerLease(
+        key=convert.task_key(key),
+        token=grant["token"],
+        try_number=grant["try_number"],
+        kind=grant["kind"],
+        args_json=grant["args_json"],
+        fileloc=grant["fileloc"],
+        expires_at=convert.ts(expires),
+    )

@@ -1,0 +1,243 @@
+"""Deferred tasks end to end, on SQLite and on PostgreSQL: three real scheduler nodes, a real
+`raftsched worker` and real `raftsched triggerer` processes.
+
+200 Python tasks each defer on a file trigger (a file of their own). Once they all wait,
+they are DEFERRED and hold no worker slot (the worker's running attempts, as the workers page
+reads them, are none). Half the files appear; the triggerer is killed -9 while the other half
+still wait; a second triggerer takes over their leases once they expire; the other files
+appear. Every task resumes exactly once, with its own file's event: two attempts each
+(the deferral, then the resumed one that returns its number), and the run succeeds.
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_harness import WORKER, ApiCluster, WorkerProc
+from harness import child_env, wait_for
+from test_rest_api import _database
+
+from raftsched.api.gen import common_pb2, dag_pb2, worker_pb2
+
+pytestmark = pytest.mark.slow
+
+N = 200
+DAG_ID = "deferred_files"
+RUN_ID = "d1"
+
+DAG_SOURCE = """
+from raftsched import DAG, PythonTask
+from raftsched.dags.deferral import FileTrigger, TaskDeferred
+
+FOLDER = {folder!r}
+
+
+def wait(n):
+    raise TaskDeferred(FileTrigger(f"{{FOLDER}}/f{{n}}"), "resume", {{"n": n}}, timeout=600)
+
+
+def resume(n, event):
+    assert event["path"] == f"{{FOLDER}}/f{{n}}", event
+    print("resumed", n, "size", event["size"])
+    return n
+
+
+with DAG("deferred_files", schedule=None, max_active_tasks=1000):
+    for i in range({n}):
+        PythonTask(f"t{{i:03d}}", fn=wait, kwargs={{"n": i}})
+"""
+
+
+SENSORS_SOURCE = """
+from datetime import UTC, datetime
+from pathlib import Path
+
+from raftsched.airflow import DAG
+from raftsched.airflow.decorators import task
+from raftsched.airflow.sensors.base import PokeReturnValue
+from raftsched.airflow.sensors.date_time import DateTimeSensorAsync
+from raftsched.airflow.sensors.filesystem import FileSensor
+from raftsched.dags.deferral import BaseTrigger, TaskDeferred
+
+FOLDER = {folder!r}
+
+
+class Broken(BaseTrigger):
+    kind = "user:no_such_module.Trigger"
+
+    def args(self):
+        return {{}}
+
+
+def broken():
+    raise TaskDeferred(Broken(), "broken", {{}})
+
+
+with DAG("sensors", schedule=None, start_date=datetime(2024, 1, 1, tzinfo=UTC)):
+    FileSensor(task_id="file", filepath=FOLDER + "/sensed", poke_interval=1, deferrable=True)
+
+    @task.sensor(poke_interval=1, timeout=120, mode="reschedule")
+    def marker(path):
+        return PokeReturnValue(Path(path).exists(), "seen")
+
+    marker(FOLDER + "/marker")
+    DateTimeSensorAsync(task_id="past", target_time=datetime(2000, 1, 1, tzinfo=UTC))
+
+from raftsched import DAG as NativeDag, PythonTask
+
+with NativeDag("broken_trigger", schedule=None):
+    PythonTask("t", fn=broken)
+"""
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ApiCluster, Path]]:
+    workdir: Path = tmp_path_factory.mktemp(f"deferred-{request.param}")
+    files = workdir / "files"
+    files.mkdir()
+    source = DAG_SOURCE.format(folder=str(files), n=N)
+    with (
+        _database(request.param, workdir) as url,
+        ApiCluster(
+            workdir / "cluster",
+            url,
+            dags={
+                "deferred.py": source,
+                "sensors.py": SENSORS_SOURCE.format(folder=str(files)),
+            },
+            config={"triggerer": {"lease_ttl": 3, "heartbeat_interval": 0.5}},
+        ) as harness,
+    ):
+        harness.start()
+        harness.wait_leader()
+        harness.wait_dags(harness.client(), {DAG_ID, "sensors", "broken_trigger"})
+        yield harness, files
+
+
+def start_triggerer(cluster: ApiCluster, name: str) -> WorkerProc:
+    servers = ",".join(cluster.api_addresses)
+    args = ["triggerer", "--server", servers, "--token", WORKER, "--triggerer-id", name]
+    proc = WorkerProc(
+        index=200 + len(cluster.extra),
+        address=f"triggerer {name}",
+        config_path=cluster.config_path,
+        log_path=cluster.log_dir / f"triggerer-{name}.log",
+        env=child_env(),
+        args=args,
+        python=sys.executable,
+    )
+    proc.start()
+    cluster.extra.append(proc)
+    return proc
+
+
+def _metrics(admin_url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{admin_url}/metrics", timeout=5) as resp:
+        lines = resp.read().decode().splitlines()
+    return {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in lines
+        if line and not line.startswith("#")
+    }
+
+
+def attempts(cluster: ApiCluster, client: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for ti in cluster.task_instances(client, DAG_ID, RUN_ID):
+        out.setdefault(ti.key.task_id, []).append(ti)
+    return out
+
+
+def count(cluster: ApiCluster, client: Any, state: int) -> int:
+    return sum(1 for ti in cluster.current(client, DAG_ID, RUN_ID).values() if ti.state == state)
+
+
+def test_deferred_tasks_free_their_slots_and_resume_once(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    harness, files = cluster
+    client = harness.client()
+    harness.start_worker("w1", concurrency=8)
+    first = start_triggerer(harness, "trig-a")
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id=DAG_ID, run_id=RUN_ID))
+    deferred = common_pb2.TASK_STATE_DEFERRED
+    wait_for(
+        lambda: count(harness, client, deferred) == N,
+        timeout=240,
+        what=f"all {N} tasks deferred",
+        interval=0.5,
+    )
+    workers = client.workers.ListWorkers(worker_pb2.ListWorkersRequest()).workers
+    (w1,) = [w for w in workers if w.worker_id == "w1"]
+    assert list(w1.running) == []  # 200 waiting tasks, no slot taken
+    admin = harness.nodes[0].admin_url
+    deferred_now = wait_for(  # all leased by the triggerer
+        lambda: (m := _metrics(admin))["raftsched_triggers_running"] == N and m,
+        timeout=30,
+        what="every trigger leased",
+    )
+    assert deferred_now['raftsched_task_instances{state="deferred"}'] == N
+
+    for i in range(0, N, 2):  # half of them fire under the first triggerer
+        (files / f"f{i}").write_text("x" * i)
+    wait_for(
+        lambda: count(harness, client, common_pb2.TASK_STATE_SUCCESS) >= N // 4,
+        timeout=120,
+        what="some resumed tasks done",
+        interval=0.5,
+    )
+    first.kill()  # mid-wait: the others' leases now expire
+    start_triggerer(harness, "trig-b")
+    for i in range(1, N, 2):
+        (files / f"f{i}").write_text("y")
+    run = harness.wait_run(client, DAG_ID, RUN_ID, timeout=300)
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+
+    firings = wait_for(
+        lambda: (
+            (m := _metrics(harness.nodes[0].admin_url))["raftsched_trigger_firings_total"] >= N
+            and m
+        ),
+        timeout=30,
+        what="every firing counted",
+    )
+    assert firings["raftsched_trigger_firings_total"] == N  # each file once, across triggerers
+    assert firings["raftsched_trigger_errors_total"] == 0
+    by_task = attempts(harness, client)
+    assert len(by_task) == N
+    for task_id, tis in by_task.items():
+        states = sorted((ti.try_number, ti.state) for ti in tis)
+        assert states == [(1, deferred), (2, common_pb2.TASK_STATE_SUCCESS)], (task_id, states)
+
+
+def test_sensors_and_a_raising_trigger(cluster: tuple[ApiCluster, Path]) -> None:
+    """Runs after the test above (same cluster, its worker and second triggerer)."""
+    harness, files = cluster
+    client = harness.client()
+    for dag_id in ("sensors", "broken_trigger"):
+        client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id=dag_id, run_id="s1"))
+    failed = harness.wait_run(client, "broken_trigger", "s1", timeout=120)
+    assert failed.state == common_pb2.RUN_STATE_FAILED
+    (ti,) = harness.current(client, "broken_trigger", "s1").values()
+    assert ti.message.startswith("trigger failed: ModuleNotFoundError"), ti.message
+    log = dag_pb2.GetTaskLogRequest(dag_id="broken_trigger", run_id="s1", task_id="t")
+    text = "".join(chunk.text for chunk in client.dags.GetTaskLog(log))
+    assert "Traceback" in text and "no_such_module" in text
+    harness.wait_task(
+        client, "sensors", "s1", "file", lambda t: t.state == common_pb2.TASK_STATE_DEFERRED
+    )
+    (files / "sensed").write_text("x")
+    (files / "marker").write_text("x")
+    run = harness.wait_run(client, "sensors", "s1", timeout=120)
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+    tries = {k: v.try_number for k, v in harness.current(client, "sensors", "s1").items()}
+    assert tries["file"] == 2 and tries["past"] == 1 and tries["marker"] >= 2, tries

@@ -1,0 +1,135 @@
+"""The triggerer's loop against a fake cluster: it runs leased triggers in one asyncio loop,
+reports each firing once, reports a raising trigger's traceback instead of stopping, and
+cancels a trigger whose renewal the cluster refuses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from raftsched.core.model import TaskKey
+from raftsched.errors import TriggerError
+from raftsched.triggerer import triggers
+from raftsched.triggerer.loop import Triggerer, TriggererSettings
+from raftsched.triggerer.transport import Firing, TriggerGrant
+
+
+class FakeCluster:
+    def __init__(self, grants: list[TriggerGrant]) -> None:
+        self.grants = list(grants)
+        self.fired: list[Firing] = []
+        self.refuse_renewal: set[TaskKey] = set()
+        self.lock = threading.Lock()
+
+    def lease(self, most: int, wait: float) -> list[TriggerGrant]:
+        with self.lock:
+            out, self.grants = self.grants[:most], self.grants[most:]
+        if not out:
+            threading.Event().wait(0.05)
+        return out
+
+    def heartbeat(self, refs: list[tuple[TaskKey, int]]) -> list[bool]:
+        return [key not in self.refuse_renewal for key, _ in refs]
+
+    def fire(self, firings: list[Firing]) -> list[str]:
+        with self.lock:
+            self.fired.extend(firings)
+        return [""] * len(firings)
+
+
+def grant(name: str, kind: str, args: dict) -> TriggerGrant:
+    return TriggerGrant(TaskKey("d", "r", name), 7, 1, kind, json.dumps(args), "/dags/x.py")
+
+
+def run_until(triggerer: Triggerer, done, timeout: float = 20.0) -> None:
+    thread = threading.Thread(target=triggerer.run)
+    thread.start()
+    try:
+        for _ in range(int(timeout / 0.05)):
+            if done():
+                break
+            threading.Event().wait(0.05)
+    finally:
+        triggerer.stop()
+        thread.join(10)
+    assert done()
+
+
+def test_fires_once_each_and_reports_errors(tmp_path: Path) -> None:
+    (tmp_path / "here").write_text("abc")
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    cluster = FakeCluster(
+        [
+            grant("file", "file", {"filepath": str(tmp_path / "here"), "poke_interval": 1}),
+            grant("time", "time", {"moment": past}),
+            grant("bad", "no-such-kind", {}),
+            grant("user", "user:nomodule_here.Cls", {}),
+        ]
+    )
+    triggerer = Triggerer(cluster, TriggererSettings(heartbeat_interval=0.1, poll_wait=0.05))
+    run_until(triggerer, lambda: len(cluster.fired) == 4)
+    by_task = {f.key.task_id: f for f in cluster.fired}
+    assert json.loads(by_task["file"].event_json) == {"path": str(tmp_path / "here"), "size": 3}
+    assert json.loads(by_task["time"].event_json) == past
+    assert "TriggerError: unknown trigger kind" in by_task["bad"].error
+    assert "ModuleNotFoundError" in by_task["user"].error
+    assert (triggerer.counters.fired, triggerer.counters.errors) == (2, 2)
+
+
+def test_a_refused_renewal_cancels_the_trigger(tmp_path: Path) -> None:
+    waiting = grant("w", "file", {"filepath": str(tmp_path / "never"), "poke_interval": 1})
+    cluster = FakeCluster([waiting])
+    cluster.refuse_renewal.add(waiting.key)
+    triggerer = Triggerer(cluster, TriggererSettings(heartbeat_interval=0.1, poll_wait=0.05))
+    run_until(triggerer, lambda: triggerer.counters.refused >= 1)
+    assert cluster.fired == [] and triggerer.counters.running == 0
+
+
+def test_a_user_defined_trigger_runs_from_the_dag_folder(tmp_path: Path) -> None:
+    (tmp_path / "my_triggers.py").write_text(
+        "class Ready:\n"
+        "    def __init__(self, value):\n"
+        "        self.value = value\n"
+        "    async def run(self):\n"
+        "        yield {'value': self.value}\n"
+    )
+    event = asyncio.run(
+        triggers.run_trigger("user:my_triggers.Ready", '{"value": 5}', str(tmp_path / "d.py"))
+    )
+    assert json.loads(event) == {"value": 5}
+    with pytest.raises(TriggerError):
+        asyncio.run(triggers.run_trigger("user:nodot", "{}", str(tmp_path / "d.py")))
+
+
+def test_the_http_trigger_fires_on_the_status_and_body_it_waits_for() -> None:
+    import http.server
+
+    answers = iter([(503, b"busy"), (200, b"not yet"), (200, b"state: ready")])
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            status, body = next(answers, (200, b"state: ready"))
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/health"
+        args = {"url": url, "status": 200, "body_contains": "ready", "poke_interval": 1}
+        event = asyncio.run(triggers.run_trigger("http", json.dumps(args), "/dags/d.py"))
+        assert json.loads(event) == {"status": 200, "body": "state: ready"}
+        with pytest.raises(TriggerError, match="http"):
+            asyncio.run(triggers.run_trigger("http", '{"url": "file:///etc/passwd"}', "/d.py"))
+    finally:
+        server.shutdown()
