@@ -36,20 +36,49 @@ def register(dags_sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     test = dags_sub.add_parser(
         "test",
         help="run one run of a DAG here, task by task, with no cluster (exit 0 if it succeeds)",
+        description="Run one run of a DAG on this machine, task by task. DATE is Airflow's"
+        " logical date (`airflow dags test ID DATE`): for a DAG whose tasks see the start of"
+        " the data interval as logical_date (a timedelta schedule, or"
+        " create_cron_data_intervals) the run is the one whose interval starts at DATE;"
+        " --logical-date names the run by its scheduled time instead.",
     )
     test.add_argument("dag_id")
-    test.add_argument("--folder", help="DAGs folder (default: [core] dags_folder of the config)")
-    test.add_argument(
-        "--logical-date",
-        metavar="ISO_TIME",
-        help="the run's logical date (default: now); without an offset it is UTC",
-    )
-    test.add_argument("--conf", default="{}", metavar="JSON", help="the run's conf (an object)")
+    _add_date_args(test)
     test.set_defaults(handler=cmd_test)
 
 
+def register_tasks(tasks_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    test = tasks_sub.add_parser(
+        "test",
+        help="run one task of a DAG here, with no cluster (exit 0 if it succeeds)",
+        description="Run one task on this machine as a worker would, ignoring its upstream"
+        " tasks and trigger rule (their return values are absent), as `airflow tasks test`."
+        " Nothing is written to the cluster. DATE as in `dags test`.",
+    )
+    test.add_argument("dag_id")
+    test.add_argument("task_id")
+    _add_date_args(test)
+    test.set_defaults(handler=cmd_test)
+
+
+def _add_date_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "date",
+        nargs="?",
+        metavar="DATE",
+        help="Airflow's logical date (ISO-8601; without an offset it is UTC)",
+    )
+    parser.add_argument("--folder", help="DAGs folder (default: [core] dags_folder of the config)")
+    parser.add_argument(
+        "--logical-date",
+        metavar="ISO_TIME",
+        help="the run's scheduled time (default: now); without an offset it is UTC",
+    )
+    parser.add_argument("--conf", default="{}", metavar="JSON", help="the run's conf (an object)")
+
+
 def cmd_test(args: argparse.Namespace) -> int:
-    from raftsched.cli.dags_cmd import _parse, _parse_after
+    from raftsched.cli.dags_cmd import _parse
     from raftsched.core import limits
     from raftsched.core.model import ScheduleKind, TaskKey
     from raftsched.core.timetable import timetable_for
@@ -59,7 +88,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         conf = limits.parse_conf(args.conf, "--conf")
     except ValueError as err:
         raise RaftschedError(f"{err}; pass a JSON object, e.g. --conf '{{\"x\": 1}}'") from None
-    logical = _parse_after(args.logical_date).replace(microsecond=0)
+    if args.date is not None and args.logical_date is not None:
+        raise RaftschedError("give DATE or --logical-date, not both")
     result = _parse(args, args.folder)
     spec = next((s for s in result.specs if s.dag_id == args.dag_id), None)
     if spec is None:
@@ -69,29 +99,68 @@ def cmd_test(args: argparse.Namespace) -> int:
             f"DAG {args.dag_id!r} not found in the DAGs folder;"
             " `raftsched dags parse` lists the DAGs it defines and the files that fail"
         )
+    only = getattr(args, "task_id", None)
+    if only is not None and all(t.task_id != only for t in spec.tasks):
+        raise RaftschedError(
+            f"DAG {spec.dag_id!r} has no task {only!r}; its tasks:"
+            f" {', '.join(sorted(t.task_id for t in spec.tasks)[:20])}"
+        )
     try:  # as a trigger's conf: each param's type, enum, range; required ones given
         dag_params.check_conf(spec.params_json, conf, "--conf")
     except ValueError as err:
         raise RaftschedError(str(err)) from None
+    logical = scheduled_time(spec, args.date, args.logical_date)
     if spec.schedule.kind in (ScheduleKind.CRON, ScheduleKind.INTERVAL):
         slot = timetable_for(spec).slot_at(logical)
         start, end = slot.data_interval_start, slot.data_interval_end
     else:
         start = end = logical
     run_id = f"test__{logical.isoformat()}"
-    print(f"dags test {spec.dag_id}: run {run_id}, {len(spec.tasks)} task(s), conf {conf}")
+    what = f"task {only}" if only else f"{len(spec.tasks)} task(s)"
+    print(f"{'tasks' if only else 'dags'} test {spec.dag_id}: run {run_id}, {what}, conf {conf}")
     xcoms: dict[str, str] = {}
-    states = _run_tasks(spec, TaskKey, run_id, logical, start, end, conf, xcoms)
+    states = _run_tasks(spec, TaskKey, run_id, logical, start, end, conf, xcoms, only)
     rows = [
         {"task_id": task_id, "state": state, "xcom": _short(xcoms.get(task_id, ""))}
         for task_id, state in states.items()
     ]
     emit(rows, output="table", columns=("task_id", "state", "xcom"))
     ok = all(state in ("success", "skipped") for state in states.values())
-    run = dags_test_callbacks.run_context(spec, run_id, logical, start, end, conf)
-    dags_test_callbacks.run_ended(spec, run, ok, states)  # the DAG's on_*_callback
-    print(f"run {run_id}: {'success' if ok else 'failed'}")
+    if only is None:  # a task test is no run: the DAG's callbacks are not its
+        run = dags_test_callbacks.run_context(spec, run_id, logical, start, end, conf)
+        dags_test_callbacks.run_ended(spec, run, ok, states)  # the DAG's on_*_callback
+    print(f"{'task ' + only if only else 'run ' + run_id}: {'success' if ok else 'failed'}")
     return 0 if ok else 1
+
+
+def scheduled_time(spec: Any, date: str | None, scheduled: str | None) -> datetime:
+    """The run's scheduled time: ``--logical-date`` as it is; a positional DATE is Airflow's
+    logical date, which is the start of the data interval for a DAG with that convention
+    (the guide's Dates), so its run is the first one scheduled after it."""
+    from raftsched.cli.dags_cmd import _parse_after
+    from raftsched.core.model import ScheduleKind
+    from raftsched.core.timetable import timetable_for
+    from raftsched.dags.template_names import interval_start_convention
+
+    if date is None:
+        return _parse_after(scheduled).replace(microsecond=0)
+    try:
+        value = datetime.fromisoformat(date)
+    except ValueError:
+        raise RaftschedError(
+            f"DATE {date[:40]!r} is not an ISO-8601 date or time, e.g. 2024-03-01 or"
+            " 2024-03-01T06:00:00+00:00"
+        ) from None
+    logical = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    logical = logical.replace(microsecond=0)
+    if spec.schedule.kind not in (ScheduleKind.CRON, ScheduleKind.INTERVAL) or not any(
+        interval_start_convention(t.env) for t in spec.tasks
+    ):
+        return logical
+    after = timetable_for(spec)._after(logical)  # bounds aside: a test may run any interval
+    if after is None:
+        raise RaftschedError(f"DAG {spec.dag_id!r} has no scheduled time after {logical}")
+    return after
 
 
 def _run_tasks(
@@ -103,6 +172,7 @@ def _run_tasks(
     end: datetime,
     conf: dict[str, Any],
     xcoms: dict[str, str],
+    only: str | None = None,
 ) -> dict[str, str]:
     """Each task's state; ``xcoms`` gets each return value (JSON text), as the cluster keeps
     it, and a branch skips the direct downstream tasks it does not follow."""
@@ -119,10 +189,12 @@ def _run_tasks(
         for t in spec.tasks
     }
     for task in _in_order(spec.tasks):
+        if only is not None and task.task_id != only:
+            continue
         if task.task_id in states:  # skipped by a branch
             continue
-        upstream = UpstreamCounts.of(TaskState(states[u]) for u in task.upstream)
-        verdict = evaluate_trigger(task.trigger_rule, upstream)
+        upstream = UpstreamCounts.of(TaskState(states[u]) for u in task.upstream if u in states)
+        verdict = evaluate_trigger(task.trigger_rule, upstream) if only is None else None
         if verdict in (Verdict.UPSTREAM_FAILED, Verdict.SKIPPED):
             states[task.task_id] = str(verdict)
             print(f"--- {task.task_id}: {verdict} (trigger rule {task.trigger_rule})")
@@ -173,7 +245,7 @@ def _run_tasks(
                 if outcome.result_json:
                     xcoms[task.task_id] = outcome.result_json
                     print(f"--- {task.task_id}: xcom {outcome.result_json}", flush=True)
-                for other in downstream[task.task_id]:
+                for other in downstream[task.task_id] if only is None else ():
                     if outcome.follow is not None and other not in outcome.follow:
                         states[other] = "skipped"
                         print(f"--- {other}: skipped (branch {task.task_id})", flush=True)

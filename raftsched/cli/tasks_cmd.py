@@ -6,6 +6,7 @@ stdout chunk by chunk as it arrives (``--output json``: one JSON object per chun
 ``--follow`` keeps streaming until the attempt ends (Ctrl-C stops it, exit 130).
 ``clear DAG_ID RUN_ID [TASK_ID...] [--downstream]`` (operator): rerun tasks (all without ids).
 ``mark DAG_ID RUN_ID TASK_ID... --state success|failed`` (operator): force their state.
+``test DAG_ID TASK_ID [DATE]``: run one task here with no cluster (``dags_test_cmd``).
 Flags and errors: ``connect.py``.
 """
 
@@ -17,7 +18,7 @@ import os
 import sys
 from typing import Any
 
-from raftsched.cli import tasks_render_cmd
+from raftsched.cli import dags_test_cmd, tasks_render_cmd
 from raftsched.cli.common import positive_int, usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, iso, to_dict
 from raftsched.cli.dags_cmd import text_arg
@@ -79,6 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_connection_flags(mark)
     mark.set_defaults(handler=cmd_mark)
     tasks_render_cmd.register(tasks_sub)
+    dags_test_cmd.register_tasks(tasks_sub)  # ``tasks test``: local, no cluster
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -7,6 +7,8 @@
     raftsched connections add warehouse 'postgresql://bob:pw@db:5432/app?sslmode=require'
     raftsched connections get warehouse [--reveal]      (parts, password masked)
     raftsched connections list | delete warehouse
+    raftsched variables|connections import FILE | export [FILE]   (Airflow's JSON files:
+                                                        ``secrets_io_cmd``)
     raftsched secrets rotate                            (re-encrypt with the first key)
 
 Writing and ``--reveal`` need role admin; ``get`` operator; ``list`` (names only) viewer.
@@ -19,6 +21,7 @@ import argparse
 import sys
 from typing import Any
 
+from raftsched.cli import secrets_io_cmd
 from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.output import emit
@@ -82,6 +85,8 @@ def _register_kind(sub: argparse._SubParsersAction, group: str, kind: str) -> No
     delete.add_argument("key", metavar="NAME" if kind == "variable" else "CONN_ID")
     add_connection_flags(delete)
     delete.set_defaults(handler=cmd_delete, kind=kind)
+
+    secrets_io_cmd.register(kind_sub, kind)  # import FILE / export [FILE]: Airflow's JSON
 
 
 def _value(args: argparse.Namespace) -> str:

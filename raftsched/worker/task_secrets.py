@@ -16,11 +16,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from raftsched import airflow_secrets as af
 from raftsched import secrets as sx
 from raftsched.errors import RaftschedError
 from raftsched.worker.transport import Assignment
 
-DEFAULT_BACKENDS: tuple[sx.SecretsBackend, ...] = (sx.EnvSecretsBackend(),)
+DEFAULT_BACKENDS: tuple[sx.SecretsBackend, ...] = (
+    sx.EnvSecretsBackend(),
+    af.AirflowEnvSecretsBackend(),
+)
 
 
 def with_secrets(
@@ -35,8 +39,14 @@ def with_secrets(
         variables, connections = sx.declared(a.env)
     except ValueError as err:
         raise RaftschedError(str(err)) from None
+    # Airflow's environment backend: every AIRFLOW_VAR_*/AIRFLOW_CONN_* of the worker's own
+    # environment is readable by any task, declared or not, as under Airflow; they travel
+    # as secret values (masked in the attempt's output), never through the allow-list
+    airflow_env = [
+        pair for b in backends if isinstance(b, af.AirflowEnvSecretsBackend) for pair in b.entries()
+    ]
     if not variables and not connections:
-        return a
+        return replace(a, secret_env=tuple(airflow_env)) if airflow_env else a
     wanted = [(sx.VARIABLE, n) for n in variables] + [(sx.CONNECTION, n) for n in connections]
     values: dict[tuple[str, str], str] = {}
     for ref in wanted:
@@ -65,13 +75,21 @@ def with_secrets(
             raise RaftschedError(f"the cluster did not answer {kind} {name}")
         env_name = sx.var_env(name) if kind == sx.VARIABLE else sx.conn_env(name)
         env.append((env_name, values[(kind, name)]))
-    return replace(a, secret_env=tuple(env))
+    return replace(a, secret_env=tuple(env + airflow_env))
 
 
 def masked_values(a: Assignment) -> list[str]:
     """Every text of ``a``'s secret values that its logs must not show."""
     out: list[str] = []
     for name, value in a.secret_env:
-        kind = sx.CONNECTION if name.startswith(sx.CONN_ENV_PREFIX) else sx.VARIABLE
+        if name.startswith(af.CONN_PREFIX):  # a URI or Airflow's JSON: mask the URI's parts
+            out.append(value)
+            try:
+                value = af.connection_uri(name.removeprefix(af.CONN_PREFIX), value)
+            except ValueError:
+                continue
+        kind = (
+            sx.CONNECTION if name.startswith((sx.CONN_ENV_PREFIX, af.CONN_PREFIX)) else sx.VARIABLE
+        )
         out += sx.mask_values(kind, value)
     return out

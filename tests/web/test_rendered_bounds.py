@@ -49,11 +49,11 @@ def test_tasks_render_refuses_and_stays_small(canned, monkeypatch, _server, tmp_
     killer.start()
     try:
         _, status, usage = os.wait4(process.pid, 0)  # this process's own peak, not the helper's
-    # The attack builds 1.1 GiB unbounded; the process itself (imports, the airflow layer) and a
-    # reaped render helper peak near 200 MB on a loaded host: 400 MB tells the two apart.
     finally:
         killer.cancel()
     process.returncode = os.waitstatus_to_exitcode(status)
     assert process.returncode == 1, (out.read_text(), err.read_text())
     assert REASON in err.read_text() and "template error in command" in err.read_text()
+    # The attack builds 1.1 GiB unbounded; the process itself (imports, the airflow layer) and a
+    # reaped render helper peak near 200 MB on a loaded host: 400 MB tells the two apart.
     assert usage.ru_maxrss // 1024 < 400, f"peak RSS {usage.ru_maxrss // 1024} MB"

@@ -5,14 +5,17 @@ The connection must be declared by the task (``connections=["ID"]`` on the opera
 one, or a read while the DAG file is parsed, is a KeyError saying how to declare it. The
 result has Airflow's attribute names (``host``, ``port``, ``login``, ``password``,
 ``schema``, ``conn_type``, ``extra_dejson``, ``get_uri()``); ``extra`` is the URI's query.
+``AIRFLOW_CONN_<CONN_ID>`` in the task's environment (a URI or Airflow's JSON object) is read
+first, as Airflow's environment secrets backend does.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import parse_qsl
 
-from raftsched import secrets
+from raftsched import airflow_secrets, secrets
 
 
 class AirflowConnection:
@@ -45,6 +48,12 @@ class BaseHook:
 
     @classmethod
     def get_connection(cls, conn_id: str) -> AirflowConnection:
+        # Airflow's environment backend first (AIRFLOW_CONN_<CONN_ID>: a URI or Airflow's
+        # JSON object), then the connection the worker resolved for this attempt
+        value = os.environ.get(airflow_secrets.conn_env(conn_id))
+        if value is not None:
+            uri = airflow_secrets.connection_uri(conn_id, value)
+            return AirflowConnection(secrets.parse_connection(uri, conn_id))
         return AirflowConnection(secrets.get_connection(conn_id))
 
 
