@@ -16,9 +16,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
+from raftsched.core import mapping, xcom
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core import xcom
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
@@ -26,6 +26,7 @@ from raftsched.core.ready import Verdict
 from raftsched.core.results import Item, LeaseGrant, Result
 from raftsched.core.run_table import LiveRun
 from raftsched.core.transitions import (
+    after_finish,
     fail_attempt,
     find,
     finish_task,
@@ -67,6 +68,16 @@ def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) 
         if ti.next_retry_at > now:
             return Item(False, r.NOT_DUE)
     elif ti.state is TaskState.NONE:
+        if ti.map_count is not None:  # expanded: its instances are queued themselves
+            return Item(False, r.NOT_READY)
+        if mapping.is_instance(ti.key.task_id) or rec.topo.tasks[ti.key.task_id].expand_json:
+            if not mapping.is_instance(ti.key.task_id) and (
+                trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY
+            ):
+                return Item(False, r.NOT_READY)
+            settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task
+            settle_run(state, rec, now)
+            return Item(True)
         if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:
             return Item(False, r.NOT_READY)
     else:
@@ -82,7 +93,9 @@ def _rule_out(state: SchedulerState, key: TaskKey, target: TaskState, now: datet
     rec, ti = found
     if target not in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED):
         return Item(False, r.INVALID)
-    if ti.state is not TaskState.NONE:
+    if mapping.is_instance(key.task_id):  # an instance is never ruled out: its task is
+        return Item(False, r.INVALID)
+    if ti.state is not TaskState.NONE or ti.map_count is not None:
         return Item(False, r.STATE_CHANGED)
     if trigger_verdict(state, rec, key.task_id).value != target:
         return Item(False, r.NOT_READY)
@@ -125,7 +138,7 @@ def apply_lease_tasks(
         grants.append(
             LeaseGrant(
                 lease=ti.lease,
-                task=rec.topo.tasks[key.task_id],
+                task=rec.topo.tasks[mapping.task_of(key.task_id)],
                 fileloc=rec.spec.fileloc,
                 logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start,
@@ -137,7 +150,7 @@ def apply_lease_tasks(
         )
     for rec, ti in fenced:  # back in line, in their old places (same weight and queued_at)
         assert ti.queued_at is not None
-        weight = rec.topo.tasks[ti.key.task_id].priority_weight
+        weight = rec.topo.tasks[mapping.task_of(ti.key.task_id)].priority_weight
         state.task_queue.requeue(ti.key, weight, ti.queued_at)
     return Result(True, value=tuple(grants))
 
@@ -306,27 +319,65 @@ def apply_clear_tasks(
     if reason:
         return Result(False, reason, tuple(wanted))
     assert rec is not None
-    targets = sorted(rec.topo.descendants(wanted)) if cmd.include_downstream else wanted
-    for task_id in targets:
+    whole, instances = _clear_targets(rec, wanted, cmd.include_downstream)
+    for task_id in whole:
         ti = rec.tis[task_id]
-        touch_ti(state, ti)
-        if ti.state is TaskState.RUNNING:  # revoke: its worker's next call is refused
-            state.task_queue.fence(ti)
-            ti.end_date = now
-            emit_entry(
-                state,
-                OutboxKind.TASK_INSTANCE,
-                sn.ti_row(ti, TaskState.FAILED, message="cleared while running"),
-            )
-        set_state(state, rec, ti, TaskState.NONE)
-        xcom.drop(state, ti)
-        ti.max_tries = ti.try_number + max(0, rec.topo.tasks[task_id].retries) + 1
-        ti.next_retry_at = ti.queued_at = ti.start_date = ti.end_date = None
-        ti.exit_code, ti.message, ti.log_chunks = None, "", 0
+        if ti.map_count is not None:  # its instances go: it expands again when ready
+            for child_id in mapping.instances(rec, task_id):
+                child = rec.tis[child_id]
+                _reset(state, rec, child, now)
+                del rec.tis[child_id]
+                rec.unfinished -= 1
+            touch_ti(state, ti)
+            ti.map_count = None
+        _reset(state, rec, ti, now)
+    for child_id in instances:  # one instance again: its task waits for it once more
+        _reset(state, rec, rec.tis[child_id], now)
+        parent = rec.tis[mapping.task_of(child_id)]
+        if parent.state is not TaskState.NONE:
+            touch_ti(state, parent)
+            parent.end_date = None
+            set_state(state, rec, parent, TaskState.NONE)
+    targets = [*whole, *instances]
     reopen_run(state, rec)
     settle(state, rec, targets, now)
     settle_run(state, rec, now)
     return Result(True, value=tuple(targets))
+
+
+def _clear_targets(
+    rec: LiveRun, wanted: list[str], include_downstream: bool
+) -> tuple[list[str], list[str]]:
+    """(tasks cleared whole, instances of mapped tasks cleared alone), each sorted. An
+    instance's downstream is its task's; an instance of a task cleared whole goes with it."""
+    tasks = [t for t in wanted if not mapping.is_instance(t)]
+    alone = [t for t in wanted if mapping.is_instance(t)]
+    whole = set(tasks)
+    if include_downstream:
+        whole = rec.topo.descendants(tasks)
+        after = [d for t in alone for d in rec.topo.downstream[mapping.task_of(t)]]
+        whole |= rec.topo.descendants(after)
+    instances = sorted({t for t in alone if mapping.task_of(t) not in whole})
+    return sorted(whole), instances
+
+
+def _reset(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
+    """``ti`` back to NONE with its tries extended, its running attempt revoked."""
+    touch_ti(state, ti)
+    if ti.state is TaskState.RUNNING:  # revoke: its worker's next call is refused
+        state.task_queue.fence(ti)
+        ti.end_date = now
+        emit_entry(
+            state,
+            OutboxKind.TASK_INSTANCE,
+            sn.ti_row(ti, TaskState.FAILED, message="cleared while running"),
+        )
+    set_state(state, rec, ti, TaskState.NONE)
+    xcom.drop(state, ti)
+    retries = rec.topo.tasks[mapping.task_of(ti.key.task_id)].retries
+    ti.max_tries = ti.try_number + max(0, retries) + 1
+    ti.next_retry_at = ti.queued_at = ti.start_date = ti.end_date = None
+    ti.exit_code, ti.message, ti.log_chunks = None, "", 0
 
 
 def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, index: int) -> Result:
@@ -352,7 +403,7 @@ def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, ind
         ti.message = f"marked {target.value}"
         set_state(state, rec, ti, target)  # revokes a live lease
     for task_id in wanted:
-        settle(state, rec, rec.topo.downstream[task_id], now)
+        after_finish(state, rec, rec.tis[task_id], now)
     touch_run(state, rec)
     settle_run(state, rec, now)
     return Result(True, value=tuple(wanted))

@@ -189,6 +189,7 @@ class RestoreDecoder:
             worker_id=data["worker_id"],
             lease_token=data["lease_token"],
             result_json=data.get("result_json"),
+            map_count=None if data.get("map_count") is None else int(data["map_count"]),
         )
 
 

@@ -185,6 +185,7 @@ def ti_to_dict(ti: TaskInstance, share: SnapshotShare | None = None) -> dict:
         "worker_id": ti.worker_id,
         "lease_token": ti.lease_token,
         **({} if ti.result_json is None else {"result_json": ti.result_json}),
+        **({} if ti.map_count is None else {"map_count": ti.map_count}),
     }
     if share is None:
         return data
