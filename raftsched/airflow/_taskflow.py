@@ -70,11 +70,6 @@ class AirflowTaskFactory(TaskFactory):
         )
         return output
 
-    def expand(self, **kwargs: Any) -> Any:
-        refuse("dynamic task mapping (.expand)", "not supported yet: loop in one task")
-
-    partial = expand
-
 
 def _decorator(mode: str) -> Callable[..., Any]:
     def decorate(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -19,6 +19,7 @@ from raftsched.errors import DagNotFound, RaftschedError
 
 
 def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
+    from raftsched.dags import mapping as dag_mapping
     from raftsched.dags.parser import configure_airflow, parse_folder
 
     timeout, output_limit, catchup = 30.0, 1024 * 1024, False
@@ -35,6 +36,7 @@ def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
             imports=core.airflow_imports,
             create_cron_data_intervals=config.scheduler.create_cron_data_intervals,
         )
+        dag_mapping.configure(core.max_map_length)
         if core.airflow_imports:  # `dags test` runs the tasks in processes of its own
             from raftsched import taskenv
             from raftsched.airflow._imports import enable_for_tasks

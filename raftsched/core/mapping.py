@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +148,21 @@ def _follow(value: Any, path: list[Any]) -> tuple[bool, Any]:
 def map_length(rec: LiveRun, task: TaskSpec) -> tuple[int, str]:
     """(instances, "") for the task's expansion from the run's committed values, or
     (0, reason) when it cannot expand. Never raises (the spec passed check_expand_json)."""
+    total, reason = count_items(task, lambda up: upstream_value(rec, up))
+    if reason:
+        return 0, reason
+    mapped = sum(ti.map_count or 0 for ti in rec.tis.values() if ti.map_count)
+    if mapped + total > lim.MAX_MAPPED_PER_RUN:
+        return 0, (
+            f"its {total} instances would bring the run's mapped instances to {mapped + total},"
+            f" past the bound of {lim.MAX_MAPPED_PER_RUN} per run"
+        )
+    return total, ""
+
+
+def count_items(task: TaskSpec, value_of: Callable[[str], str | None]) -> tuple[int, str]:
+    """(instances, "") of the task's expansion given its upstream tasks' values (JSON text by
+    task id), or (0, reason) when it cannot expand (0 items: (0, ""))."""
     try:
         sources = _sources(task)
     except (ValueError, KeyError, TypeError, RecursionError):
@@ -159,7 +174,7 @@ def map_length(rec: LiveRun, task: TaskSpec) -> tuple[int, str]:
             items = source
         else:
             up = source.get(XCOM_REF, "") if isinstance(source, dict) else ""
-            text = upstream_value(rec, up) if isinstance(up, str) else None
+            text = value_of(up) if isinstance(up, str) else None
             if text is None:
                 return 0, f"it maps over the return value of {up!r}, which returned nothing"
             try:
@@ -184,13 +199,16 @@ def map_length(rec: LiveRun, task: TaskSpec) -> tuple[int, str]:
             f" past its max_map_length of {bound} (raise max_map_length on the task or DAG,"
             f" at most {lim.MAX_MAP_LENGTH}, or map over fewer items)"
         )
-    mapped = sum(ti.map_count or 0 for ti in rec.tis.values() if ti.map_count)
-    if mapped + total > lim.MAX_MAPPED_PER_RUN:
-        return 0, (
-            f"its {total} instances would bring the run's mapped instances to {mapped + total},"
-            f" past the bound of {lim.MAX_MAPPED_PER_RUN} per run"
-        )
     return total, ""
+
+
+def joint_of(states: list[TaskState]) -> TaskState:
+    """The state of a mapped task whose instances all finished in ``states``."""
+    if any(s in (TaskState.FAILED, TaskState.UPSTREAM_FAILED) for s in states):
+        return TaskState.FAILED
+    if states and all(s is TaskState.SKIPPED for s in states):
+        return TaskState.SKIPPED
+    return TaskState.SUCCESS
 
 
 def instances(rec: LiveRun, task_id: str) -> list[str]:
@@ -210,11 +228,7 @@ def joint_state(rec: LiveRun, task_id: str) -> TaskState | None:
         if state not in FINISHED_TASK_STATES:
             return None
         states.append(state)
-    if any(s in (TaskState.FAILED, TaskState.UPSTREAM_FAILED) for s in states):
-        return TaskState.FAILED
-    if states and all(s is TaskState.SKIPPED for s in states):
-        return TaskState.SKIPPED
-    return TaskState.SUCCESS
+    return joint_of(states)
 
 
 def upstream_value(rec: LiveRun, task_id: str) -> str | None:

@@ -156,11 +156,8 @@ class TaskSpec:
     # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
     # the DAG file or a built-in notifier ("raftsched:webhook"), see core/callbacks.py
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
-    # Dynamic task mapping (core/mapping.py): how the task expands into one instance per
-    # item, as canonical JSON ("" = not mapped), and the most instances it may expand into
-    # (0: DEFAULT_MAX_MAP_LENGTH). Release 3.
-    expand_json: str = added_field("")
-    max_map_length: int = added_field(0)
+    expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
+    max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,9 +349,7 @@ class TaskInstance:
     # The attempt's return value (XCom), JSON text; None: none. Set by a successful
     # CompleteAttempt, dropped by ClearTasks; downstream leases carry it (core/xcom.py).
     result_json: str | None = added_field(None)
-    # A mapped task (TaskSpec.expand_json) once expanded: how many instances it has (keyed
-    # "task_id[i]", core/mapping.py); None: not mapped, or not expanded yet.
-    map_count: int | None = added_field(None)
+    map_count: int | None = added_field(None)  # an expanded mapped task's instances
 
 
 class OutboxKind(StrEnum):

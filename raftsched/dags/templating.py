@@ -37,6 +37,7 @@ from jinja2 import StrictUndefined, nodes
 from jinja2 import TemplateError as JinjaTemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
+from raftsched.core import mapping
 from raftsched.dags import template_names
 from raftsched.dags.params import effective_params
 
@@ -202,6 +203,7 @@ def template_context(
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": task_id,
+        "map_index": mapping.split_id(task_id)[1],  # -1: not an instance of a mapped task
         "try_number": try_number,
         "logical_date": logical,
         "data_interval_start": _template_datetime(data_interval_start),

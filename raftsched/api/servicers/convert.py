@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, worker_pb2
 from raftsched.api.status import invalid_argument
+from raftsched.core import mapping
 from raftsched.core.model import (
     DagRecord,
     DagRun,
@@ -262,9 +263,11 @@ def log_chunk(chunk: Any, try_number: int) -> common_pb2.LogChunk:
 def task_lease(
     grant: LeaseGrant, upstream_results: dict[str, str] | None = None
 ) -> worker_pb2.TaskLease:
-    """A granted attempt, with the return values (XCom) of its upstream tasks."""
-    task = grant.task
+    """A granted attempt, with the return values (XCom) of its upstream tasks; an instance of
+    a mapped task gets its own item in its arguments (core/mapping.py)."""
     lease = grant.lease
+    index = mapping.split_id(lease.key.task_id)[1]
+    task = mapping.instance_task(grant.task, index, upstream_results or {})
     out = worker_pb2.TaskLease(
         key=task_key(lease.key),
         token=lease.token,
