@@ -106,6 +106,7 @@ def expand(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime)
     if not count:
         ti.end_date = now
         ti.message = f"mapped task failed: {reason}" if reason else "mapped over 0 items"
+        ti.try_number += 1 if reason else 0  # its row, as an attempt's (snapshot.ti_row)
         set_state(state, rec, ti, TaskState.FAILED if reason else TaskState.SKIPPED)
         return False
     ti.map_count = count
@@ -138,6 +139,8 @@ def after_finish(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: dat
         return
     touch_ti(state, parent)
     parent.end_date = now
+    # its outcome stands in for an attempt (as MarkTasks does): its DB row is that try's
+    parent.try_number += 0 if joint is TaskState.SKIPPED else 1
     set_state(state, rec, parent, joint)
     settle(state, rec, rec.topo.downstream[task_id], now)
 

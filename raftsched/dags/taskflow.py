@@ -143,6 +143,16 @@ class XComArg:
     def __iter__(self) -> Any:  # not a sequence: __getitem__ is for items of its value
         raise TypeError("an XComArg is not iterable: pass it to a task, or index one item")
 
+    def map(self, *_: Any) -> Any:  # Airflow's XComArg.map/zip/concat (dags/mapping.py)
+        raise DagDefinitionError(
+            f"{self!r}: .map(), .zip() and .concat() are not supported yet: have a @task build"
+            " the list to map over, and .expand() over its output",
+            dag_id=self.operator.dag.dag_id,
+            task_id=self.operator.task_id,
+        )
+
+    zip = concat = map
+
     def __repr__(self) -> str:
         where = "".join(f"[{p!r}]" for p in self.path)
         return f"<XComArg {self.operator.task_id}{where}>"

@@ -198,3 +198,13 @@ def test_dynamic_task_mapping_runs_each_instance_and_hands_on_the_list(tmp_path:
     assert sorted(lines(tmp_path / "echo")) == ["one 0", "two 1"]
     assert "--- add_one[2]: success" in done.stdout
     assert "--- never: skipped: mapped over 0 items" in done.stdout
+    # a classic PythonOperator maps op_kwargs
+    assert lines(tmp_path / "greet") == ["hi ann", "yo bob"]
+    assert "--- greet: success (2 instances)" in done.stdout
+
+
+def test_a_mapped_task_past_its_bound_fails_saying_why(tmp_path: Path) -> None:
+    done = dags_test("dynamic_mapping_bound", tmp_path)
+    assert done.returncode == 1
+    assert states(done.stdout) == {"three": "success", "too_many": "failed"}
+    assert "3 instances, past its max_map_length of 2" in done.stdout

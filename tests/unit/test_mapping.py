@@ -86,6 +86,11 @@ def test_downstream_waits_for_every_instance_and_gets_their_values_in_order() ->
     assert sim.states()["m"] == "success" and sim.states()["after"] == "queued"
     key = TaskKey("d", run_id(), "after")
     assert xcom.upstream_results(sim.state, key) == {"m": "[0,null,20]"}
+    # the mapped task's DB rows: one try, its outcome standing in for an attempt
+    rows = [
+        (r["try_number"], r["state"]) for r in sim.outbox("task_instance") if r["task_id"] == "m"
+    ]
+    assert rows[-1] == (1, "success") and max(t for t, _ in rows) == 1
     sim.run_task("after", now=at(4))
     assert str(sim.run().state) == "success"
     check_replicas_agree(sim)

@@ -102,3 +102,16 @@ def test_mapping_mistakes_are_definition_errors(build: Any, problem: str) -> Non
 def test_a_dag_bound_out_of_range_is_refused() -> None:
     with pytest.raises(DagDefinitionError, match="max_map_length is 10001"):
         DAG("m", schedule=None, start_date=START, max_map_length=10_001)
+
+
+def test_map_zip_and_concat_say_what_to_do_instead() -> None:
+    with DAG("m", schedule=None, start_date=START):
+
+        @tf
+        def numbers() -> list[int]:
+            return [1]
+
+        out = numbers()
+        for name in ("map", "zip", "concat"):
+            with pytest.raises(DagDefinitionError, match="not supported yet: have a @task"):
+                getattr(out, name)(str)

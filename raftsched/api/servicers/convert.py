@@ -221,10 +221,18 @@ def task_instance(ti: TaskInstance) -> dag_pb2.TaskInstance:
         message=ti.message,
         lease_expires_at=ts(ti.lease.expires_at if ti.lease is not None else None),
         result_json=ti.result_json or "",
+        map_count=ti.map_count or 0,
     )
     if ti.exit_code is not None:
         out.exit_code = ti.exit_code
+    _map_index(out, ti.key.task_id)
     return out
+
+
+def _map_index(out: dag_pb2.TaskInstance, task_id: str) -> None:
+    index = mapping.split_id(task_id)[1]
+    if index >= 0:
+        out.map_index = index
 
 
 def attempt(row: Any, max_tries: int = 0) -> dag_pb2.TaskInstance:
@@ -244,6 +252,7 @@ def attempt(row: Any, max_tries: int = 0) -> dag_pb2.TaskInstance:
     )
     if row.exit_code is not None:
         out.exit_code = row.exit_code
+    _map_index(out, row.task_id)
     return out
 
 
