@@ -47,11 +47,10 @@ def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> d
 def _cell(ti: dict[str, Any] | None) -> dict[str, Any] | None:
     if ti is None:
         return None
-    return {
-        "state": ti["state"] or "none",
-        "try_number": ti["try_number"],
-        "mapped": ti.get("mapped", ""),
-    }
+    cell = {"state": ti["state"] or "none", "try_number": ti["try_number"]}
+    if ti.get("mapped"):
+        cell["mapped"] = ti["mapped"]
+    return cell
 
 
 def fold_mapped(tis: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
