@@ -81,7 +81,7 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
         if mapping.is_instance(ti.key.task_id):  # exists once its task is ready (cleared)
             queue(state, rec, ti, now)
             continue
-        if ti.map_count is not None:  # expanded: its instances decide (instance_done)
+        if ti.map_count is not None:  # expanded: its instances decide (after_finish)
             continue
         verdict = trigger_verdict(state, rec, ti.key.task_id)
         if verdict is Verdict.READY and rec.topo.tasks[ti.key.task_id].expand_json:

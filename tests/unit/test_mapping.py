@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_state_harness import Sim, at, dag, run_id, task
 
 from raftsched.core import commands as c
-from raftsched.core import limits, mapping, xcom
+from raftsched.core import limits, mapping, versions, xcom
 from raftsched.core.model import TaskKey, TaskSpec, TaskState
 from raftsched.core.state import SchedulerState
 
@@ -362,3 +362,14 @@ def test_every_mapped_index_succeeds_exactly_once(n: int, steps: list[tuple[str,
         assert json.loads(up["m"]) == [i * 2 for i in range(n)]
     assert sim.ti("after").state is not TaskState.NONE
     assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_a_mapped_dag_waits_for_the_upgrade_gate() -> None:
+    """A release that does not know mapping would apply such a spec as an unmapped task: the
+    gate refuses it while the cluster runs that release; an unmapped DAG passes as before."""
+    mapped_dag = c.RegisterDags(request_id="r", now=at(0), specs=(dag("d", mapped("m", over=[1])),))
+    plain = c.RegisterDags(request_id="r", now=at(0), specs=(dag("d", task("m")),))
+    reason = versions.refusal(mapped_dag, versions.BASELINE_RELEASE)
+    assert reason is not None and "expand_json" in reason
+    assert versions.refusal(plain, versions.BASELINE_RELEASE) is None
+    assert versions.refusal(mapped_dag, versions.RELEASE) is None
