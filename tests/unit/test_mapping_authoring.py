@@ -115,3 +115,25 @@ def test_map_zip_and_concat_say_what_to_do_instead() -> None:
         for name in ("map", "zip", "concat"):
             with pytest.raises(DagDefinitionError, match="not supported yet: have a @task"):
                 getattr(out, name)(str)
+
+
+def test_an_instance_sees_its_map_index_in_templates_and_its_environment() -> None:
+    from raftsched.core.model import TaskKey
+    from raftsched.dags.templating import template_context
+    from raftsched.worker.transport import Assignment
+
+    names = {
+        "dag_id": "d",
+        "run_id": "r",
+        "try_number": 1,
+        "logical_date": None,
+        "data_interval_start": None,
+        "data_interval_end": None,
+        "conf": {},
+    }
+    assert template_context(task_id="m[3]", **names)["map_index"] == 3
+    assert template_context(task_id="m", **names)["map_index"] == -1
+    env = Assignment(key=TaskKey("d", "r", "m[3]"), token=1, try_number=1, kind="bash").task_env()
+    assert env["RAFTSCHED_MAP_INDEX"] == "3" and env["RAFTSCHED_TASK_ID"] == "m[3]"
+    plain = Assignment(key=TaskKey("d", "r", "m"), token=1, try_number=1, kind="bash").task_env()
+    assert "RAFTSCHED_MAP_INDEX" not in plain
