@@ -54,6 +54,8 @@ class CoreConfig(_Section):
     logging_level: str = setting("INFO", s.choice("DEBUG", "INFO", "WARNING", "ERROR"))
     log_format: str = setting("text", s.choice("text", "json"))
     airflow_imports: bool = setting("false", s.boolean)
+    # The default bound on a mapped task's instances (a DAG's or task's max_map_length wins)
+    max_map_length: int = setting("1024", s.integer(ge=1, le=10000))
 
 
 @dataclass(frozen=True, repr=False)

@@ -8,6 +8,8 @@ from typing import Any
 
 from raftsched.web.gateway import Gateway, NotFound
 
+from raftsched.core.mapping import split_id
+
 
 def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> dict[str, Any]:
     """{"runs": [run, ...], "tasks": [task_id, ...], "cells": {task_id: [cell|None, ...]},
@@ -25,7 +27,7 @@ def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> d
         # The run as read with its cells (one read): the list above may be older, and every
         # cell green beside a run still "running" would be a state that never was
         run.update(state=found["run"]["state"], end_date=found["run"]["end_date"])
-        return {ti["task_id"]: ti for ti in found["task_instances"]}
+        return fold_mapped({ti["task_id"]: ti for ti in found["task_instances"]})
 
     if runs:
         with ThreadPoolExecutor(max_workers=min(8, len(runs))) as pool:
@@ -53,7 +55,32 @@ def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> d
 def _cell(ti: dict[str, Any] | None) -> dict[str, Any] | None:
     if ti is None:
         return None
-    return {"state": ti["state"] or "none", "try_number": ti["try_number"]}
+    cell = {"state": ti["state"] or "none", "try_number": ti["try_number"]}
+    if ti.get("mapped"):
+        cell["mapped"] = ti["mapped"]
+    return cell
+
+
+def fold_mapped(tis: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The instances of a mapped task (``task[i]``) folded into its one cell: a row per
+    index would be 1,000 rows. The cell says how many are in which state, and shows
+    "running" while its instances run (the task itself stays "none" until they are done)."""
+    counts: dict[str, dict[str, int]] = {}
+    out = {}
+    for task_id, ti in tis.items():
+        base, index = split_id(task_id)
+        if index >= 0 and base in tis:
+            state = ti["state"] or "none"
+            counts.setdefault(base, {})[state] = counts.setdefault(base, {}).get(state, 0) + 1
+        else:
+            out[task_id] = ti
+    for base, by_state in counts.items():
+        parts = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(by_state.items()))
+        ti = out[base] = dict(out[base])
+        ti["mapped"] = f"{sum(by_state.values())} mapped instances: {parts}"
+        if ti["state"] in ("", "none"):
+            ti["state"] = "running"
+    return out
 
 
 def _seconds(ti: dict[str, Any] | None) -> float | None:

@@ -138,6 +138,9 @@ def ti_dict(ti: dag_pb2.TaskInstance) -> dict[str, Any]:
         "result_json": ti.result_json,  # its return value (XCom), JSON text; "": none
         "queue": ti.queue or "default",
         "waiting": ti.waiting,  # why a QUEUED task waits ("no live worker serves queue ..."); ""
+        # an instance of a mapped task: its index (None: not one); a mapped task: its count
+        "map_index": ti.map_index if ti.HasField("map_index") else None,
+        "map_count": ti.map_count,
     }
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from raftsched.core import mapping
 from raftsched.dags import template_names
 from raftsched.dags.params import effective_params
 from raftsched.secrets import VAR_ENV_PREFIX
@@ -61,7 +62,7 @@ class TaskInstance:
         self.task_id = context["task_id"]
         self.run_id = context["run_id"]
         self.try_number = context["try_number"]
-        self.map_index = -1
+        self.map_index = context.get("map_index", -1)
         self.task = task
         self.logical_date = context.get("logical_date")
         self.state = "running"
@@ -96,7 +97,9 @@ def build(
     context: dict[str, Any] = {
         "dag_id": env.get("RAFTSCHED_DAG_ID", ""),
         "run_id": env.get("RAFTSCHED_RUN_ID", ""),
-        "task_id": env.get("RAFTSCHED_TASK_ID", ""),
+        # a mapped instance's id is "task_id[i]": Airflow's ti has the task's id and map_index
+        "task_id": mapping.task_of(env.get("RAFTSCHED_TASK_ID", "")),
+        "map_index": int(env.get(mapping.MAP_INDEX_ENV) or -1),
         "try_number": int(env.get("RAFTSCHED_TRY_NUMBER") or 1),
         "logical_date": _date(env.get("RAFTSCHED_LOGICAL_DATE")),
         "data_interval_start": _date(env.get("RAFTSCHED_DATA_INTERVAL_START")),

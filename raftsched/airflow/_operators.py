@@ -181,6 +181,9 @@ class BashOperator(BashTask):
     """``BashOperator(task_id=, bash_command=, env=, append_env=, cwd=, skip_on_exit_code=)``."""
 
     template_fields = ("bash_command", "env", "cwd")
+    # .partial(task_id=...).expand(bash_command=[...]): each instance gets its own command
+    mapped_stand_ins = {"bash_command": "# mapped: each instance gets its own command"}
+    mappable = ("bash_command", "env")
 
     def __init__(
         self,

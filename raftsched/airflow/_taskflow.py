@@ -58,10 +58,13 @@ class AirflowTaskFactory(TaskFactory):
         if dag is not None:  # else TaskFactory says the call is outside a DAG
             options = dict(self.airflow_options)
             task_id = options.pop("task_id", None)
+            bound = options.pop("max_map_length", None)  # raftsched's, for .expand()
             name = task_groups.qualify(str(task_id or self.function.__name__))
             self.options = task_options(dag, name, options)
             if task_id is not None:
                 self.options["task_id"] = task_id
+            if bound is not None:
+                self.options["max_map_length"] = bound
             declare_template_variables(self.options, args, kwargs)
         output = super().__call__(*args, **kwargs)
         _callables.register(
@@ -73,11 +76,6 @@ class AirflowTaskFactory(TaskFactory):
             sensor=self.sensor,
         )
         return output
-
-    def expand(self, **kwargs: Any) -> Any:
-        refuse("dynamic task mapping (.expand)", "not supported yet: loop in one task")
-
-    partial = expand
 
 
 def _decorator(mode: str) -> Callable[..., Any]:

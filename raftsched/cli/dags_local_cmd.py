@@ -27,6 +27,7 @@ def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
     must stop this command as it stops a node.
     """
     from raftsched.config import load_config
+    from raftsched.dags import mapping as dag_mapping
     from raftsched.dags.parser import configure_airflow, parse_folder
 
     config = load_config(getattr(args, "config", None))
@@ -36,6 +37,7 @@ def _parse(args: argparse.Namespace, folder_arg: str | None) -> Any:
         imports=core.airflow_imports,
         create_cron_data_intervals=config.scheduler.create_cron_data_intervals,
     )
+    dag_mapping.configure(core.max_map_length)
     if core.airflow_imports:  # `dags test` runs the tasks in processes of its own
         from raftsched import taskenv
         from raftsched.airflow._imports import enable_for_tasks

@@ -175,12 +175,13 @@ def _run_tasks(
     only: str | None = None,
 ) -> dict[str, str]:
     """Each task's state; ``xcoms`` gets each return value (JSON text), as the cluster keeps
-    it, and a branch skips the direct downstream tasks it does not follow."""
+    it, and a branch skips the direct downstream tasks it does not follow. A mapped task
+    runs its instances one by one (``task_id[i]``, each with its own tries) and hands the
+    list of their values on, as the cluster does (core/mapping.py). ``only``: that task alone
+    (``tasks test``), whatever its upstream tasks did."""
+    from raftsched.core import mapping
     from raftsched.core.model import TaskState
     from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger
-    from raftsched.worker.runner import Attempt
-    from raftsched.worker.task_secrets import with_secrets
-    from raftsched.worker.transport import Assignment
 
     states: dict[str, str] = {}
     run = dags_test_callbacks.run_context(spec, run_id, logical, start, end, conf)
@@ -199,9 +200,66 @@ def _run_tasks(
             states[task.task_id] = str(verdict)
             print(f"--- {task.task_id}: {verdict} (trigger rule {task.trigger_rule})")
             continue
+        ups = {u: xcoms[u] for u in task.upstream if u in xcoms}
+        attempts = _Attempts(spec, task_key, run_id, logical, start, end, conf, run)
+        if not getattr(task, "expand_json", ""):
+            state, outcome = attempts.run(task, task.task_id, ups)
+            states[task.task_id] = state
+            if state == "success" and outcome.result_json:
+                xcoms[task.task_id] = outcome.result_json
+            follow = outcome.follow if outcome.success else None
+            for other in downstream[task.task_id] if only is None else ():
+                if follow is not None and other not in follow:
+                    states[other] = "skipped"
+                    print(f"--- {other}: skipped (branch {task.task_id})", flush=True)
+            continue
+        count, reason = mapping.count_items(task, ups.get)
+        if not count:
+            states[task.task_id] = "failed" if reason else "skipped"
+            print(f"--- {task.task_id}: {states[task.task_id]}: {reason or 'mapped over 0 items'}")
+            continue
+        print(f"--- {task.task_id}: mapped into {count} instances", flush=True)
+        values, ended = [], []
+        for index in range(count):
+            instance = mapping.instance_task(task, index, ups)
+            state, outcome = attempts.run(instance, mapping.instance_id(task.task_id, index), ups)
+            ended.append(TaskState(state))
+            values.append(outcome.result_json or "null" if state == "success" else "null")
+        states[task.task_id] = str(mapping.joint_of(ended))
+        print(f"--- {task.task_id}: {states[task.task_id]} ({count} instances)", flush=True)
+        if states[task.task_id] == "success":
+            xcoms[task.task_id] = "[" + ",".join(values) + "]"
+    return states
+
+
+class _Attempts:
+    """Runs one task (or mapped instance) here, try after try, as a worker would."""
+
+    def __init__(
+        self,
+        spec: Any,
+        task_key: Any,
+        run_id: str,
+        logical: datetime,
+        start: datetime,
+        end: datetime,
+        conf: dict[str, Any],
+        run: Any,
+    ) -> None:
+        self.spec, self.task_key, self.run_id, self.context = spec, task_key, run_id, run
+        self.logical, self.start, self.end, self.conf = logical, start, end, conf
+
+    def run(self, task: Any, instance_id: str, ups: dict[str, str]) -> tuple[str, Any]:
+        """(state, last outcome) of ``task`` run as ``instance_id``."""
+        from raftsched.worker.runner import Attempt
+        from raftsched.worker.task_secrets import with_secrets
+        from raftsched.worker.transport import Assignment
+
+        spec = self.spec
+        downstream = sorted(d.task_id for d in spec.tasks if task.task_id in d.upstream)
         for try_number in range(1, task.retries + 2):
             assignment = Assignment(
-                key=task_key(spec.dag_id, run_id, task.task_id),
+                key=self.task_key(spec.dag_id, self.run_id, instance_id),
                 token=0,
                 try_number=try_number,
                 kind=task.kind,
@@ -211,12 +269,12 @@ def _run_tasks(
                 kwargs=json.loads(task.kwargs_json or "{}"),
                 fileloc=spec.fileloc,
                 execution_timeout=task.execution_timeout_seconds,
-                logical_date=logical.astimezone(UTC).isoformat(),
-                data_interval_start=start.astimezone(UTC).isoformat(),
-                data_interval_end=end.astimezone(UTC).isoformat(),
-                conf=conf,
+                logical_date=self.logical.astimezone(UTC).isoformat(),
+                data_interval_start=self.start.astimezone(UTC).isoformat(),
+                data_interval_end=self.end.astimezone(UTC).isoformat(),
+                conf=self.conf,
                 params_json=spec.params_json,  # the Attempt renders its templates with them
-                upstream_results={u: xcoms[u] for u in task.upstream if u in xcoms},
+                upstream_results=ups,
                 skip_on_exit_code=getattr(task, "skip_on_exit_code", None),
             )
             try:  # declared variables/connections: from this shell's environment only
@@ -227,32 +285,26 @@ def _run_tasks(
                     " does not define: export RAFTSCHED_SECRET_VAR_<NAME> /"
                     " RAFTSCHED_SECRET_CONN_<ID> for each (dags test never asks a cluster)"
                 ) from None
-            print(f"--- {task.task_id}: try {try_number} of {task.retries + 1}", flush=True)
+            print(f"--- {instance_id}: try {try_number} of {task.retries + 1}", flush=True)
             began = time.monotonic()
-            outcome = Attempt(assignment, _printer(task.task_id)).run()
+            outcome = Attempt(assignment, _printer(instance_id)).run()
             took = time.monotonic() - began
-            strangers = sorted(set(outcome.follow or ()) - set(downstream[task.task_id]))
+            strangers = sorted(set(outcome.follow or ()) - set(downstream))
             if outcome.success and strangers:  # as the cluster: the attempt fails
                 outcome = replace(
                     outcome,
                     success=False,
                     message=f"branch to {strangers}: not directly downstream",
                 )
-            dags_test_callbacks.task_callbacks(spec, task, run, try_number, outcome)
+            dags_test_callbacks.task_callbacks(spec, task, self.context, try_number, outcome)
             if outcome.success:
-                states[task.task_id] = "skipped" if outcome.skipped else "success"
-                print(f"--- {task.task_id}: {states[task.task_id]} in {took:.2f}s", flush=True)
+                state = "skipped" if outcome.skipped else "success"
+                print(f"--- {instance_id}: {state} in {took:.2f}s", flush=True)
                 if outcome.result_json:
-                    xcoms[task.task_id] = outcome.result_json
-                    print(f"--- {task.task_id}: xcom {outcome.result_json}", flush=True)
-                for other in downstream[task.task_id] if only is None else ():
-                    if outcome.follow is not None and other not in outcome.follow:
-                        states[other] = "skipped"
-                        print(f"--- {other}: skipped (branch {task.task_id})", flush=True)
-                break
-            states[task.task_id] = "failed"
-            print(f"--- {task.task_id}: failed in {took:.2f}s: {outcome.message}", flush=True)
-    return states
+                    print(f"--- {instance_id}: xcom {outcome.result_json}", flush=True)
+                return state, outcome
+            print(f"--- {instance_id}: failed in {took:.2f}s: {outcome.message}", flush=True)
+        return "failed", outcome
 
 
 def _short(text: str, limit: int = 60) -> str:

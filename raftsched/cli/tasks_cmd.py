@@ -98,6 +98,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     # A QUEUE column only when a task of the run has a queue of its own
     routed = any(ti.get("queue") not in ("", "default") for ti in instances)
     columns = (*COLUMNS[:4], "queue", *COLUMNS[4:]) if routed else COLUMNS
+    if any(ti.get("map_index") is not None or ti.get("map_count") for ti in instances):
+        columns = (columns[0], "map_index", *columns[1:])
     emit([_row(ti) for ti in instances], output="table", columns=columns)
     for ti in instances:
         if ti.get("waiting"):  # e.g. no live worker serves its queue
@@ -106,9 +108,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _row(ti: dict[str, Any]) -> dict[str, Any]:
+    """A table row; a mapped task's instance shows its task's id and its map index, the
+    mapped task itself its instance count ("x1000")."""
+    index, count = ti.get("map_index"), ti.get("map_count")
     return {
         **ti,
-        "task_id": ti["key"]["task_id"],
+        "task_id": ti["key"]["task_id"].rpartition("[")[0]
+        if index is not None
+        else ti["key"]["task_id"],
+        "map_index": index if index is not None else (f"x{count}" if count else None),
         "try": f"{ti['try_number']}/{ti['max_tries']}",
         "worker": ti["worker_id"] or None,
     }

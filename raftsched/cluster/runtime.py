@@ -35,6 +35,7 @@ from raftsched.cluster.proposer import Proposer
 from raftsched.cluster.workers_seen import EXTRA_KEY, LOST_KEY, WorkersSeen
 from raftsched.core.model import OutboxEntry
 from raftsched.core.versions import RELEASE
+from raftsched.dags import mapping as dag_mapping
 from raftsched.dags.parser import configure_airflow
 from raftsched.errors import StoreUnavailable
 from raftsched.raft.settings import RaftSettings, settings_from_config
@@ -106,6 +107,7 @@ class NodeRuntime:
             imports=config.core.airflow_imports,
             create_cron_data_intervals=sched.create_cron_data_intervals,
         )
+        dag_mapping.configure(config.core.max_map_length)
         loop_settings = LoopSettings(
             dags_folder=config.core.dags_folder,
             dag_file_timeout=config.core.dag_file_timeout,

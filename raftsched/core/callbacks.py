@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from raftsched.core import limits as lim
-from raftsched.core import persisted
+from raftsched.core import mapping, persisted
 from raftsched.core.callback_table import CallbackJob
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
@@ -99,7 +99,7 @@ def declared_connection(kwargs_json: str) -> str:
 def on_task_end(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
     """An attempt of ``ti`` ended in its current state: queue the task's callbacks for it."""
     event = _TASK_EVENT_OF.get(ti.state)
-    task = rec.topo.tasks.get(ti.key.task_id)
+    task = rec.topo.tasks.get(mapping.task_of(ti.key.task_id))
     if event is None or task is None or not task.callbacks:
         return
     context = _context(rec, event, now)

@@ -1,5 +1,5 @@
 """Handlers for task commands: queue, lease, heartbeat, complete, release, expire, append
-logs, clear and mark.
+logs (clear and mark: ``handlers_marks``).
 
 Leases are fenced: a lease's token is the Raft log index of the command that granted it, and
 every call about a lease must present the current token (a stale one is refused). A paused
@@ -16,9 +16,9 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
+from raftsched.core import mapping, xcom
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core import xcom
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
@@ -30,7 +30,6 @@ from raftsched.core.transitions import (
     find,
     finish_task,
     queue,
-    reopen_run,
     set_state,
     settle,
     settle_run,
@@ -67,6 +66,16 @@ def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) 
         if ti.next_retry_at > now:
             return Item(False, r.NOT_DUE)
     elif ti.state is TaskState.NONE:
+        if ti.map_count is not None:  # expanded: its instances are queued themselves
+            return Item(False, r.NOT_READY)
+        if mapping.is_instance(ti.key.task_id) or rec.topo.tasks[ti.key.task_id].expand_json:
+            if not mapping.is_instance(ti.key.task_id) and (
+                trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY
+            ):
+                return Item(False, r.NOT_READY)
+            settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task
+            settle_run(state, rec, now)
+            return Item(True)
         if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:
             return Item(False, r.NOT_READY)
     else:
@@ -82,7 +91,9 @@ def _rule_out(state: SchedulerState, key: TaskKey, target: TaskState, now: datet
     rec, ti = found
     if target not in (TaskState.UPSTREAM_FAILED, TaskState.SKIPPED):
         return Item(False, r.INVALID)
-    if ti.state is not TaskState.NONE:
+    if mapping.is_instance(key.task_id):  # an instance is never ruled out: its task is
+        return Item(False, r.INVALID)
+    if ti.state is not TaskState.NONE or ti.map_count is not None:
         return Item(False, r.STATE_CHANGED)
     if trigger_verdict(state, rec, key.task_id).value != target:
         return Item(False, r.NOT_READY)
@@ -125,7 +136,7 @@ def apply_lease_tasks(
         grants.append(
             LeaseGrant(
                 lease=ti.lease,
-                task=rec.topo.tasks[key.task_id],
+                task=rec.topo.tasks[mapping.task_of(key.task_id)],
                 fileloc=rec.spec.fileloc,
                 logical_date=run.logical_date,
                 data_interval_start=run.data_interval_start,
@@ -138,7 +149,7 @@ def apply_lease_tasks(
         )
     for rec, ti in fenced:  # back in line, in their old places (same weight and queued_at)
         assert ti.queued_at is not None
-        weight = rec.topo.tasks[ti.key.task_id].priority_weight
+        weight = rec.topo.tasks[mapping.task_of(ti.key.task_id)].priority_weight
         state.task_queue.requeue(ti.key, weight, ti.queued_at)
     return Result(True, value=tuple(grants))
 
@@ -298,74 +309,3 @@ def _append_logs(
                 "created_at": sn.utc_iso(now),
             },
         )
-
-
-def apply_clear_tasks(
-    state: SchedulerState, cmd: c.ClearTasks, now: datetime, index: int
-) -> Result:
-    reason, rec, wanted = _run_and_tasks(state, cmd.dag_id, cmd.run_id, cmd.task_ids)
-    if reason:
-        return Result(False, reason, tuple(wanted))
-    assert rec is not None
-    targets = sorted(rec.topo.descendants(wanted)) if cmd.include_downstream else wanted
-    for task_id in targets:
-        ti = rec.tis[task_id]
-        touch_ti(state, ti)
-        if ti.state is TaskState.RUNNING:  # revoke: its worker's next call is refused
-            state.task_queue.fence(ti)
-            ti.end_date = now
-            emit_entry(
-                state,
-                OutboxKind.TASK_INSTANCE,
-                sn.ti_row(ti, TaskState.FAILED, message="cleared while running"),
-            )
-        set_state(state, rec, ti, TaskState.NONE)
-        xcom.drop(state, ti)
-        ti.max_tries = ti.try_number + max(0, rec.topo.tasks[task_id].retries) + 1
-        ti.next_retry_at = ti.queued_at = ti.start_date = ti.end_date = None
-        ti.exit_code, ti.message, ti.log_chunks = None, "", 0
-    reopen_run(state, rec)
-    settle(state, rec, targets, now)
-    settle_run(state, rec, now)
-    return Result(True, value=tuple(targets))
-
-
-def apply_mark_tasks(state: SchedulerState, cmd: c.MarkTasks, now: datetime, index: int) -> Result:
-    target = cmd.state
-    if target not in (TaskState.SUCCESS, TaskState.FAILED):
-        return Result(False, r.INVALID)
-    target = TaskState(target)
-    reason, rec, wanted = _run_and_tasks(state, cmd.dag_id, cmd.run_id, cmd.task_ids)
-    if reason:
-        return Result(False, reason, tuple(wanted))
-    assert rec is not None
-    for task_id in wanted:
-        ti = rec.tis[task_id]
-        if ti.state is target:
-            continue
-        touch_ti(state, ti)
-        if ti.state is TaskState.RUNNING:
-            state.task_queue.fence(ti)
-        if ti.state not in sn.ATTEMPT_STATES:  # marking stands in for the coming attempt
-            ti.try_number += 1
-            ti.start_date = ti.worker_id = ti.lease_token = ti.exit_code = None
-        ti.end_date, ti.next_retry_at = now, None
-        ti.message = f"marked {target.value}"
-        set_state(state, rec, ti, target)  # revokes a live lease
-    for task_id in wanted:
-        settle(state, rec, rec.topo.downstream[task_id], now)
-    touch_run(state, rec)
-    settle_run(state, rec, now)
-    return Result(True, value=tuple(wanted))
-
-
-def _run_and_tasks(
-    state: SchedulerState, dag_id: str, run_id: str, task_ids: Iterable[str]
-) -> tuple[str, LiveRun | None, list[str]]:
-    rec = state.run_table.get(dag_id, run_id)
-    if rec is None:
-        return r.UNKNOWN_RUN, None, []
-    wanted = sorted(set(task_ids)) if task_ids else sorted(rec.tis)
-    if any(t not in rec.tis for t in wanted):
-        return r.UNKNOWN_TASK, rec, [t for t in wanted if t not in rec.tis]
-    return "", rec, wanted

@@ -40,6 +40,12 @@ MAX_TAG_CHARS = 100
 MAX_DESCRIPTION_CHARS = 4_096
 MAX_COMMAND_CHARS = 65_536  # a BashTask's command
 MAX_KWARGS_BYTES = 65_536  # a PythonTask's kwargs as JSON
+# Dynamic task mapping (core/mapping.py): a mapped task's expansion as JSON, the instances
+# one task may expand into (its max_map_length: default, ceiling) and those of one run.
+MAX_EXPAND_BYTES = 65_536
+DEFAULT_MAX_MAP_LENGTH = 1_024
+MAX_MAP_LENGTH = 10_000
+MAX_MAPPED_PER_RUN = 10_000
 MAX_ENV_VARS = 256
 MAX_ENV_NAME_CHARS = 1_024
 MAX_CALLABLE_CHARS = 1_024  # a PythonTask's attribute path in its DAG file

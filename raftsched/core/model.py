@@ -129,6 +129,8 @@ class TaskSpec:
     # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
     # the DAG file or a built-in notifier ("raftsched:webhook"), see core/callbacks.py
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
+    expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
+    max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +324,7 @@ class TaskInstance:
     result_json: str | None = added_field(None)
     # A fired trigger's {"method", "kwargs", "event"} for the next lease (handlers_triggers)
     resume_json: str | None = added_field(None)
+    map_count: int | None = added_field(None)  # an expanded mapped task's instances
 
 
 class OutboxKind(StrEnum):

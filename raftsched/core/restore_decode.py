@@ -190,6 +190,7 @@ class RestoreDecoder:
             lease_token=data["lease_token"],
             result_json=data.get("result_json"),
             resume_json=data.get("resume_json"),
+            map_count=None if data.get("map_count") is None else int(data["map_count"]),
         )
 
 

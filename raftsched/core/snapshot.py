@@ -190,6 +190,7 @@ def ti_to_dict(ti: TaskInstance, share: SnapshotShare | None = None) -> dict:
         "lease_token": ti.lease_token,
         **({} if ti.result_json is None else {"result_json": ti.result_json}),
         **({} if ti.resume_json is None else {"resume_json": ti.resume_json}),
+        **({} if ti.map_count is None else {"map_count": ti.map_count}),
     }
     if share is None:
         return data

@@ -48,6 +48,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
 from raftsched.core import handlers_dags as hd
+from raftsched.core import handlers_marks as hm
 from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
@@ -384,8 +385,8 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.ReleaseLeases: ht.apply_release_leases,
     c.ExpireLeases: ht.apply_expire_leases,
     c.AppendLogs: ht.apply_append_logs,
-    c.ClearTasks: ht.apply_clear_tasks,
-    c.MarkTasks: ht.apply_mark_tasks,
+    c.ClearTasks: hm.apply_clear_tasks,
+    c.MarkTasks: hm.apply_mark_tasks,
     c.AckMaterialized: hr.apply_ack_materialized,
     c.SetSecret: hs.apply_set_secret,
     c.DeleteSecret: hs.apply_delete_secret,

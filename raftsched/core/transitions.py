@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from raftsched.core import callbacks as cb
+from raftsched.core import mapping
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.model import (
@@ -58,7 +59,7 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
     if was_done != is_done:
         rec.unfinished += -1 if is_done else 1
     ti.state = new
-    task = rec.topo.tasks[ti.key.task_id]
+    task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
     state.task_queue.enter(ti, new, task.priority_weight, task.queue)
 
 
@@ -83,8 +84,16 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
         ti = rec.tis[work.popleft()]
         if ti.state is not TaskState.NONE:
             continue
+        if mapping.is_instance(ti.key.task_id):  # exists once its task is ready (cleared)
+            queue(state, rec, ti, now)
+            continue
+        if ti.map_count is not None:  # expanded: its instances decide (after_finish)
+            continue
         verdict = trigger_verdict(state, rec, ti.key.task_id)
-        if verdict is Verdict.READY:
+        if verdict is Verdict.READY and rec.topo.tasks[ti.key.task_id].expand_json:
+            if not expand(state, rec, ti, now):
+                work.extend(rec.topo.downstream[ti.key.task_id])
+        elif verdict is Verdict.READY:
             queue(state, rec, ti, now)
         elif verdict is not Verdict.WAIT:
             touch_ti(state, ti)
@@ -93,13 +102,62 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
             work.extend(rec.topo.downstream[ti.key.task_id])
 
 
+def expand(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> bool:
+    """The mapped task ``ti`` is ready: create its instances, queued (True); or, with
+    nothing to map over or past its bounds, end it SKIPPED or FAILED with the reason
+    (False: the caller settles its downstream)."""
+    task_id = ti.key.task_id
+    count, reason = mapping.map_length(rec, rec.topo.tasks[task_id])
+    touch_ti(state, ti)
+    if not count:
+        ti.end_date = now
+        ti.message = f"mapped task failed: {reason}" if reason else "mapped over 0 items"
+        ti.try_number += 1 if reason else 0  # its row, as an attempt's (snapshot.ti_row)
+        set_state(state, rec, ti, TaskState.FAILED if reason else TaskState.SKIPPED)
+        return False
+    ti.map_count = count
+    ti.message = f"mapped into {count} instances"
+    retries = max(0, rec.topo.tasks[task_id].retries)
+    for index in range(count):
+        child_id = mapping.instance_id(task_id, index)
+        child = TaskInstance(TaskKey(ti.key.dag_id, ti.key.run_id, child_id))
+        child.max_tries = retries + 1
+        rec.tis[child.key.task_id] = child
+        rec.unfinished += 1
+        state.changes.touch_new_ti(child.key)
+        queue(state, rec, child, now)
+    return True
+
+
+def after_finish(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
+    """``ti`` just finished: settle what depends on it. An instance of a mapped task gives
+    its task the instances' joint state once the last is done, and that task's downstream
+    is settled then."""
+    task_id, index = mapping.split_id(ti.key.task_id)
+    if index < 0:
+        settle(state, rec, rec.topo.downstream[task_id], now)
+        return
+    parent = rec.tis.get(task_id)
+    if parent is None or parent.state is not TaskState.NONE or parent.map_count is None:
+        return
+    joint = mapping.joint_state(rec, task_id)
+    if joint is None:
+        return
+    touch_ti(state, parent)
+    parent.end_date = now
+    # its outcome stands in for an attempt (as MarkTasks does): its DB row is that try's
+    parent.try_number += 0 if joint is TaskState.SKIPPED else 1
+    set_state(state, rec, parent, joint)
+    settle(state, rec, rec.topo.downstream[task_id], now)
+
+
 def finish_task(
     state: SchedulerState, rec: LiveRun, ti: TaskInstance, target: TaskState, now: datetime
 ) -> None:
     """An attempt of ``ti`` ended in ``target`` (its callbacks fire: core/callbacks.py)."""
     set_state(state, rec, ti, target)
     cb.on_task_end(state, rec, ti, now)
-    settle(state, rec, rec.topo.downstream[ti.key.task_id], now)
+    after_finish(state, rec, ti, now)
     settle_run(state, rec, now)
 
 
@@ -136,7 +194,7 @@ def fail_attempt(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: dat
     """The running attempt failed (the caller touched ``ti`` and set its outcome)."""
     if ti.try_number < ti.max_tries:
         emit_entry(state, OutboxKind.TASK_INSTANCE, sn.ti_row(ti, TaskState.FAILED))
-        task = rec.topo.tasks[ti.key.task_id]
+        task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
         ti.next_retry_at = next_retry_at(task, ti.try_number, now)
         set_state(state, rec, ti, TaskState.UP_FOR_RETRY)
         cb.on_task_end(state, rec, ti, now)

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from raftsched.core import callbacks as cb
 from raftsched.core import limits as lim
+from raftsched.core import mapping
 from raftsched.core.limits import (
     check_count,
     check_datetime,
@@ -98,6 +99,12 @@ def check_spec(spec: object, field: str = "spec") -> None:
     for task in tasks:
         _task(f"{field}.tasks", task)
     _graph(f"{field}.tasks", tasks)
+    if any(getattr(task, "expand_json", "") for task in tasks):  # instance ids are free
+        for task in tasks:
+            if mapping.is_instance(task.task_id):
+                raise LimitExceeded(
+                    f"{field}.tasks[{task.task_id}]", "ends like a mapped instance's id ([n])"
+                )
 
 
 def _schedule(field: str, schedule: object) -> None:
@@ -156,6 +163,7 @@ def _task(field: str, task: object) -> None:
     enum_field(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
     cb.check_callbacks(f"{field}.callbacks", task.callbacks, cb.TASK_EVENTS)
     check_id(f"{field}.queue", task.queue)  # a queue name: the charset and size of an id
+    _mapping(field, task)
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)
     ):
@@ -185,3 +193,14 @@ def _graph(field: str, tasks: tuple[TaskSpec, ...]) -> None:
                 ready.append(down)
     if seen != len(ids):
         raise LimitExceeded(field, "has a dependency cycle")
+
+
+def _mapping(field: str, task: TaskSpec) -> None:
+    """A mapped task's expansion and bound (core/mapping.py); an unmapped one has neither."""
+    expand_json = getattr(task, "expand_json", "")
+    bound = getattr(task, "max_map_length", 0)
+    check_int(f"{field}.max_map_length", bound, 0, lim.MAX_MAP_LENGTH)
+    if not expand_json:
+        return
+    check_text(f"{field}.task_id", task.task_id, mapping.MAX_MAPPED_TASK_ID_CHARS)
+    mapping.check_expand_json(f"{field}.expand_json", expand_json, tuple(task.upstream))

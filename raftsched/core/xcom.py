@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from raftsched.core import limits
+from raftsched.core import limits, mapping
 from raftsched.core.changes import touch_ti
 from raftsched.core.model import TaskInstance, TaskKey, TaskState
 from raftsched.core.transitions import set_state, settle
@@ -106,7 +106,7 @@ def outcome_refusal(
             f" {total} bytes, past the bound of {MAX_XCOM_BYTES_PER_RUN} per run; {XCOM_HINT}"
         )
     if follow is not None:
-        downstream = set(rec.topo.downstream[task_id])
+        downstream = set(rec.topo.downstream[mapping.task_of(task_id)])
         strangers = sorted(set(follow) - downstream)
         if strangers:
             allowed = ", ".join(sorted(downstream)) or "none"
@@ -125,7 +125,7 @@ def fits_run(rec: LiveRun, ti: TaskInstance, result_json: str) -> bool:
 def is_taskflow(rec: LiveRun, task_id: str) -> bool:
     """A TaskFlow task (its return value is its contract) rather than a classic PythonTask
     (whose value is kept only when it fits: an existing DAG never fails for it)."""
-    name = rec.topo.tasks[task_id].callable_name or ""
+    name = rec.topo.tasks[mapping.task_of(task_id)].callable_name or ""
     return name.startswith(TASKFLOW_PREFIX)
 
 
@@ -149,7 +149,7 @@ def skip_unfollowed(
     """A branch chose ``follow``: its other direct downstream tasks still waiting are
     SKIPPED, and what they decide downstream is settled."""
     chosen = set(follow)
-    for task_id in rec.topo.downstream[ti.key.task_id]:
+    for task_id in rec.topo.downstream[mapping.task_of(ti.key.task_id)]:
         other = rec.tis[task_id]
         if task_id in chosen or other.state is not TaskState.NONE:
             continue
@@ -162,14 +162,15 @@ def skip_unfollowed(
 
 def upstream_results(state: SchedulerState, key: TaskKey) -> dict[str, str]:
     """The return values (JSON text) of the direct upstream tasks of ``key`` that have one:
-    what its lease carries to the worker. A read view: changes nothing."""
+    what its lease carries to the worker (a mapped upstream's: the list of its instances'
+    values, core/mapping.py). A read view: changes nothing."""
     found = state.run_table.find(key)
     if found is None:
         return {}
     rec, _ = found
     out = {}
-    for up in rec.topo.upstream.get(key.task_id, ()):
-        value = rec.tis[up].result_json
+    for up in rec.topo.upstream.get(mapping.task_of(key.task_id), ()):
+        value = mapping.upstream_value(rec, up)
         if value is not None:
             out[up] = value
     return out

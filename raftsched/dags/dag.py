@@ -19,6 +19,7 @@ from raftsched.core import limits
 from raftsched.core.model import DEFAULT_QUEUE, DagSpec
 from raftsched.dags import validation as v
 from raftsched.dags.callbacks import TASK_CALLBACKS, DeadlineAlert, dag_callbacks
+from raftsched.dags.mapping import check_max_map_length
 from raftsched.dags.params import params_json_from
 from raftsched.errors import DagDefinitionError
 
@@ -72,8 +73,12 @@ class DAG:
         on_success_callback: Any = None,
         deadline: timedelta | DeadlineAlert | None = None,
         on_deadline_callback: Any = None,
+        max_map_length: int | None = None,  # mapped tasks' bound; None: [core] max_map_length
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
+        self.max_map_length = (
+            None if max_map_length is None else check_max_map_length(max_map_length, dag_id=dag_id)
+        )
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
         zone = v.check_zone(timezone, dag_id=dag_id)
         self.timezone = zone.key

@@ -46,7 +46,7 @@ import raftsched
 from raftsched import taskenv
 from raftsched.core import limits
 from raftsched.core.model import DagSpec, ImportErrorRecord
-from raftsched.dags import validation
+from raftsched.dags import mapping, validation
 from raftsched.errors import DagDefinitionError
 
 CHUNK = 65536
@@ -270,7 +270,7 @@ def _run_child(
     fileloc = str(path)
     read_fd, write_fd = os.pipe()
     env = taskenv.scrubbed()  # no cluster secret, DB URL or token for the DAG file's code
-    env.update(_airflow_env)
+    env.update(_airflow_env, **mapping.child_env())  # [core] max_map_length
     taskenv.protect_this_process()  # nor through /proc/OUR_PID/environ
     package_root = str(Path(raftsched.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))

@@ -43,7 +43,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from raftsched.dags import task_groups
+from raftsched.dags import mapping, task_groups
 from raftsched.dags import validation as v
 from raftsched.dags.dag import DAG, _context
 from raftsched.dags.task_checks import TASKFLOW_PREFIX
@@ -143,6 +143,16 @@ class XComArg:
     def __iter__(self) -> Any:  # not a sequence: __getitem__ is for items of its value
         raise TypeError("an XComArg is not iterable: pass it to a task, or index one item")
 
+    def map(self, *_: Any) -> Any:  # Airflow's XComArg.map/zip/concat (dags/mapping.py)
+        raise DagDefinitionError(
+            f"{self!r}: .map(), .zip() and .concat() are not supported yet: have a @task build"
+            " the list to map over, and .expand() over its output",
+            dag_id=self.operator.dag.dag_id,
+            task_id=self.operator.task_id,
+        )
+
+    zip = concat = map
+
     def __repr__(self) -> str:
         where = "".join(f"[{p!r}]" for p in self.path)
         return f"<XComArg {self.operator.task_id}{where}>"
@@ -181,7 +191,7 @@ def _task_options() -> frozenset[str]:
     """What ``@task(...)`` takes: every option of ``Task`` (other helpers add some), plus the
     task id and the declared secrets."""
     names = set(inspect.signature(Task.__init__).parameters) - {"self", "task_id", "dag"}
-    return frozenset(names | {"task_id", "secrets", "connections"})
+    return frozenset(names | {"task_id", "secrets", "connections", "max_map_length"})
 
 
 _TASK_OPTIONS = _task_options()
@@ -213,6 +223,20 @@ class TaskFactory:
                 f" {', '.join(sorted(_TASK_OPTIONS))}"
             )
         functools.update_wrapper(self, function)  # type: ignore[arg-type]
+        self._binding_partial = False  # while .expand_kwargs() adds the task
+
+    # -- dynamic task mapping (dags/mapping.py) ----------------------------------------------
+    def partial(self, **fixed: Any) -> PartialTaskFlow:
+        """The arguments every instance gets; ``.expand(...)`` maps the others."""
+        return PartialTaskFlow(self, fixed)
+
+    def expand(self, **mapped: Any) -> XComArg:
+        """Add the task mapped: one instance per combination of the arguments' items."""
+        return self.partial().expand(**mapped)
+
+    def expand_kwargs(self, source: Any) -> XComArg:
+        """Add the task mapped: one instance per dict of arguments in ``source``."""
+        return self.partial().expand_kwargs(source)
 
     def override(self, **options: Any) -> TaskFactory:
         """The same task function with other options (``.override(task_id="load_b")``)."""
@@ -235,10 +259,17 @@ class TaskFactory:
             )
         options = dict(self.options)
         task_id = _free_id(dag, task_groups.qualify(str(options.pop("task_id", None) or name)))
+        bound = options.pop("max_map_length", None)
         upstream: list[Task] = []
-        arguments = _bind(self.function, args, kwargs, dag.dag_id, task_id)
+        arguments = _bind(
+            self.function, args, kwargs, dag.dag_id, task_id, partial=self._binding_partial
+        )
         arguments = {k: _encode(value, upstream) for k, value in arguments.items()}
         built = TaskFlowTask(task_id, dag=dag, kwargs=arguments, **options)
+        if bound is not None:
+            built.max_map_length = mapping.check_max_map_length(
+                bound, dag_id=dag.dag_id, task_id=task_id
+            )
         for up in upstream:
             if up.dag is not dag:
                 raise DagDefinitionError(
@@ -258,6 +289,31 @@ class TaskFactory:
         return XComArg(built)
 
 
+class PartialTaskFlow:
+    """``my_task.partial(**fixed)``: a TaskFlow task waiting for what it maps over."""
+
+    def __init__(self, factory: TaskFactory, fixed: dict[str, Any]) -> None:
+        self.factory = factory
+        self.fixed = fixed
+
+    def expand(self, **mapped: Any) -> XComArg:
+        taken = sorted(set(mapped) & set(self.fixed))
+        if taken:
+            raise DagDefinitionError(f"{', '.join(taken)} given to both partial() and expand()")
+        output = self.factory(**self.fixed, **dict.fromkeys(mapped))  # None until its item
+        mapping.expand_args(output.operator, mapped)
+        return output
+
+    def expand_kwargs(self, source: Any) -> XComArg:
+        self.factory._binding_partial = True
+        try:
+            output = self.factory(**self.fixed)
+        finally:
+            self.factory._binding_partial = False
+        mapping.expand_kwargs(output.operator, source)
+        return output
+
+
 def _free_id(dag: DAG, wanted: str) -> str:
     """``wanted``, or ``wanted__1``, ``wanted__2``... when the DAG has it (as Airflow)."""
     if wanted not in dag.tasks:
@@ -274,10 +330,16 @@ def _bind(
     kwargs: dict[str, Any],
     dag_id: str,
     task_id: str,
+    *,
+    partial: bool = False,
 ) -> dict[str, Any]:
-    """The call's arguments by name (the worker calls the function with keywords only)."""
+    """The call's arguments by name (the worker calls the function with keywords only);
+    ``partial``: some may be missing (each mapped instance brings them)."""
+    signature = inspect.signature(function)
     try:
-        bound = inspect.signature(function).bind(*args, **kwargs)
+        bound = (
+            signature.bind_partial(*args, **kwargs) if partial else signature.bind(*args, **kwargs)
+        )
     except TypeError as err:
         raise DagDefinitionError(
             f"task {task_id!r}: {err}", dag_id=dag_id, task_id=task_id

@@ -16,7 +16,7 @@ from typing import Any
 
 from raftsched.core import limits
 from raftsched.core.model import TaskSpec, TriggerRule
-from raftsched.dags import task_groups
+from raftsched.dags import mapping, task_groups
 from raftsched.dags import validation as v
 from raftsched.dags.callbacks import task_callbacks
 from raftsched.dags.dag import DAG, _context
@@ -29,6 +29,18 @@ class Task:
 
     kind = ""
     id_qualified = False  # True: task_id already has its task group's prefix (TaskFlow's)
+    # Dynamic task mapping (dags/mapping.py): set by .partial(...).expand(...)
+    expand_json = ""
+    max_map_length: int | None = None
+    # What a mapped argument holds until the worker gets its item (a required one's stand-in)
+    mapped_stand_ins: dict[str, Any] = {}
+    mappable: tuple[str, ...] | None = None  # the arguments .expand() may map (None: any)
+
+    @classmethod
+    def partial(cls, **options: Any) -> mapping.PartialTask:
+        """The task's fixed arguments; ``.expand(name=list_or_xcom)`` or
+        ``.expand_kwargs(list_of_dicts)`` then adds it, mapped (one instance per item)."""
+        return mapping.PartialTask(cls, options)
 
     def __init__(
         self,
@@ -157,7 +169,13 @@ class Task:
             queue=self.queue,
             callbacks=self.callbacks,
             **self._spec_fields(),
+            **self._mapping_fields(),
         )
+
+    def _mapping_fields(self) -> dict[str, Any]:
+        if not self.expand_json:
+            return {}
+        return {"expand_json": self.expand_json, "max_map_length": self.max_map_length or 0}
 
 
 def _tasks(other: object, source: Task, edge: str = "roots") -> list[Task]:
@@ -219,6 +237,8 @@ class BashTask(Task):
     """Runs ``command`` with ``bash -c`` on a worker; ``env`` adds environment variables."""
 
     kind = "bash"
+    mapped_stand_ins = {"command": "# mapped: each instance gets its own command"}
+    mappable: tuple[str, ...] | None = ("command", "env")
 
     def __init__(
         self,

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import Template
 from jinja2.sandbox import SecurityError
 
+from raftsched.core import mapping
 from raftsched.dags import render_limits, sandbox, template_names
 from raftsched.dags.params import effective_params
 from raftsched.dags.sandbox import MAX_RENDERED_CHARS
@@ -104,6 +105,7 @@ def template_context(
         "dag_id": dag_id,
         "run_id": run_id,
         "task_id": task_id,
+        "map_index": mapping.split_id(task_id)[1],  # -1: not an instance of a mapped task
         "try_number": try_number,
         "logical_date": logical,
         "data_interval_start": _template_datetime(data_interval_start),

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from raftsched.core import mapping
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 
@@ -73,8 +74,11 @@ class Assignment:
     resume_json: str = ""
 
     def task_env(self) -> dict[str, str]:
-        """The RAFTSCHED_* variables every attempt sees (added after the task's own env)."""
+        """The RAFTSCHED_* variables every attempt sees (added after the task's own env);
+        an instance of a mapped task also gets its map index (RAFTSCHED_MAP_INDEX)."""
+        index = mapping.split_id(self.key.task_id)[1]
         return {
+            **({mapping.MAP_INDEX_ENV: str(index)} if index >= 0 else {}),
             "RAFTSCHED_DAG_ID": self.key.dag_id,
             "RAFTSCHED_RUN_ID": self.key.run_id,
             "RAFTSCHED_TASK_ID": self.key.task_id,

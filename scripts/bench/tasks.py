@@ -15,6 +15,10 @@ d. The chains again (``--kill-steps`` steps each); once a third has run, kill -9
    first chain and for every chain (the one whose step the dead worker held waits for its
    lease to expire); then checks that no task has two attempts overlapping in time and that
    none succeeded twice.
+m. Dynamic task mapping: a ``@task`` returns ``--map`` commands (``true``) and a
+   ``BashTask.partial(...).expand(command=...)`` maps over them (one task instance each):
+   trigger -> run success, and the list's commit -> the last instance's end; then checks that
+   every instance succeeded once, on its first try.
 
 CPU seconds per process kind for each phase, from /proc (utime+stime, plus the reaped
 children's cutime+cstime): the scheduler nodes (their DAG-parse children included), the worker
@@ -22,6 +26,7 @@ process, the task children (every live descendant of the worker and what the wor
 and PostgreSQL (the whole server: the postmaster and its backends, other users' included).
 
     .venv/bin/python scripts/bench/tasks.py                      # 1000 tasks, 4 x 250 chains
+    .venv/bin/python scripts/bench/tasks.py --phases m --map 1000  # the mapping phase alone
     .venv/bin/python scripts/bench/tasks.py --tasks 200 --steps 50 --kill-steps 30
 
 A database of its own on $RAFTSCHED_TEST_PG_URL's server (default 127.0.0.1:5432/test),
@@ -95,7 +100,20 @@ def dag_files(args: argparse.Namespace) -> dict[str, str]:
             """
         )
 
+    mapped = head + textwrap.dedent(
+        f"""\
+        from raftsched import task
+
+        with DAG("b_map", {common}, max_map_length={min(max(args.map, 1), 10_000)}) as dag:
+            @task
+            def commands():
+                return ["true"] * {args.map}
+
+            BashTask.partial(task_id="m").expand(command=commands())
+        """
+    )
     return {
+        "b_map.py": mapped,
         "b_bash.py": bash,
         "b_python.py": python,
         "b_chains.py": chains("b_chains", args.steps),
@@ -384,6 +402,34 @@ def kill_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> 
     print_cpu(cpu, args.chains * args.kill_steps)
 
 
+def map_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> None:
+    run_id, row, cpu = phase_run(cluster, client, meter, "b_map", args.limit)
+    rows = attempts(cluster.engine, "b_map", run_id)
+    instances = [r for r in rows if r.task_id.startswith("m[")]
+    ok = {r.task_id for r in instances if r.state == "success"}
+    source = next((r for r in rows if r.task_id == "commands" and r.state == "success"), None)
+    if row is None or row.end_date is None:
+        print(f"  b_map: not finished within {args.limit:.0f}s ({len(ok)} instances succeeded)")
+    else:
+        took = (row.end_date - row.created_at).total_seconds()
+        last = max((r.end_date for r in instances if r.end_date is not None), default=None)
+        span = (last - source.end_date).total_seconds() if source and last else float("nan")
+        print(
+            f"  b_map: {args.map} mapped bash instances, trigger -> run {row.state} {took:.1f}s;"
+            f" the list's commit -> the last instance's end {span:.1f}s"
+            f" ({len(ok) / max(span, 1e-6):.0f} instances/s)"
+        )
+    overlaps, twice = check_attempts(instances)
+    retried = sum(1 for r in instances if r.try_number > 1)
+    print(
+        f"    instances succeeded {len(ok)} of {args.map}; attempts {len(instances)}, retried"
+        f" {retried}; overlapping attempts: {overlaps}; succeeded twice: {twice}"
+    )
+    entries = lease_entries(cluster.engine, "b_map", run_id)
+    print(f"    LeaseTasks entries that granted: {entries} ({len(ok) / max(entries, 1):.1f} each)")
+    print_cpu(cpu, args.map)
+
+
 def _descendants(pid: int) -> list[int]:
     stats = _all_stats()
     kids: dict[int, list[int]] = defaultdict(list)
@@ -436,13 +482,14 @@ def main() -> int:
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--steps", type=int, default=250, help="phase c: steps per chain")
     parser.add_argument("--kill-steps", type=int, default=60, help="phase d: steps per chain")
+    parser.add_argument("--map", type=int, default=1000, help="phase m: mapped instances")
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--lease-ttl", type=float, default=5.0)
     parser.add_argument("--limit", type=float, default=600, help="max seconds per phase")
     parser.add_argument(
         "--phases",
-        default="abcd",
-        help="which phases to run, e.g. 'ab' (default: abcd; i, idle, only when named)",
+        default="abcdm",
+        help="which phases to run, e.g. 'ab' (default: abcdm; i, idle, only when named)",
     )
     parser.add_argument("--idle", type=float, default=10.0, help="phase i: seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
@@ -463,7 +510,8 @@ def main() -> int:
             cluster.start()
             cluster.wait_leader(timeout=90)
             client = cluster.client()
-            cluster.wait_dags(client, {"b_bash", "b_python", "b_chains", "b_kill"}, timeout=180)
+            dag_ids = {"b_bash", "b_python", "b_chains", "b_kill", "b_map"}
+            cluster.wait_dags(client, dag_ids, timeout=180)
             cluster.start_worker("w1", concurrency=args.slots)
             meter = CpuMeter(cluster, admin, name)
             print(
@@ -481,6 +529,8 @@ def main() -> int:
                 chains(cluster, client, meter, args)
             if "d" in args.phases:
                 kill_phase(cluster, client, meter, args)
+            if "m" in args.phases:
+                map_phase(cluster, client, meter, args)
             sys.stdout.flush()
     finally:
         with admin.connect() as conn:

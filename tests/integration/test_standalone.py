@@ -170,7 +170,8 @@ def test_standalone_smoke(tmp_path: Path) -> None:
 
         # The authoring examples run on the cluster: TaskFlow, params and templates, and the
         # connection that standalone adds for example_connections (it fetches /health).
-        authoring = ("example_taskflow", "example_params", "example_connections")
+        # example_mapping maps a task over 1,000 items of an upstream's return value.
+        authoring = ("example_taskflow", "example_params", "example_connections", "example_mapping")
 
         def triggered(dag_id: str) -> bool:
             done = subprocess.run(
@@ -198,7 +199,7 @@ def test_standalone_smoke(tmp_path: Path) -> None:
                 and len(authoring_states()) == len(authoring)
             ),
             timeout=120,
-            what="the TaskFlow, params and connection examples to succeed",
+            what="the TaskFlow, params, connection and mapping examples to succeed",
             interval=1.0,
             describe=lambda: str(authoring_states()),
         )

@@ -102,7 +102,6 @@ def test_a_task_groups_default_args_apply_inside_it() -> None:
         (lambda: task.virtualenv, "install the packages"),
         (lambda: __import__("raftsched.airflow.models", fromlist=["Pool"]).Pool, "pools"),
         (lambda: __import__("raftsched.airflow.models").airflow.models.Variable.set("a", 1), "set"),
-        (lambda: task(lambda: 1).expand(x=[1]), "not supported yet"),
     ],
 )
 def test_unsupported_names_say_what_to_use_instead(build, says: str) -> None:

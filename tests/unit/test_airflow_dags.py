@@ -176,3 +176,35 @@ def test_ti_xcom_pull_reads_the_direct_upstream_return_values(tmp_path: Path) ->
     assert pulled["total"] == 12.5  # key= reads one key of a dict value
     assert "only the return values of a task's direct upstream tasks" in pulled["not_upstream"]
     assert (tmp_path / "templated").read_text() == "3 eu 12.5\n"  # {{ ti.xcom_pull(...) }}
+
+
+def test_dynamic_task_mapping_runs_each_instance_and_hands_on_the_list(tmp_path: Path) -> None:
+    done = dags_test("dynamic_mapping", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = states(done.stdout)
+    assert found["scale"] == "success" and found["never"] == "skipped"
+    # downstream of a mapped task: the list of the instances' values, in map index order
+    assert json.loads((tmp_path / "total.json").read_text()) == [20, 40, 60]
+    assert json.loads((tmp_path / "sums.json").read_text()) == [3, 30]
+    # each instance has its own tries: only instance 1 was tried twice
+    assert [lines(tmp_path / f"scale-{i}") for i in range(3)] == [
+        ["try 1"],
+        ["try 1", "try 2"],
+        ["try 1"],
+    ]
+    # Airflow's ti.map_index and task id in the context; RAFTSCHED_MAP_INDEX in bash
+    indexes = json.loads((tmp_path / "indexes.json").read_text())
+    assert indexes == [[0, "context_index", "a"], [1, "context_index", "b"]]
+    assert sorted(lines(tmp_path / "echo")) == ["one 0", "two 1"]
+    assert "--- add_one[2]: success" in done.stdout
+    assert "--- never: skipped: mapped over 0 items" in done.stdout
+    # a classic PythonOperator maps op_kwargs
+    assert lines(tmp_path / "greet") == ["hi ann", "yo bob"]
+    assert "--- greet: success (2 instances)" in done.stdout
+
+
+def test_a_mapped_task_past_its_bound_fails_saying_why(tmp_path: Path) -> None:
+    done = dags_test("dynamic_mapping_bound", tmp_path)
+    assert done.returncode == 1
+    assert states(done.stdout) == {"three": "success", "too_many": "failed"}
+    assert "3 instances, past its max_map_length of 2" in done.stdout

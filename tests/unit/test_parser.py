@@ -142,6 +142,7 @@ def test_example_dags_shipped_with_the_package_parse_cleanly() -> None:
         "example_connections",
         "example_etl",
         "example_manual",
+        "example_mapping",
         "example_params",
         "example_python_report",
         "example_retries",

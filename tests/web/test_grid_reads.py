@@ -27,3 +27,30 @@ def test_a_runs_state_is_the_one_read_with_its_cells() -> None:
     (run,) = built["runs"]
     assert run["state"] == "success" and run["end_date"] == "later"
     assert built["cells"]["t"] == [{"state": "success", "try_number": 1}]
+
+
+class _Mapped(_Gateway):
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        states = ["success"] * 998 + ["running", "up_for_retry"]
+        return {
+            "run": {"run_id": run_id, "state": "running", "end_date": None},
+            "task_instances": [
+                {"task_id": "m", "state": "none", "try_number": 0},
+                *(
+                    {"task_id": f"m[{i}]", "state": state, "try_number": 1}
+                    for i, state in enumerate(states)
+                ),
+            ],
+        }
+
+
+def test_a_mapped_tasks_instances_fold_into_one_cell() -> None:
+    built = grid.build(_Mapped(), "d", ["m"], 5)  # type: ignore[arg-type]
+    assert built["tasks"] == ["m"]  # not a row per instance
+    assert built["cells"]["m"] == [
+        {
+            "state": "running",
+            "try_number": 0,
+            "mapped": "1000 mapped instances: 1 running, 998 success, 1 up for retry",
+        }
+    ]

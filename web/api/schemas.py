@@ -247,6 +247,13 @@ class TaskInstance(Schema):
             " empty: nothing known"
         }
     )
+    map_index = fields.Integer(
+        allow_none=True,
+        metadata={"description": "an instance of a mapped task: its index (task_id TASK[INDEX])"},
+    )
+    map_count = fields.Integer(
+        metadata={"description": "a mapped task once expanded: its instances; 0: not mapped"}
+    )
 
 
 class TaskInstanceList(Schema):

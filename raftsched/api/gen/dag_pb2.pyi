@@ -300,7 +300,7 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[DagRun, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
 class TaskInstance(_message.Message):
-    __slots__ = ("key", "state", "try_number", "max_tries", "worker_id", "lease_token", "queued_at", "start_date", "end_date", "next_retry_at", "exit_code", "message", "lease_expires_at", "result_json", "queue", "waiting")
+    __slots__ = ("key", "state", "try_number", "max_tries", "worker_id", "lease_token", "queued_at", "start_date", "end_date", "next_retry_at", "exit_code", "message", "lease_expires_at", "result_json", "queue", "waiting", "map_index", "map_count")
     KEY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TRY_NUMBER_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +317,8 @@ class TaskInstance(_message.Message):
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     WAITING_FIELD_NUMBER: _ClassVar[int]
+    MAP_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MAP_COUNT_FIELD_NUMBER: _ClassVar[int]
     key: _common_pb2.TaskKey
     state: _common_pb2.TaskState
     try_number: int
@@ -333,7 +335,9 @@ class TaskInstance(_message.Message):
     result_json: str
     queue: str
     waiting: str
-    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_token: _Optional[int] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result_json: _Optional[str] = ..., queue: _Optional[str] = ..., waiting: _Optional[str] = ...) -> None: ...
+    map_index: int
+    map_count: int
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., worker_id: _Optional[str] = ..., lease_token: _Optional[int] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result_json: _Optional[str] = ..., queue: _Optional[str] = ..., waiting: _Optional[str] = ..., map_index: _Optional[int] = ..., map_count: _Optional[int] = ...) -> None: ...
 
 class ListTaskInstancesRequest(_message.Message):
     __slots__ = ("dag_id", "run_id")

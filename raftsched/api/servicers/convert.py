@@ -16,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, worker_pb2
 from raftsched.api.status import invalid_argument
+from raftsched.core import mapping
 from raftsched.core.model import (
     DagRecord,
     DagRun,
@@ -220,10 +221,18 @@ def task_instance(ti: TaskInstance) -> dag_pb2.TaskInstance:
         message=ti.message,
         lease_expires_at=ts(ti.lease.expires_at if ti.lease is not None else None),
         result_json=ti.result_json or "",
+        map_count=ti.map_count or 0,
     )
     if ti.exit_code is not None:
         out.exit_code = ti.exit_code
+    _map_index(out, ti.key.task_id)
     return out
+
+
+def _map_index(out: dag_pb2.TaskInstance, task_id: str) -> None:
+    index = mapping.split_id(task_id)[1]
+    if index >= 0:
+        out.map_index = index
 
 
 def attempt(row: Any, max_tries: int = 0) -> dag_pb2.TaskInstance:
@@ -243,6 +252,7 @@ def attempt(row: Any, max_tries: int = 0) -> dag_pb2.TaskInstance:
     )
     if row.exit_code is not None:
         out.exit_code = row.exit_code
+    _map_index(out, row.task_id)
     return out
 
 
@@ -262,9 +272,11 @@ def log_chunk(chunk: Any, try_number: int) -> common_pb2.LogChunk:
 def task_lease(
     grant: LeaseGrant, upstream_results: dict[str, str] | None = None
 ) -> worker_pb2.TaskLease:
-    """A granted attempt, with the return values (XCom) of its upstream tasks."""
-    task = grant.task
+    """A granted attempt, with the return values (XCom) of its upstream tasks; an instance of
+    a mapped task gets its own item in its arguments (core/mapping.py)."""
     lease = grant.lease
+    index = mapping.split_id(lease.key.task_id)[1]
+    task = mapping.instance_task(grant.task, index, upstream_results or {})
     out = worker_pb2.TaskLease(
         key=task_key(lease.key),
         token=lease.token,

@@ -27,6 +27,7 @@ from raftsched.cluster.workers_seen import (
     served_queues,
     waiting_note,
 )
+from raftsched.core import mapping
 from raftsched.core.model import DEFAULT_QUEUE
 from raftsched.errors import StoreUnavailable
 from raftsched.store.heartbeats import list_heartbeats
@@ -105,7 +106,7 @@ class LiveWorkers:
         served: frozenset[str] | None = None
         looked = False
         for ti in task_instances:
-            task = tasks.get(ti.key.task_id)
+            task = tasks.get(mapping.task_of(ti.key.task_id))
             ti.queue = task.queue if task is not None else DEFAULT_QUEUE
             if ti.state != common_pb2.TASK_STATE_QUEUED:
                 continue

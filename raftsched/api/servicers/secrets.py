@@ -27,7 +27,7 @@ from raftsched.api.status import StatusError, invalid_argument, translate_errors
 from raftsched.core import callbacks as cb
 from raftsched.core import commands as c
 from raftsched.core import handlers_secrets as hs
-from raftsched.core import limits
+from raftsched.core import limits, mapping
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey, TaskState
 from raftsched.core.results import Result
@@ -262,7 +262,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
             else:
                 spec = st.run_spec(key.dag_id, key.run_id)
                 try:
-                    task = spec.task(key.task_id)
+                    task = spec.task(mapping.task_of(key.task_id))
                     variables, connections = sx.declared(task.env)
                 except (AttributeError, KeyError, ValueError):
                     return None
