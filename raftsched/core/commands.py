@@ -74,6 +74,11 @@ class RunDecision:
     run_type: RunType = RunType.SCHEDULED
     conf: dict[str, Any] = field(default_factory=dict)
     run_id: str = ""  # empty: apply derives "<run_type>__<logical_date iso>"
+    # Not "": no run; the scheduled slots data_interval_start..logical_date (their logical
+    # dates) are recorded as skipped for this reason (core/slot_policy.py) and the schedule
+    # moves past them. ``skipped_slots``: how many they are (0: not counted).
+    skip_reason: str = ""
+    skipped_slots: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from raftsched.core.added_fields import OMIT_AT_DEFAULT as OMIT_AT_DEFAULT
+from raftsched.core.added_fields import _fields_dict, added_field, omitted_at_default
 
 
 class TriggerRule(StrEnum):
@@ -95,41 +98,6 @@ class Schedule:
     display: str = ""
 
 
-# Field metadata of a field added to a spec after the first release: while it holds its default
-# it is left out of to_dict() (so spec hashes do not change), of digests (core/digest.py) and
-# of snapshot records (core/snapshot.py), so old specs, results and snapshots stay identical.
-OMIT_AT_DEFAULT = "omit_at_default"
-
-
-def added_field(default: Any) -> Any:
-    """A dataclass field added later: omitted from dicts, digests and snapshots at its default."""
-    return field(default=default, metadata={OMIT_AT_DEFAULT: True})
-
-
-_ADDED_FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {}  # per type: (name, default)
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _fields_dict(value: Any) -> dict[str, Any]:
-    """A dataclass's fields by name, values as they are (the caller converts nested ones)."""
-    names = _FIELD_NAMES.get(type(value))
-    if names is None:
-        names = _FIELD_NAMES[type(value)] = tuple(f.name for f in fields(value))
-    return {name: getattr(value, name) for name in names}
-
-
-def omitted_at_default(value: Any) -> frozenset[str]:
-    """Names of ``value``'s added fields that hold their default (to leave out)."""
-    added = _ADDED_FIELDS.get(type(value))
-    if added is None:  # fields() is slow: once per type (snapshots ask for every spec)
-        added = _ADDED_FIELDS[type(value)] = tuple(
-            (f.name, f.default)
-            for f in fields(value)
-            if f.metadata.get(OMIT_AT_DEFAULT) and f.default is not MISSING
-        )
-    return frozenset(name for name, default in added if getattr(value, name) == default)
-
-
 DEFAULT_QUEUE = "default"  # the queue of a task that names none, and of a worker without --queues
 
 
@@ -181,6 +149,10 @@ class DagSpec:
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     # A run not done by its logical date plus this many seconds fires its "deadline" callbacks
     deadline_seconds: float | None = added_field(None)
+    # Schedule policies, see core/slot_policy.py ("" = allow_all; None: no window, no end)
+    overlap: str = added_field("")
+    catchup_window_seconds: float | None = added_field(None)
+    max_runs: int | None = added_field(None)
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -241,6 +213,7 @@ class DagSpec:
             deadline_seconds=(
                 None if data.get("deadline_seconds") is None else float(data["deadline_seconds"])
             ),
+            **{k: data[k] for k in ("overlap", "catchup_window_seconds", "max_runs") if k in data},
         )
 
     def compute_hash(self) -> str:
@@ -391,6 +364,10 @@ class DagRecord:
     # The newest *scheduled* run's logical date: the schedule resumes after it. Manual runs
     # do not move it (as in Airflow).
     last_logical_date: datetime | None = None
+    # Scheduled runs made while the spec sets max_runs; the newest skipped-slot ranges
+    # (slot_policy.SkippedSlots, bounded). Digested and snapshotted only when set.
+    scheduled_runs: int = 0
+    skipped: tuple[Any, ...] = ()
 
     @property
     def dag_id(self) -> str:

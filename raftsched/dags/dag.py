@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import limits
 from raftsched.core.model import DEFAULT_QUEUE, DagSpec
+from raftsched.core.slot_policy import ALLOW_ALL, OVERLAP_POLICIES
 from raftsched.dags import validation as v
 from raftsched.dags.callbacks import TASK_CALLBACKS, DeadlineAlert, dag_callbacks
 from raftsched.dags.params import params_json_from
@@ -72,6 +73,9 @@ class DAG:
         on_success_callback: Any = None,
         deadline: timedelta | DeadlineAlert | None = None,
         on_deadline_callback: Any = None,
+        overlap: str = "allow_all",  # schedule policies: raftsched.core.slot_policy
+        catchup_window: timedelta | None = None,
+        max_runs: int | None = None,
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
@@ -137,6 +141,27 @@ class DAG:
             deadline=deadline,
             on_deadline_callback=on_deadline_callback,
         )
+        if not isinstance(overlap, str) or overlap not in OVERLAP_POLICIES or not overlap:
+            choices = ", ".join(p for p in OVERLAP_POLICIES if p)
+            raise DagDefinitionError(
+                f"overlap of DAG {dag_id!r} must be one of {choices}, got {v.short_repr(overlap)}",
+                dag_id=dag_id,
+            )
+        self.overlap = "" if overlap == ALLOW_ALL else overlap  # the default is left out
+        self.catchup_window_seconds = v.check_duration(
+            catchup_window, f"catchup_window of DAG {dag_id!r}", dag_id=dag_id
+        )
+        self.max_runs = (
+            None
+            if max_runs is None
+            else v.check_count(
+                max_runs,
+                f"max_runs of DAG {dag_id!r}",
+                minimum=1,
+                maximum=limits.MAX_RUNS_LIMIT,
+                dag_id=dag_id,
+            )
+        )
         # default_args' task callbacks: every task of this DAG that sets none gets them
         self.default_callbacks = {k: defaults[k] for k in TASK_CALLBACKS if k in defaults}
         self.tasks: dict[str, Task] = {}
@@ -193,6 +218,9 @@ class DAG:
             params_json=self.params_json,
             callbacks=self.callbacks,
             deadline_seconds=self.deadline_seconds,
+            overlap=self.overlap,
+            catchup_window_seconds=self.catchup_window_seconds,
+            max_runs=self.max_runs,
             tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

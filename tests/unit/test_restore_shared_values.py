@@ -111,6 +111,9 @@ def every_field_set() -> DagSpec:
         params_json='{"p":1}',
         callbacks=(("failure", "notify", "{}"),),
         deadline_seconds=600.0,
+        overlap="buffer_all",
+        catchup_window_seconds=3600.0,
+        max_runs=7,
     )
     return replace(spec, spec_hash=spec.compute_hash())
 
