@@ -1,0 +1,323 @@
+"""Schedule policies in the pure core (core/slot_policy.py): given ticks of a leader over one
+SchedulerState, expect runs and skipped ranges; apply's compare-and-set of each decision; and
+the properties "buffer_all never loses a slot", "skip never overlaps"."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_state_harness import T0, Sim, dag, task
+
+from raftsched.core import commands as c
+from raftsched.core import limits as lim
+from raftsched.core import results as r
+from raftsched.core.due import DueIndex
+from raftsched.core.model import RunType, Schedule, ScheduleKind
+from raftsched.core.slot_policy import max_active
+from raftsched.core.state import SchedulerState
+
+HOUR = timedelta(hours=1)
+
+
+def h(hours: float) -> datetime:
+    return T0 + hours * HOUR
+
+
+def hourly(**kw: Any) -> Any:
+    kw.setdefault("catchup", True)
+    spec = dag("d", task("a"), start_date=T0, **kw)
+    return replace(spec, schedule=Schedule(ScheduleKind.CRON, cron="0 * * * *", display="hourly"))
+
+
+def tick(sim: Sim, now: datetime, *, record_skips: bool = True) -> list[c.RunDecision]:
+    """One leader tick from the committed state (a fresh DueIndex, as after an election)."""
+    due = DueIndex()
+    for rec in sim.state.dags.values():
+        due.upsert(
+            rec.spec,
+            last_logical_date=rec.last_logical_date,
+            paused=rec.paused,
+            scheduled_runs=rec.scheduled_runs,
+        )
+
+    def capacity(dag_id: str) -> int:
+        spec = sim.state.dags[dag_id].spec
+        return max_active(spec) - sim.state.active_run_count(dag_id)
+
+    decisions = due.collect(now, capacity=capacity, limit=100, record_skips=record_skips)
+    if decisions:
+        result = sim.apply(c.CreateRuns(request_id=sim.rid(), now=now, runs=tuple(decisions)))
+        assert all(item.ok for item in result.value), result
+    return decisions
+
+
+def finish_all(sim: Sim, now: datetime) -> None:
+    for grant in sim.lease(n=100, now=now):
+        assert sim.complete(grant, now=now).ok
+
+
+def runs(sim: Sim) -> list[float]:
+    return sorted((run.logical_date - T0) / HOUR for run in sim.state.runs("d"))
+
+
+def skipped(sim: Sim) -> list[tuple[float, float, str]]:
+    return [
+        ((s.first - T0) / HOUR, (s.last - T0) / HOUR, s.reason) for s in sim.state.dags["d"].skipped
+    ]
+
+
+# Each case: the DAG's policy fields; then steps ("tick", hour) or ("finish", hour); expect the
+# scheduled runs' hours and the skipped ranges (first hour, last hour, reason).
+CASES: list[tuple[str, dict[str, Any], list[tuple[str, float]], list[float], list[Any]]] = [
+    (
+        "allow_all with max_active_runs=1 waits, then catches up in order",
+        {"max_active_runs": 1},
+        [("tick", 0), ("tick", 3), ("finish", 3), ("tick", 3), ("finish", 3), ("tick", 3)],
+        [0, 1, 2],
+        [],
+    ),
+    (
+        "skip: slots due while a run is active are skipped",
+        {"overlap": "skip"},
+        [("tick", 0), ("tick", 3), ("finish", 3.5), ("tick", 4)],
+        [0, 4],
+        [(1, 3, "overlap")],
+    ),
+    (
+        "buffer_one: the newest due slot waits, older ones are skipped",
+        {"overlap": "buffer_one"},
+        [("tick", 0), ("tick", 3), ("finish", 3.5), ("tick", 3.5)],
+        [0, 3],
+        [(1, 2, "overlap")],
+    ),
+    (
+        "buffer_all: every due slot waits and runs one at a time",
+        {"overlap": "buffer_all"},
+        [("tick", 0), ("tick", 3), ("finish", 3)] + [("tick", 3), ("finish", 3)] * 3,
+        [0, 1, 2, 3],
+        [],
+    ),
+    (
+        "buffer_all past its bound: the oldest slots are skipped",
+        {"overlap": "buffer_all"},
+        [("tick", 0), ("tick", lim.MAX_BUFFERED_RUNS + 5), ("finish", 200), ("tick", 200)],
+        [0, 6],
+        [(1, 5, "buffer_full")],
+    ),
+    (
+        "catchup_window: older missed slots are skipped, newer ones run",
+        {"catchup_window_seconds": 2 * 3600.0},
+        [("tick", 10)],
+        [8, 9, 10],
+        [(0, 7, "catchup_window")],
+    ),
+    (
+        "catchup=False: only the latest slot runs, the others are recorded",
+        {"catchup": False},
+        [("tick", 10)],
+        [10],
+        [(0, 9, "catchup")],
+    ),
+    (
+        "catchup_window of zero is catchup=False with its own reason",
+        {"catchup_window_seconds": 0.0},
+        [("tick", 5)],
+        [5],
+        [(0, 4, "catchup_window")],
+    ),
+    (
+        "max_runs: scheduling stops after N scheduled runs",
+        {"max_runs": 2},
+        [("tick", 0), ("tick", 1), ("finish", 1), ("tick", 5), ("tick", 9)],
+        [0, 1],
+        [],
+    ),
+    (
+        "max_runs counts runs, not skipped slots",
+        {"max_runs": 2, "catchup": False},
+        [("tick", 3), ("finish", 3), ("tick", 6), ("tick", 9)],
+        [3, 6],
+        [(0, 2, "catchup"), (4, 5, "catchup")],
+    ),
+]
+
+
+@pytest.mark.parametrize(("fields", "steps", "want_runs", "want_skips"), [c[1:] for c in CASES])
+def test_policy_scenarios(
+    fields: dict[str, Any], steps: list[Any], want_runs: list[float], want_skips: list[Any]
+) -> None:
+    sim = Sim()
+    assert sim.register(hourly(**fields)).value[0].ok
+    for step, hour in steps:
+        if step == "tick":
+            tick(sim, h(hour))
+        else:
+            finish_all(sim, h(hour))
+    assert runs(sim) == want_runs
+    assert skipped(sim) == want_skips
+
+
+def test_without_policies_or_skip_records_the_plan_is_the_previous_release() -> None:
+    sim = Sim()
+    sim.register(hourly(catchup=False))
+    decisions = tick(sim, h(10), record_skips=False)
+    assert [d.skip_reason for d in decisions] == [""]  # no skip decision in a mixed cluster
+    assert runs(sim) == [10] and skipped(sim) == []
+    assert sim.state.dags["d"].scheduled_runs == 0  # counted only under max_runs
+
+
+def test_max_runs_leaves_manual_runs_alone_and_the_dag_has_no_wakeup() -> None:
+    sim = Sim()
+    sim.register(hourly(max_runs=1))
+    tick(sim, h(0))
+    due = DueIndex()
+    rec = sim.state.dags["d"]
+    due.upsert(rec.spec, last_logical_date=rec.last_logical_date, paused=False, scheduled_runs=1)
+    assert due.next_wakeup() is None
+    assert sim.create("d", h(1), now=h(1)).value[0].reason == r.MAX_RUNS
+    assert sim.create("d", h(1), run_type=RunType.MANUAL, now=h(1)).value[0].ok
+
+
+def skip(first: float, last: float, reason: str) -> c.RunDecision:
+    return c.RunDecision("d", h(last), h(first), h(last), skip_reason=reason)
+
+
+# apply re-checks each skip against the committed spec: (fields, runs first, decision, reason)
+REFUSALS = [
+    ({}, False, skip(1, 2, "overlap"), r.POLICY),  # allow_all skips nothing
+    ({"overlap": "skip"}, False, skip(1, 2, "overlap"), r.POLICY),  # no active run
+    ({"overlap": "buffer_all"}, True, skip(1, 2, "overlap"), r.POLICY),
+    ({"overlap": "skip"}, True, skip(1, 2, "buffer_full"), r.POLICY),
+    ({"catchup_window_seconds": 7200.0}, False, skip(1, 4, "catchup_window"), r.POLICY),
+    ({"catchup": True}, False, skip(1, 2, "catchup"), r.POLICY),
+    ({"overlap": "skip"}, True, skip(0, 2, "overlap"), r.RUN_EXISTS),  # slot 0 ran
+    ({"overlap": "skip"}, True, skip(3, 2, "overlap"), r.INVALID),  # first after last
+    ({"overlap": "skip"}, True, skip(1, 9, "overlap"), r.INVALID),  # in the future
+    ({"overlap": "skip"}, True, skip(1, 2, "bored"), r.INVALID),
+]
+
+
+@pytest.mark.parametrize(("fields", "run_first", "decision", "reason"), REFUSALS)
+def test_apply_refuses_skips_the_policy_does_not_give(
+    fields: dict[str, Any], run_first: bool, decision: c.RunDecision, reason: str
+) -> None:
+    sim = Sim()
+    sim.register(hourly(**fields))
+    if run_first:
+        tick(sim, h(0))
+    before = (sim.state.dags["d"], runs(sim))
+    result = sim.apply(c.CreateRuns(request_id=sim.rid(), now=h(5), runs=(decision,)))
+    assert [i.reason for i in result.value] == [reason]
+    assert (sim.state.dags["d"], runs(sim)) == before  # a refused decision changes nothing
+
+
+def test_a_one_at_a_time_policy_refuses_a_second_active_run() -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="buffer_all", max_active_runs=5))
+    tick(sim, h(0))
+    assert sim.create("d", h(1), now=h(1)).value[0].reason == r.MAX_ACTIVE_RUNS
+
+
+def test_skipped_ranges_are_bounded_and_survive_snapshot_and_restore() -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="skip"))
+    tick(sim, h(0))
+    for hour in range(1, lim.MAX_SKIP_RECORDS + 10):
+        tick(sim, h(hour))
+    ranges = sim.state.dags["d"].skipped
+    assert len(ranges) == lim.MAX_SKIP_RECORDS
+    assert (ranges[-1].first, ranges[-1].last) == (h(lim.MAX_SKIP_RECORDS + 9),) * 2
+    snap = sim.state.snapshot()
+    restored = SchedulerState.restore(json.loads(json.dumps(snap)))
+    assert restored.snapshot() == snap
+    assert restored.digest() == sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_policy_fields_at_their_default_leave_the_spec_hash_alone() -> None:
+    plain = hourly()
+    assert plain.to_dict() == hourly(overlap="", max_runs=None).to_dict()
+    assert "overlap" not in plain.to_dict() and "max_runs" not in plain.to_dict()
+    assert hourly(overlap="skip").compute_hash() != plain.compute_hash()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"overlap": "sometimes"}, "overlap"),
+        ({"max_runs": 0}, "max_runs"),
+        ({"catchup_window_seconds": -1.0}, "catchup_window_seconds"),
+    ],
+)
+def test_register_refuses_bad_policy_fields(fields: dict[str, Any], message: str) -> None:
+    sim = Sim()
+    item = sim.register(hourly(**fields)).value[0]
+    assert item.reason == r.INVALID and message in str(item.value)
+
+
+# -- properties -------------------------------------------------------------------------------
+
+steps = st.lists(
+    st.tuples(st.sampled_from(["tick", "finish"]), st.integers(min_value=0, max_value=7)),
+    min_size=1,
+    max_size=25,
+)
+
+
+def covered(sim: Sim) -> list[datetime]:
+    """Every slot the schedule passed, from runs and skipped ranges (hourly slots)."""
+    slots = [run.logical_date for run in sim.state.runs("d")]
+    for s in sim.state.dags["d"].skipped:
+        hour = s.first
+        while hour <= s.last:
+            slots.append(hour)
+            hour += HOUR
+    return sorted(slots)
+
+
+def drive(sim: Sim, plan: list[tuple[str, int]], check: Any) -> datetime:
+    now = T0
+    for step, minutes in plan:
+        now += timedelta(minutes=minutes * 20)  # 0-140 minutes: several slots at once, or none
+        if step == "tick":
+            tick(sim, now)
+        else:
+            finish_all(sim, now)
+        check(sim)
+    return now
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps)
+def test_buffer_all_never_loses_a_slot(plan: list[tuple[str, int]]) -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="buffer_all"))
+    drive(sim, plan, lambda s: None)
+    last = sim.state.dags["d"].last_logical_date
+    slots = covered(sim)
+    # every slot up to the schedule's position ran, once, in order; none was skipped (the
+    # buffer's bound is far off)
+    assert slots == [T0 + i * HOUR for i in range(len(slots))]
+    assert not slots or slots[-1] == last
+    assert not sim.state.dags["d"].skipped
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps, st.sampled_from(["skip", "buffer_one"]))
+def test_one_at_a_time_policies_never_overlap_and_account_for_every_slot(
+    plan: list[tuple[str, int]], policy: str
+) -> None:
+    sim = Sim()
+    sim.register(hourly(overlap=policy))
+
+    def one_at_a_time(s: Sim) -> None:
+        assert s.state.active_run_count("d") <= 1
+
+    drive(sim, plan, one_at_a_time)
+    slots = covered(sim)
+    assert slots == [T0 + i * HOUR for i in range(len(slots))]  # each slot once: ran or skipped
