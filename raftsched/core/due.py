@@ -14,7 +14,7 @@ from datetime import datetime
 
 from raftsched.core.commands import RunDecision
 from raftsched.core.model import DagSpec
-from raftsched.core.slot_policy import ONE_AT_A_TIME, plan, runs_left
+from raftsched.core.slot_policy import ONE_AT_A_TIME, plan, planned_start, runs_left
 from raftsched.core.timetable import Timetable, timetable_for
 
 
@@ -184,6 +184,7 @@ class DueIndex:
         when = entry.timetable.next_time(entry.last_logical_date)
         if when is None:
             return
+        when = planned_start(entry.spec, when)  # jitter: wake at the run's planned start
         entry.next_fire = when
         heapq.heappush(self._heap, (when, entry.spec.dag_id, entry.version))
 

@@ -27,7 +27,13 @@ from raftsched.core.handlers_dags import is_aware
 from raftsched.core.model import DagRecord, DagRun, RunType, TaskInstance, TaskKey
 from raftsched.core.results import Item, Result
 from raftsched.core.run_table import LiveRun
-from raftsched.core.slot_policy import max_active, record_skip, runs_left, skip_refusal
+from raftsched.core.slot_policy import (
+    max_active,
+    planned_start,
+    record_skip,
+    runs_left,
+    skip_refusal,
+)
 from raftsched.core.timetable import timetable_for
 from raftsched.core.transitions import settle, settle_run
 from raftsched.core.validate import check_run_decision
@@ -77,6 +83,8 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         return Item(False, r.MAX_ACTIVE_RUNS)
     if scheduled and runs_left(record.spec, record.scheduled_runs) == 0:
         return Item(False, r.MAX_RUNS)
+    if scheduled and now < planned_start(record.spec, logical):
+        return Item(False, r.NOT_DUE)  # jitter: its planned start has not come
     spec = state.catalog.ref_spec(record.spec)
     run = DagRun(d.dag_id, run_id, logical, start, end, run_type, conf=dict(d.conf))
     run.created_at = now

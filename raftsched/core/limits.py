@@ -53,6 +53,7 @@ MAX_ACTIVE = 10_000_000  # max_active_runs, max_active_tasks ("unlimited" is a b
 # Schedule policies (core/slot_policy.py)
 MAX_RUNS_LIMIT = 1_000_000_000  # a DAG's max_runs
 MAX_CATCHUP_WINDOW_SECONDS = 10 * 366 * 86_400
+MAX_JITTER_SECONDS = 366 * 86_400
 # overlap="buffer_all": slots waiting for the active run; older ones past it are skipped
 # ("buffer_full"), each check walks at most this many slots back from now
 MAX_BUFFERED_RUNS = 100

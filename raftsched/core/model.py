@@ -153,6 +153,7 @@ class DagSpec:
     overlap: str = added_field("")
     catchup_window_seconds: float | None = added_field(None)
     max_runs: int | None = added_field(None)
+    jitter_seconds: float | None = added_field(None)
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -213,7 +214,7 @@ class DagSpec:
             deadline_seconds=(
                 None if data.get("deadline_seconds") is None else float(data["deadline_seconds"])
             ),
-            **{k: data[k] for k in ("overlap", "catchup_window_seconds", "max_runs") if k in data},
+            **{k: data[k] for k in _POLICY_FIELDS if k in data},
         )
 
     def compute_hash(self) -> str:
@@ -222,6 +223,9 @@ class DagSpec:
         data.pop("spec_hash", None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+_POLICY_FIELDS = ("overlap", "catchup_window_seconds", "max_runs", "jitter_seconds")
 
 
 def _task_from_dict(task: dict[str, Any], seen: dict[Any, TaskSpec] | None) -> TaskSpec:

@@ -95,6 +95,7 @@ class RestoreDecoder:
         get = data.get
         deadline = get("deadline_seconds")
         window, max_runs = get("catchup_window_seconds"), get("max_runs")
+        jitter = get("jitter_seconds")
         callbacks = get("callbacks")
         return DagSpec(
             dag_id=data["dag_id"],
@@ -116,6 +117,7 @@ class RestoreDecoder:
             overlap=get("overlap", ""),
             catchup_window_seconds=None if window is None else float(window),
             max_runs=None if max_runs is None else int(max_runs),
+            jitter_seconds=None if jitter is None else float(jitter),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:

@@ -17,6 +17,10 @@ Policies (a DAG's ``overlap``, ``catchup``, ``catchup_window_seconds``, ``max_ru
 - catch-up: ``catchup=False`` runs only the latest missed slot and records the rest
   ("catchup"); ``catchup_window_seconds`` runs the missed slots not older than the window and
   records the older ones ("catchup_window"); ``catchup=True`` without a window runs all.
+- ``jitter_seconds``: each slot's run starts at its *planned start*, the logical date plus a
+  delay in [0, jitter] derived from the DAG id and the slot (:func:`planned_start`: every
+  replica computes the same, no randomness in the state). Overlap and catch-up decisions are
+  taken at the slot's logical date; only the start of a run waits.
 - ``max_runs``: after that many scheduled runs the DAG schedules nothing (manual runs still
   work), as Temporal's limited actions.
 
@@ -27,6 +31,7 @@ the previous release's ``Timetable.due``.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -83,9 +88,22 @@ class SkippedSlots:
 
 def uses_policies(spec: DagSpec) -> bool:
     """Does ``spec`` set a field of this module (it then records its skips anyway)?"""
-    return (
-        bool(spec.overlap) or spec.catchup_window_seconds is not None or (spec.max_runs is not None)
+    return bool(spec.overlap) or any(
+        value is not None
+        for value in (spec.catchup_window_seconds, spec.max_runs, spec.jitter_seconds)
     )
+
+
+def planned_start(spec: DagSpec, logical_date: datetime) -> datetime:
+    """When the run of the slot at ``logical_date`` starts: the slot plus the DAG's jitter
+    for it, a delay in [0, jitter_seconds] (whole microseconds) from a hash of the DAG id and
+    the slot, so the same on every node and across restarts."""
+    if not spec.jitter_seconds:
+        return logical_date
+    span = int(spec.jitter_seconds * 1_000_000)
+    text = f"{spec.dag_id}\n{utc_iso(logical_date)}".encode()
+    draw = int.from_bytes(hashlib.sha256(text).digest()[:8], "big")
+    return logical_date + timedelta(microseconds=draw % (span + 1))
 
 
 def max_active(spec: DagSpec) -> int:
@@ -160,6 +178,10 @@ def plan(
             first.logical_date - _TICK, now, min(room, limit - len(out))
         )
         out.extend(_run(spec, s) for s in slots)
+    if spec.jitter_seconds:  # a run waits for its planned start, and the runs after it too
+        waiting = [d.skip_reason == "" and planned_start(spec, d.logical_date) > now for d in out]
+        if True in waiting:
+            out = out[: waiting.index(True)]
     return out[:limit]
 
 

@@ -76,6 +76,7 @@ class DAG:
         overlap: str = "allow_all",  # schedule policies: raftsched.core.slot_policy
         catchup_window: timedelta | None = None,
         max_runs: int | None = None,
+        jitter: timedelta | None = None,
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
@@ -162,6 +163,7 @@ class DAG:
                 dag_id=dag_id,
             )
         )
+        self.jitter_seconds = v.check_duration(jitter, f"jitter of DAG {dag_id!r}", dag_id=dag_id)
         # default_args' task callbacks: every task of this DAG that sets none gets them
         self.default_callbacks = {k: defaults[k] for k in TASK_CALLBACKS if k in defaults}
         self.tasks: dict[str, Task] = {}
@@ -221,6 +223,7 @@ class DAG:
             overlap=self.overlap,
             catchup_window_seconds=self.catchup_window_seconds,
             max_runs=self.max_runs,
+            jitter_seconds=self.jitter_seconds or None,
             tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

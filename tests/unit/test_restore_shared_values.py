@@ -114,6 +114,7 @@ def every_field_set() -> DagSpec:
         overlap="buffer_all",
         catchup_window_seconds=3600.0,
         max_runs=7,
+        jitter_seconds=30.0,
     )
     return replace(spec, spec_hash=spec.compute_hash())
 

@@ -19,7 +19,7 @@ from raftsched.core import limits as lim
 from raftsched.core import results as r
 from raftsched.core.due import DueIndex
 from raftsched.core.model import RunType, Schedule, ScheduleKind
-from raftsched.core.slot_policy import max_active
+from raftsched.core.slot_policy import max_active, planned_start
 from raftsched.core.state import SchedulerState
 
 HOUR = timedelta(hours=1)
@@ -258,6 +258,27 @@ def test_register_refuses_bad_policy_fields(fields: dict[str, Any], message: str
     sim = Sim()
     item = sim.register(hourly(**fields)).value[0]
     assert item.reason == r.INVALID and message in str(item.value)
+
+
+def test_jitter_delays_each_run_to_its_planned_start_the_same_on_every_replica() -> None:
+    spec = hourly(jitter_seconds=1800.0)
+    starts = [planned_start(spec, h(i)) - h(i) for i in range(50)]
+    assert all(timedelta(0) <= d <= timedelta(minutes=30) for d in starts)
+    assert len(set(starts)) > 40  # spread, not one delay for all
+    assert starts == [planned_start(hourly(jitter_seconds=1800.0), h(i)) - h(i) for i in range(50)]
+    other = replace(spec, dag_id="e")
+    assert [planned_start(other, h(i)) for i in range(5)] != [h(i) + starts[i] for i in range(5)]
+    sim = Sim()
+    sim.register(spec)
+    start = planned_start(spec, h(0))
+    assert tick(sim, start - timedelta(microseconds=1)) == []  # the slot is due, its run is not
+    assert sim.create("d", h(0), now=start - timedelta(microseconds=1)).value[0].reason == (
+        r.NOT_DUE
+    )
+    due = DueIndex()
+    due.upsert(sim.state.dags["d"].spec, last_logical_date=None, paused=False)
+    assert due.next_wakeup() == start  # the leader wakes at the planned start
+    assert [d.logical_date for d in tick(sim, start)] == [h(0)]
 
 
 # -- properties -------------------------------------------------------------------------------
