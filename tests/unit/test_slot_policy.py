@@ -342,3 +342,48 @@ def test_one_at_a_time_policies_never_overlap_and_account_for_every_slot(
     drive(sim, plan, one_at_a_time)
     slots = covered(sim)
     assert slots == [T0 + i * HOUR for i in range(len(slots))]  # each slot once: ran or skipped
+
+
+# -- DAG files --------------------------------------------------------------------------------
+
+
+def test_dag_files_set_the_policies_and_defaults_leave_the_spec_as_before() -> None:
+    from raftsched import DAG, BashTask
+
+    def build(**kw: Any) -> Any:
+        with DAG("p", schedule="@hourly", start_date=T0, **kw) as d:
+            BashTask(task_id="a", command="true")
+        return d.to_spec()
+
+    spec = build(
+        overlap="buffer_one",
+        catchup_window=timedelta(hours=6),
+        max_runs=3,
+        jitter=timedelta(minutes=5),
+    )
+    assert (spec.overlap, spec.catchup_window_seconds, spec.max_runs, spec.jitter_seconds) == (
+        "buffer_one",
+        6 * 3600.0,
+        3,
+        300.0,
+    )
+    assert build(overlap="allow_all").spec_hash == build().spec_hash
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"overlap": "cancel_everything"}, "overlap of DAG 'p' must be one of"),
+        ({"overlap": 3}, "overlap of DAG 'p' must be one of"),
+        ({"max_runs": 0}, "max_runs of DAG 'p' must be an integer >= 1"),
+        ({"max_runs": True}, "max_runs of DAG 'p' must be an integer >= 1"),
+        ({"catchup_window": "1h"}, "catchup_window of DAG 'p' must be a timedelta"),
+        ({"jitter": timedelta(days=-1)}, "jitter of DAG 'p' must be zero or more"),
+    ],
+)
+def test_dag_files_get_clear_errors_for_bad_policies(kw: dict[str, Any], message: str) -> None:
+    from raftsched import DAG
+    from raftsched.errors import DagDefinitionError
+
+    with pytest.raises(DagDefinitionError, match=message):
+        DAG("p", schedule="@hourly", start_date=T0, **kw)
