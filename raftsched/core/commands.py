@@ -60,6 +60,7 @@ class SetImportErrors(Command):
 class SetPaused(Command):
     dag_id: str
     paused: bool
+    note: str = ""  # why (pausing only): shown with the DAG until it is unpaused
 
 
 # -- runs ---------------------------------------------------------------------------------

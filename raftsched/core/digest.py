@@ -302,8 +302,9 @@ def fp_dag(dag_id: str, record: Any) -> str:
         record.last_logical_date,
     )
     # fields added later join only when set: a record without them digests as before
-    if record.scheduled_runs or record.skipped:
-        fields += (record.scheduled_runs, tuple(s.to_dict() for s in record.skipped))
+    if record.scheduled_runs or record.skipped or record.pause_note:
+        skipped = tuple(s.to_dict() for s in record.skipped)
+        fields += (record.scheduled_runs, skipped, record.pause_note)
     return "dag:" + canonical(fields)
 
 

@@ -83,7 +83,7 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         return Item(False, r.MAX_ACTIVE_RUNS)
     if scheduled and runs_left(record.spec, record.scheduled_runs) == 0:
         return Item(False, r.MAX_RUNS)
-    if scheduled and now < planned_start(record.spec, logical):
+    if scheduled and record.spec.jitter_seconds and now < planned_start(record.spec, logical):
         return Item(False, r.NOT_DUE)  # jitter: its planned start has not come
     spec = state.catalog.ref_spec(record.spec)
     run = DagRun(d.dag_id, run_id, logical, start, end, run_type, conf=dict(d.conf))

@@ -58,6 +58,7 @@ MAX_JITTER_SECONDS = 366 * 86_400
 # ("buffer_full"), each check walks at most this many slots back from now
 MAX_BUFFERED_RUNS = 100
 MAX_SKIP_RECORDS = 20  # skipped-slot ranges a DAG record keeps (the newest)
+MAX_PAUSE_NOTE_CHARS = 1_000  # why a DAG is paused (`dags pause --note`, pause_on_failure)
 
 # -- runs ---------------------------------------------------------------------------------------
 MAX_CONF_BYTES = 65_536  # a run's conf as compact JSON

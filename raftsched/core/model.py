@@ -154,6 +154,7 @@ class DagSpec:
     catchup_window_seconds: float | None = added_field(None)
     max_runs: int | None = added_field(None)
     jitter_seconds: float | None = added_field(None)
+    pause_on_failure: bool = added_field(False)  # a failed run pauses the DAG, with a note
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -225,7 +226,13 @@ class DagSpec:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-_POLICY_FIELDS = ("overlap", "catchup_window_seconds", "max_runs", "jitter_seconds")
+_POLICY_FIELDS = (
+    "overlap",
+    "catchup_window_seconds",
+    "max_runs",
+    "jitter_seconds",
+    "pause_on_failure",
+)
 
 
 def _task_from_dict(task: dict[str, Any], seen: dict[Any, TaskSpec] | None) -> TaskSpec:
@@ -372,6 +379,7 @@ class DagRecord:
     # (slot_policy.SkippedSlots, bounded). Digested and snapshotted only when set.
     scheduled_runs: int = 0
     skipped: tuple[Any, ...] = ()
+    pause_note: str = ""  # why it is paused ("" when unpaused); digested only when set
 
     @property
     def dag_id(self) -> str:

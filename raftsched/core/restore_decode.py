@@ -118,6 +118,7 @@ class RestoreDecoder:
             catchup_window_seconds=None if window is None else float(window),
             max_runs=None if max_runs is None else int(max_runs),
             jitter_seconds=None if jitter is None else float(jitter),
+            pause_on_failure=bool(get("pause_on_failure", False)),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:
@@ -152,6 +153,7 @@ class RestoreDecoder:
             last_logical_date=self.date(data["last_logical_date"]),
             scheduled_runs=int(data.get("scheduled_runs", 0)),
             skipped=tuple(SkippedSlots.from_dict(s) for s in data.get("skipped", ())),
+            pause_note=str(data.get("pause_note", "")),
         )
 
     def run(self, data: dict[str, Any]) -> DagRun:

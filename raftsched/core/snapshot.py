@@ -160,6 +160,8 @@ def _policy_fields(record: DagRecord) -> dict:
         out["scheduled_runs"] = record.scheduled_runs
     if record.skipped:
         out["skipped"] = [s.to_dict() for s in record.skipped]
+    if record.pause_note:
+        out["pause_note"] = record.pause_note
     return out
 
 

@@ -149,6 +149,7 @@ def _import_errors(cmd: c.SetImportErrors) -> None:
 def _set_paused(cmd: c.SetPaused) -> None:
     check_id("dag_id", cmd.dag_id)
     _bool("paused", cmd.paused)
+    check_text("note", cmd.note, lim.MAX_PAUSE_NOTE_CHARS)
 
 
 def _create_runs(cmd: c.CreateRuns) -> None:

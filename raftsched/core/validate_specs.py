@@ -107,6 +107,7 @@ def check_spec(spec: object, field: str = "spec") -> None:
         )
     if spec.jitter_seconds is not None:
         check_float(f"{field}.jitter_seconds", spec.jitter_seconds, 0.0, lim.MAX_JITTER_SECONDS)
+    bool_field(f"{field}.pause_on_failure", spec.pause_on_failure)
     if spec.max_runs is not None:
         check_int(f"{field}.max_runs", spec.max_runs, 1, lim.MAX_RUNS_LIMIT)
     tasks = tuple_field(f"{field}.tasks", spec.tasks, lim.MAX_TASKS_PER_DAG)

@@ -115,6 +115,7 @@ def every_field_set() -> DagSpec:
         catchup_window_seconds=3600.0,
         max_runs=7,
         jitter_seconds=30.0,
+        pause_on_failure=True,
     )
     return replace(spec, spec_hash=spec.compute_hash())
 

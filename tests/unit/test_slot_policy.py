@@ -387,3 +387,57 @@ def test_dag_files_get_clear_errors_for_bad_policies(kw: dict[str, Any], message
 
     with pytest.raises(DagDefinitionError, match=message):
         DAG("p", schedule="@hourly", start_date=T0, **kw)
+
+
+# -- pause on failure and pause notes ----------------------------------------------------------
+
+
+def test_a_failed_run_pauses_a_pause_on_failure_dag_with_a_note_naming_it() -> None:
+    sim = Sim()
+    sim.register(hourly(pause_on_failure=True, max_active_runs=2))
+    tick(sim, h(1))  # slots 0 and 1
+    grants = sim.lease(n=2, now=h(1))
+    assert sim.complete(grants[0], success=True, now=h(1)).ok
+    assert not sim.state.dags["d"].paused  # a success pauses nothing
+    assert sim.complete(grants[1], success=False, now=h(1)).ok
+    record = sim.state.dags["d"]
+    failed = grants[1].lease.key.run_id
+    assert record.paused and record.pause_note == f"paused after run {failed} failed"
+    assert sim.outbox("dag")[-1]["paused"] is True
+    assert tick(sim, h(5)) == []  # paused: nothing scheduled
+    sim.apply(c.SetPaused(request_id=sim.rid(), now=h(5), dag_id="d", paused=False))
+    assert sim.state.dags["d"].pause_note == ""
+
+
+def test_a_failure_with_retries_left_does_not_pause_and_other_dags_do_not() -> None:
+    sim = Sim()
+    spec = hourly(pause_on_failure=True)
+    sim.register(replace(spec, tasks=(task("a", retries=1),)))
+    tick(sim, h(0))
+    assert sim.complete(sim.lease(now=h(0))[0], success=False, now=h(0)).ok
+    assert not sim.state.dags["d"].paused  # up for retry
+    plain = Sim()
+    plain.register(hourly())
+    tick(plain, h(0))
+    assert plain.complete(plain.lease(now=h(0))[0], success=False, now=h(0)).ok
+    assert not plain.state.dags["d"].paused and plain.state.dags["d"].pause_note == ""
+
+
+def test_pause_notes_are_kept_bounded_and_digested_only_when_set() -> None:
+    sim = Sim()
+    sim.register(hourly())
+    plain = sim.state.recompute_digest()
+    pause = c.SetPaused(request_id="p1", now=h(1), dag_id="d", paused=True, note="db migration")
+    assert sim.apply(pause).ok
+    assert sim.state.dags["d"].pause_note == "db migration"
+    again = c.SetPaused(request_id="p2", now=h(2), dag_id="d", paused=True, note="still")
+    assert sim.apply(again).reason == ""  # a new note on a paused DAG is a change
+    assert sim.state.dags["d"].pause_note == "still"
+    snap = sim.state.snapshot()
+    assert SchedulerState.restore(json.loads(json.dumps(snap))).snapshot() == snap
+    assert sim.state.digest() == sim.state.recompute_digest() != plain
+    note = "x" * (lim.MAX_PAUSE_NOTE_CHARS + 1)
+    long = c.SetPaused(request_id="p3", now=h(3), dag_id="d", paused=True, note=note)
+    assert sim.apply(long).reason == r.INVALID
+    sim.apply(c.SetPaused(request_id="p4", now=h(4), dag_id="d", paused=False))
+    assert sim.state.dags["d"].pause_note == ""
