@@ -77,6 +77,7 @@ class DAG:
         catchup_window: timedelta | None = None,
         max_runs: int | None = None,
         jitter: timedelta | None = None,
+        pause_on_failure: bool = False,
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
@@ -163,6 +164,11 @@ class DAG:
                 dag_id=dag_id,
             )
         )
+        if not isinstance(pause_on_failure, bool):
+            raise DagDefinitionError(
+                f"pause_on_failure of DAG {dag_id!r} must be True or False", dag_id=dag_id
+            )
+        self.pause_on_failure = pause_on_failure
         self.jitter_seconds = v.check_duration(jitter, f"jitter of DAG {dag_id!r}", dag_id=dag_id)
         # default_args' task callbacks: every task of this DAG that sets none gets them
         self.default_callbacks = {k: defaults[k] for k in TASK_CALLBACKS if k in defaults}
@@ -224,6 +230,7 @@ class DAG:
             catchup_window_seconds=self.catchup_window_seconds,
             max_runs=self.max_runs,
             jitter_seconds=self.jitter_seconds or None,
+            pause_on_failure=self.pause_on_failure,
             tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

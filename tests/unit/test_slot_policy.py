@@ -360,7 +360,9 @@ def test_dag_files_set_the_policies_and_defaults_leave_the_spec_as_before() -> N
         catchup_window=timedelta(hours=6),
         max_runs=3,
         jitter=timedelta(minutes=5),
+        pause_on_failure=True,
     )
+    assert spec.pause_on_failure
     assert (spec.overlap, spec.catchup_window_seconds, spec.max_runs, spec.jitter_seconds) == (
         "buffer_one",
         6 * 3600.0,
@@ -379,6 +381,7 @@ def test_dag_files_set_the_policies_and_defaults_leave_the_spec_as_before() -> N
         ({"max_runs": True}, "max_runs of DAG 'p' must be an integer >= 1"),
         ({"catchup_window": "1h"}, "catchup_window of DAG 'p' must be a timedelta"),
         ({"jitter": timedelta(days=-1)}, "jitter of DAG 'p' must be zero or more"),
+        ({"pause_on_failure": "yes"}, "pause_on_failure of DAG 'p' must be True or False"),
     ],
 )
 def test_dag_files_get_clear_errors_for_bad_policies(kw: dict[str, Any], message: str) -> None:
