@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from raftsched.cli.common import usage
@@ -87,6 +87,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     for name, what in (("pause", "stop scheduling"), ("unpause", "resume scheduling")):
         change = dags_sub.add_parser(name, help=f"{what} a DAG (needs role operator)")
         change.add_argument("dag_id", type=text_arg)
+        if name == "pause":
+            change.add_argument(
+                "--note", type=text_arg, default="", help="why (shown with the DAG until unpaused)"
+            )
         add_connection_flags(change)
         change.set_defaults(handler=cmd_pause if name == "pause" else cmd_unpause)
 
@@ -241,12 +245,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         "schedule": (dag["schedule"] or {}).get("display") or None,
         "timezone": dag["timezone"],
         "paused": dag["paused"],
+        "pause_note": dag["pause_note"] or None,
         "active": dag["active"],
         "catchup": dag["catchup"],
         "tags": dag["tags"] or None,
         "next_run": (dag["next_run"] or {}).get("logical_date"),
         "last_logical_date": dag["last_logical_date"],
         "max_active_runs": dag["max_active_runs"],
+        "overlap": dag["overlap"],
+        "catchup_window": _seconds(dag["catchup_window_seconds"]),
+        "max_runs": _runs_of(dag),
+        "jitter": _seconds(dag["jitter_seconds"] or None),
+        "pause_on_failure": dag["pause_on_failure"] or None,
         "spec_hash": dag["spec_hash"][:12] or None,
     }
     emit(
@@ -264,6 +274,20 @@ def cmd_show(args: argparse.Namespace) -> int:
         for task in tasks
     ]
     emit(rows, output="table", columns=("task_id", "kind", "retries", "trigger_rule", "upstream"))
+    if dag["skipped"]:
+        print()
+        skipped = [
+            {
+                "first_slot": s["first"],
+                "last_slot": s["last"],
+                "slots": s["count"] or "many",
+                "reason": s["reason"],
+                "decided_at": s["decided_at"],
+            }
+            for s in dag["skipped"]
+        ]
+        columns = ("first_slot", "last_slot", "slots", "reason", "decided_at")
+        emit(skipped, output="table", columns=columns)
     if dag["recent_runs"]:
         print()
         runs = [
@@ -272,6 +296,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         ]
         emit(runs, output="table", columns=("run_id", "state", "logical_date"))
     return 0
+
+
+def _runs_of(dag: dict[str, Any]) -> str | None:
+    if dag["max_runs"] is None:
+        return None
+    return f"{dag['scheduled_runs']} made of {dag['max_runs']}"
+
+
+def _seconds(value: float | None) -> str | None:
+    return None if value is None else str(timedelta(seconds=value))
 
 
 def _set_paused(args: argparse.Namespace, pause: bool) -> int:
@@ -284,7 +318,8 @@ def _set_paused(args: argparse.Namespace, pause: bool) -> int:
         cluster_call(f"dags {verb}", role="operator", not_found=not_found),
     ):
         if pause:
-            response = client.dags.PauseDag(dag_pb2.PauseDagRequest(dag_id=args.dag_id))
+            request = dag_pb2.PauseDagRequest(dag_id=args.dag_id, note=args.note)
+            response = client.dags.PauseDag(request)
         else:
             response = client.dags.UnpauseDag(dag_pb2.UnpauseDagRequest(dag_id=args.dag_id))
     if args.output == "json":

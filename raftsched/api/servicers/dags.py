@@ -140,7 +140,8 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
     def _set_paused(self, request: Any, context: grpc.ServicerContext, *, paused: bool) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
         request_id = bounds.request_id(request.request_id)
-        command = self.ctx.make(c.SetPaused, request_id, dag_id=dag_id, paused=paused)
+        note = bounds.text("note", request.note, limits.MAX_PAUSE_NOTE_CHARS) if paused else ""
+        command = self.ctx.make(c.SetPaused, request_id, dag_id=dag_id, paused=paused, note=note)
         result = self.ctx.propose(command, context)
         raise_for_result(result, dag_id=dag_id)
         # The write is applied here (the proposer returned): answer from a view that has it.
