@@ -173,9 +173,10 @@ class Gateway:
         dag["tasks"] = [task_dict(t) for t in response.tasks]
         return dag
 
-    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
+    def set_paused(self, dag_id: str, paused: bool, *, note: str = "") -> dict[str, Any]:
         if paused:
-            response = self._call("dags", "PauseDag", dag_pb2.PauseDagRequest(dag_id=dag_id))
+            request = dag_pb2.PauseDagRequest(dag_id=dag_id, note=note)
+            response = self._call("dags", "PauseDag", request)
         else:
             request = dag_pb2.UnpauseDagRequest(dag_id=dag_id)
             response = self._call("dags", "UnpauseDag", request)

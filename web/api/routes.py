@@ -48,11 +48,13 @@ def get_dag(dag_id: str) -> Any:
 
 
 @bp.route("/dags/<dag_id>/pause", methods=["POST"], tags=["DAGs"])
+@bp.arguments(s.PauseBody, required=False)
 @bp.response(200, s.PauseResult)
-@errors(403, 404)
-def pause_dag(dag_id: str) -> Any:
-    """Pause a DAG (no new scheduled runs; running ones go on). Needs operator."""
-    return api_gateway().set_paused(dag_id, True)
+@errors(400, 403, 404)
+def pause_dag(body: dict[str, Any], dag_id: str) -> Any:
+    """Pause a DAG (no new scheduled runs; running ones go on), with an optional note saying
+    why (shown with the DAG until it is unpaused). Needs operator."""
+    return api_gateway().set_paused(dag_id, True, note=body["note"])
 
 
 @bp.route("/dags/<dag_id>/unpause", methods=["POST"], tags=["DAGs"])

@@ -109,6 +109,14 @@ class TriggerBody(_Strict):
     )
 
 
+class PauseBody(_Strict):
+    note = fields.String(
+        load_default="",
+        validate=validate.Length(max=limits.MAX_PAUSE_NOTE_CHARS),
+        metadata={"description": "why it is paused"},
+    )
+
+
 class BackfillBody(_Strict):
     start_date = fields.AwareDateTime(required=True, default_timezone=UTC)
     end_date = fields.AwareDateTime(required=True, default_timezone=UTC)
@@ -150,6 +158,14 @@ class RecentRun(Schema):
     run_type = fields.String()
 
 
+class SkippedSlots(Schema):
+    first = fields.DateTime(metadata={"description": "logical date of the first slot"})
+    last = fields.DateTime(metadata={"description": "logical date of the last slot"})
+    count = fields.Integer(metadata={"description": "0: not counted"})
+    reason = fields.String(metadata={"description": "overlap, buffer_full, catchup, ..."})
+    decided_at = fields.DateTime()
+
+
 class Dag(Schema):
     dag_id = fields.String()
     fileloc = fields.String()
@@ -171,6 +187,14 @@ class Dag(Schema):
     next_run = fields.Nested(NextRun, allow_none=True)
     recent_runs = fields.List(fields.Nested(RecentRun))
     task_count = fields.Integer()
+    overlap = fields.String(metadata={"description": "allow_all, skip, buffer_one, buffer_all"})
+    catchup_window_seconds = fields.Float(allow_none=True)
+    max_runs = fields.Integer(allow_none=True)
+    scheduled_runs = fields.Integer(metadata={"description": "made so far under max_runs"})
+    jitter_seconds = fields.Float()
+    pause_on_failure = fields.Boolean()
+    pause_note = fields.String(metadata={"description": "why it is paused"})
+    skipped = fields.List(fields.Nested(SkippedSlots))
 
 
 class Task(Schema):
