@@ -149,7 +149,7 @@ def plan(
         return []
     out: list[RunDecision] = []
     # 1. catch-up: slots too old to run
-    keep_from = _catchup_start(spec, timetable, latest, now)
+    keep_from = _catchup_start(spec, latest, now, last=last, room=room)
     if keep_from is not None and first.logical_date < keep_from:
         before = timetable.latest_slot(keep_from - _TICK)
         assert before is not None  # first is such a slot
@@ -220,12 +220,20 @@ def record_skip(
 
 
 def _catchup_start(
-    spec: DagSpec, timetable: Timetable, latest: Slot, now: datetime
+    spec: DagSpec, latest: Slot, now: datetime, *, last: datetime | None, room: int
 ) -> datetime | None:
-    """The oldest logical date a missed slot may have and still run (None: any)."""
+    """The oldest logical date a missed slot may have and still run (None: any). While a
+    one-at-a-time policy's run is active, what piles up is the overlap policy's to decide;
+    and the buffers keep their slots under catchup=False once the DAG has run (set
+    catchup_window to drop old ones after downtime)."""
+    policy = spec.overlap
+    if room <= 0 and policy in ONE_AT_A_TIME:
+        return None
     if spec.catchup_window_seconds is not None:
         return now - timedelta(seconds=spec.catchup_window_seconds)
-    return None if spec.catchup else latest.logical_date
+    if spec.catchup or (policy in (BUFFER_ONE, BUFFER_ALL) and last is not None):
+        return None
+    return latest.logical_date
 
 
 def _buffer_start(timetable: Timetable, first: Slot, latest: Slot) -> datetime | None:

@@ -111,6 +111,27 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, float]], list[float], lis
         [(1, 5, "buffer_full")],
     ),
     (
+        "skip with catchup=False: slots due during a run are overlap, the first gap catchup",
+        {"overlap": "skip", "catchup": False},
+        [("tick", 2), ("tick", 5), ("finish", 5.5), ("tick", 6)],
+        [2, 6],
+        [(0, 1, "catchup"), (3, 5, "overlap")],
+    ),
+    (
+        "buffer_one with catchup=False keeps the newest slot through the run",
+        {"overlap": "buffer_one", "catchup": False},
+        [("tick", 2), ("tick", 5), ("finish", 5.5), ("tick", 5.5)],
+        [2, 5],
+        [(0, 1, "catchup"), (3, 4, "overlap")],
+    ),
+    (
+        "buffer_all with catchup=False keeps its buffer once the DAG has run",
+        {"overlap": "buffer_all", "catchup": False},
+        [("tick", 2), ("tick", 4), ("finish", 4)] + [("tick", 4), ("finish", 4)] * 2,
+        [2, 3, 4],
+        [(0, 1, "catchup")],
+    ),
+    (
         "catchup_window: older missed slots are skipped, newer ones run",
         {"catchup_window_seconds": 2 * 3600.0},
         [("tick", 10)],

@@ -1,0 +1,257 @@
+"""Schedule policies on a real cluster, on SQLite and on PostgreSQL.
+
+One :class:`webstack.WebStack` per backend, shared by the module (three scheduler nodes, a
+worker, a webserver), with one DAG per policy. Each test reads what the cluster committed:
+runs in the DB, and the DAG's skipped slots, policies and pause note through the REST API
+and the CLI. The buffer_all test kills the leader while slots are buffered: the new leader
+neither loses nor repeats one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from harness import utcnow, wait_for, whole_second
+from test_rest_api import _database
+from webstack import WebStack
+
+pytestmark = pytest.mark.slow
+
+START = whole_second(utcnow()) - timedelta(hours=2)
+
+
+def dag_source(dag_id: str, *, schedule: str, command: str = "true", **kw: Any) -> str:
+    args = "".join(f"    {name}={value},\n" for name, value in kw.items())
+    return (
+        textwrap.dedent(
+            f"""\
+        from datetime import datetime, timedelta
+
+        from raftsched import DAG, BashTask
+
+        with DAG(
+            {dag_id!r},
+            schedule={schedule!r},
+            start_date=datetime.fromisoformat({START.isoformat()!r}),
+        """
+        )
+        + args
+        + f"):\n    BashTask('work', command={command!r})\n"
+    )
+
+
+EVERY_2S = "* * * * * */2"
+DAGS = {
+    # a run takes ~5 s, a slot comes every 2 s: two or three slots overlap each run
+    "pol_skip": dag_source(
+        "pol_skip", schedule=EVERY_2S, command="sleep 5", catchup=False, overlap="'skip'"
+    ),
+    "pol_buffer_one": dag_source(
+        "pol_buffer_one",
+        schedule=EVERY_2S,
+        command="sleep 5",
+        catchup=False,
+        overlap="'buffer_one'",
+    ),
+    # a run takes ~3 s, a slot comes every 2 s: the buffer grows while the test looks
+    "pol_buffer_all": dag_source(
+        "pol_buffer_all",
+        schedule=EVERY_2S,
+        command="sleep 3",
+        catchup=False,
+        overlap="'buffer_all'",
+    ),
+    # two hours of minute slots missed; only the last 5 minutes run
+    "pol_window": dag_source(
+        "pol_window",
+        schedule="* * * * *",
+        catchup=True,
+        catchup_window="timedelta(minutes=5)",
+    ),
+    "pol_limited": dag_source("pol_limited", schedule="* * * * * *", catchup=False, max_runs=3),
+    "pol_jitter": dag_source(
+        "pol_jitter", schedule=EVERY_2S, catchup=False, jitter="timedelta(seconds=1)"
+    ),
+    "pol_fail": dag_source("pol_fail", schedule="@once", command="exit 3", pause_on_failure=True),
+}
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WebStack]:
+    workdir: Path = tmp_path_factory.mktemp(f"policies-{request.param}")
+    files = {f"{dag_id}.py": source for dag_id, source in DAGS.items()}
+    with (
+        _database(request.param, workdir) as url,
+        WebStack(workdir, url, webservers=1, use_nginx=False, dags=files) as web,
+    ):
+        web.start()
+        for dag_id in DAGS:
+            wait_for(
+                lambda d=dag_id: web.rest("GET", f"/dags/{d}")[0] == 200,
+                timeout=90,
+                what=f"DAG {dag_id} registered (after the cluster version is raised)",
+                interval=0.3,
+            )
+        yield web
+
+
+def db_runs(stack: WebStack, dag_id: str) -> list[Any]:
+    from raftsched.store.tables import dag_run
+
+    query = (
+        sa.select(
+            dag_run.c.run_id,
+            dag_run.c.logical_date,
+            dag_run.c.run_type,
+            dag_run.c.state,
+            dag_run.c.start_date,
+            dag_run.c.end_date,
+        )
+        .where(dag_run.c.dag_id == dag_id)
+        .order_by(dag_run.c.logical_date)
+    )
+    with stack.cluster.engine.connect() as conn:
+        return list(conn.execute(query).all())
+
+
+def dag(stack: WebStack, dag_id: str) -> dict[str, Any]:
+    status, body = stack.rest("GET", f"/dags/{dag_id}")
+    assert status == 200, body
+    return body
+
+
+def scheduled(stack: WebStack, dag_id: str) -> list[Any]:
+    return [r for r in db_runs(stack, dag_id) if r.run_type == "scheduled"]
+
+
+def slot_of(value: Any) -> datetime:
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+@pytest.mark.parametrize("dag_id", ["pol_skip", "pol_buffer_one"])
+def test_one_at_a_time_policies_skip_overlapping_slots_and_never_overlap(
+    stack: WebStack, dag_id: str
+) -> None:
+    wait_for(
+        lambda: (
+            len([r for r in scheduled(stack, dag_id) if r.state == "success"]) >= 2
+            and len(dag(stack, dag_id)["skipped"]) >= 2
+        ),
+        timeout=60,
+        what=f"{dag_id}: two finished runs and a skipped range",
+        interval=0.5,
+    )
+    body = dag(stack, dag_id)
+    assert body["overlap"] == dag_id.removeprefix("pol_")
+    # the two hours before the first run (catchup=False), then slots during runs
+    assert [s["reason"] for s in body["skipped"]][:2] == ["catchup", "overlap"]
+    assert {s["reason"] for s in body["skipped"]} == {"catchup", "overlap"}
+    runs = [r for r in scheduled(stack, dag_id) if r.state == "success"]
+    for before, after in itertools.pairwise(runs):
+        assert before.end_date is not None and after.start_date is not None
+        assert before.end_date <= after.start_date, (before, after)  # never two at once
+    ran = {slot_of(r.logical_date).replace(tzinfo=None) for r in scheduled(stack, dag_id)}
+    for s in body["skipped"]:  # a skipped slot never also ran
+        assert slot_of(s["first"]).replace(tzinfo=None) not in ran
+        assert slot_of(s["last"]).replace(tzinfo=None) not in ran
+
+
+def test_buffer_all_loses_no_slot_across_a_leader_kill(stack: WebStack) -> None:
+    dag_id = "pol_buffer_all"
+    wait_for(
+        lambda: len(scheduled(stack, dag_id)) >= 2,
+        timeout=60,
+        what="two buffer_all runs",
+        interval=0.5,
+    )
+    cluster = stack.cluster
+    leader = cluster.wait_leader(timeout=30)
+    cluster.kill(leader)
+    cluster.wait_leader(timeout=60, exclude={leader})
+    cluster.start_node(leader)
+    count = len(scheduled(stack, dag_id))
+    wait_for(
+        lambda: len(scheduled(stack, dag_id)) >= count + 2,
+        timeout=60,
+        what="two more buffer_all runs after the failover",
+        interval=0.5,
+    )
+    runs = scheduled(stack, dag_id)
+    slots = [slot_of(r.logical_date).replace(tzinfo=None) for r in runs]
+    assert len(set(slots)) == len(slots)  # none twice
+    gaps = {b - a for a, b in itertools.pairwise(slots)}
+    assert gaps == {timedelta(seconds=2)}, slots  # none lost: every 2-second slot, in order
+    assert {s["reason"] for s in dag(stack, dag_id)["skipped"]} == {"catchup"}
+
+
+def test_catchup_window_skips_older_slots_with_the_reason(stack: WebStack) -> None:
+    dag_id = "pol_window"
+    wait_for(lambda: len(scheduled(stack, dag_id)) >= 5, timeout=60, what="the window's runs")
+    body = dag(stack, dag_id)
+    [first] = [s for s in body["skipped"] if s["reason"] == "catchup_window"]
+    first_minute = START.replace(second=0) + timedelta(minutes=1 if START.second else 0)
+    assert slot_of(first["first"]) == first_minute
+    runs = scheduled(stack, dag_id)
+    oldest = slot_of(runs[0].logical_date).replace(tzinfo=None)
+    assert oldest == (slot_of(first["last"]) + timedelta(minutes=1)).replace(tzinfo=None)
+    assert len(runs) <= 7  # the window's five slots, and those due since the test began
+
+
+def test_max_runs_stops_scheduling_and_manual_runs_still_work(stack: WebStack) -> None:
+    dag_id = "pol_limited"
+    wait_for(lambda: len(scheduled(stack, dag_id)) >= 3, timeout=60, what="three runs")
+    body = wait_for(
+        lambda: (b := dag(stack, dag_id))["scheduled_runs"] == 3 and b,
+        timeout=30,
+        what="scheduled_runs at 3",
+    )
+    assert body["max_runs"] == 3 and body["next_run"] is None
+    status, run = stack.rest("POST", f"/dags/{dag_id}/runs", {"run_id": "by_hand"})
+    assert status == 201, run
+    wait_for(
+        lambda: any(r.run_id == "by_hand" for r in db_runs(stack, dag_id)),
+        timeout=30,
+        what="the manual run in the DB",
+    )
+    assert len(scheduled(stack, dag_id)) == 3
+
+
+def test_jittered_slots_run_once_each(stack: WebStack) -> None:
+    dag_id = "pol_jitter"
+    wait_for(lambda: len(scheduled(stack, dag_id)) >= 3, timeout=60, what="jittered runs")
+    body = dag(stack, dag_id)
+    assert body["jitter_seconds"] == 1.0
+    slots = [r.logical_date for r in scheduled(stack, dag_id)]
+    assert len(set(slots)) == len(slots)
+
+
+def test_pause_on_failure_and_pause_notes(stack: WebStack) -> None:
+    dag_id = "pol_fail"
+    body = wait_for(
+        lambda: (b := dag(stack, dag_id))["paused"] and b,
+        timeout=60,
+        what="the DAG paused by its failed run",
+        interval=0.5,
+    )
+    [run] = db_runs(stack, dag_id)
+    assert body["pause_note"] == f"paused after run {run.run_id} failed"
+    done = stack.cli("dags", "show", dag_id)
+    assert done.returncode == 0 and f"paused after run {run.run_id} failed" in done.stdout
+    status, _ = stack.rest("POST", f"/dags/{dag_id}/unpause")
+    assert status == 200 and dag(stack, dag_id)["pause_note"] == ""
+    done = stack.cli("dags", "pause", dag_id, "--note", "investigating exit 3")
+    assert done.returncode == 0, done.stderr
+    assert dag(stack, dag_id)["pause_note"] == "investigating exit 3"
+    status, body = stack.rest("POST", f"/dags/{dag_id}/pause", {"note": "x" * 1001})
+    assert status == 400, body
