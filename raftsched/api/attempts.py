@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 READ_ONLY = frozenset(
     {"GetStatus", "ListDags", "GetDag", "ListRuns", "ListTaskInstances", "GetTaskLog"}
-    | {"ListImportErrors", "VerifyUser", "GetPasswordHash", "ListUsers"}
+    | {"ListImportErrors", "ExplainSlot", "VerifyUser", "GetPasswordHash", "ListUsers"}
     | {"GetSecret", "ListSecrets", "ResolveSecrets"}
 )
 

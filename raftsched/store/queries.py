@@ -194,6 +194,27 @@ def get_run(engine: Engine, dag_id: str, run_id: str) -> DagRun | None:
     return _run(rows[0]) if rows else None
 
 
+def run_at(engine: Engine, dag_id: str, logical_date: datetime) -> DagRun | None:
+    """The DAG's run on a slot (the unique (dag_id, logical_date) index), or None."""
+    table = t.dag_run
+    query = sa.select(table).where(table.c.dag_id == dag_id, table.c.logical_date == logical_date)
+    rows = _fetch(engine, query)
+    return _run(rows[0]) if rows else None
+
+
+def oldest_run_date(engine: Engine, dag_id: str) -> datetime | None:
+    """The logical date of the DAG's oldest run in the DB (the start of the same index)."""
+    table = t.dag_run
+    query = (
+        sa.select(table.c.logical_date)
+        .where(table.c.dag_id == dag_id)
+        .order_by(table.c.logical_date)
+        .limit(1)
+    )
+    rows = _fetch(engine, query)
+    return rows[0]["logical_date"] if rows else None
+
+
 def list_task_instances(
     engine: Engine, dag_id: str, run_id: str, *, task_id: str | None = None
 ) -> list[TaskAttempt]:

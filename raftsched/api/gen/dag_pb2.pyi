@@ -205,6 +205,30 @@ class GetDagResponse(_message.Message):
     freshness: _common_pb2.Freshness
     def __init__(self, dag: _Optional[_Union[Dag, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskDefinition, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
+class ExplainSlotRequest(_message.Message):
+    __slots__ = ("dag_id", "at")
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    dag_id: str
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, dag_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExplainSlotResponse(_message.Message):
+    __slots__ = ("verdict", "detail", "slot", "run_id", "history_from", "freshness")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FROM_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    detail: str
+    slot: _timestamp_pb2.Timestamp
+    run_id: str
+    history_from: _timestamp_pb2.Timestamp
+    freshness: _common_pb2.Freshness
+    def __init__(self, verdict: _Optional[str] = ..., detail: _Optional[str] = ..., slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., history_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+
 class PauseDagRequest(_message.Message):
     __slots__ = ("dag_id", "request_id", "note")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
