@@ -45,6 +45,24 @@ class DagListQuery(Page):
     recent_runs = fields.Integer(load_default=10, validate=validate.Range(0, 100))
 
 
+class ExplainQuery(Schema):
+    at = fields.AwareDateTime(
+        load_default=None,
+        default_timezone=UTC,
+        metadata={"description": "the slot at or before this time; default now"},
+    )
+
+
+class Explanation(Schema):
+    verdict = fields.String(metadata={"description": "created, skipped, paused, waiting, ..."})
+    detail = fields.String()
+    slot = fields.DateTime(allow_none=True)
+    run_id = fields.String()
+    history_from = fields.DateTime(
+        allow_none=True, metadata={"description": "the DB's oldest run of the DAG"}
+    )
+
+
 class RunListQuery(Page):
     dag_id = fields.String(load_default="", validate=validate.Length(max=limits.MAX_ID_CHARS))
     state = fields.List(
