@@ -80,7 +80,16 @@ DAGS = {
         "pol_jitter", schedule=EVERY_2S, catchup=False, jitter="timedelta(seconds=1)"
     ),
     "pol_fail": dag_source("pol_fail", schedule="@once", command="exit 3", pause_on_failure=True),
+    "pol_manual": dag_source("pol_manual", schedule=None),
+    "pol_ended": dag_source(
+        "pol_ended",
+        schedule="@hourly",
+        catchup=True,
+        end_date=f"datetime.fromisoformat({(START + timedelta(hours=1)).isoformat()!r})",
+    ),
+    "pol_paused": dag_source("pol_paused", schedule="* * * * *", catchup=False),
 }
+BROKEN = {"pol_broken.py": "from raftsched import DAG\nthis is not python\n"}
 
 
 @pytest.fixture(
@@ -90,7 +99,7 @@ def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[WebStack]:
     workdir: Path = tmp_path_factory.mktemp(f"policies-{request.param}")
-    files = {f"{dag_id}.py": source for dag_id, source in DAGS.items()}
+    files = {f"{dag_id}.py": source for dag_id, source in DAGS.items()} | BROKEN
     with (
         _database(request.param, workdir) as url,
         WebStack(workdir, url, webservers=1, use_nginx=False, dags=files) as web,
@@ -255,3 +264,97 @@ def test_pause_on_failure_and_pause_notes(stack: WebStack) -> None:
     assert dag(stack, dag_id)["pause_note"] == "investigating exit 3"
     status, body = stack.rest("POST", f"/dags/{dag_id}/pause", {"note": "x" * 1001})
     assert status == 400, body
+
+
+def explain(stack: WebStack, dag_id: str, at: datetime | None = None) -> dict[str, Any]:
+    query = f"?at={at.isoformat().replace('+', '%2B')}" if at is not None else ""
+    status, body = stack.rest("GET", f"/dags/{dag_id}/explain{query}")
+    assert status == 200, body
+    return body
+
+
+def test_dags_explain_answers_each_situation_from_committed_state(stack: WebStack) -> None:
+    """At least 15 situations, each from what the live cluster committed."""
+    done = stack.cli("dags", "pause", "pol_paused", "--note", "vendor outage")
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: dag(stack, "pol_limited")["scheduled_runs"] == 3, timeout=60, what="3 runs")
+    wait_for(lambda: dag(stack, "pol_fail")["paused"], timeout=60, what="pol_fail paused")
+    wait_for(lambda: len(dag(stack, "pol_skip")["skipped"]) >= 2, timeout=60, what="skipped slots")
+    wait_for(lambda: scheduled(stack, "pol_window"), timeout=60, what="pol_window runs")
+    window_run = scheduled(stack, "pol_window")[-1]
+    overlap = next(s for s in dag(stack, "pol_skip")["skipped"] if s["reason"] == "overlap")
+    limited_runs = scheduled(stack, "pol_limited")
+    now = utcnow()
+    run_slot = slot_of(window_run.logical_date)
+    if run_slot.tzinfo is None:
+        run_slot = run_slot.replace(tzinfo=START.tzinfo)
+    cases: list[tuple[str, str, datetime | None, str, str]] = [
+        ("unknown DAG", "no_such_dag", None, "unknown_dag", "no parsed file"),
+        ("file fails to import", "pol_broken", None, "import_error", "fails to import"),
+        ("manual only", "pol_manual", None, "manual_only", "triggered"),
+        ("before start_date", "pol_window", START - timedelta(days=1), "no_slot", "start_date"),
+        ("after end_date", "pol_ended", now, "after_end_date", "end_date"),
+        ("created", "pol_window", run_slot, "created", "scheduled run"),
+        (
+            "a time between slots",
+            "pol_window",
+            run_slot + timedelta(seconds=30),
+            "created",
+            "the slot at or before",
+        ),
+        (
+            "skipped: catchup window",
+            "pol_window",
+            START + timedelta(minutes=10),
+            "skipped",
+            "catchup_window",
+        ),
+        ("skipped: overlap", "pol_skip", slot_of(overlap["first"]), "skipped", "overlap"),
+        (
+            "skipped: catchup=False",
+            "pol_skip",
+            START + timedelta(minutes=1),
+            "skipped",
+            "(catchup)",
+        ),
+        ("not yet due", "pol_window", now + timedelta(hours=1), "not_yet_due", "not yet due"),
+        ("max_runs reached", "pol_limited", now, "max_runs", "made its 3 runs"),
+        (
+            "a limited DAG's run",
+            "pol_limited",
+            _aware(limited_runs[0].logical_date),
+            "created",
+            "scheduled run",
+        ),
+        ("paused after a failure: its one run", "pol_fail", now, "created", "now failed"),
+        (
+            "skipped before the first run",
+            "pol_limited",
+            START + timedelta(seconds=1),
+            "skipped",
+            "(catchup)",
+        ),
+    ]
+    failures = []
+    for name, dag_id, at, verdict, words in cases:
+        answer = explain(stack, dag_id, at)
+        if answer["verdict"] != verdict or words not in answer["detail"]:
+            failures.append((name, answer))
+    assert not failures, failures
+    # paused, with its note: the paused DAG's next minute slot comes due within a minute
+    paused_answer = wait_for(
+        lambda: (a := explain(stack, "pol_paused"))["verdict"] == "paused" and a,
+        timeout=75,
+        what="a due slot of the paused DAG",
+        interval=1.0,
+    )
+    assert "vendor outage" in paused_answer["detail"]
+    # the CLI gives the same answer, and says how far back the DB's runs reach
+    done = stack.cli("dags", "explain", "pol_limited", "--at", now.isoformat())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("max_runs: ") and "runs in the DB reach back to" in done.stdout
+
+
+def _aware(value: Any) -> datetime:
+    when = slot_of(value)
+    return when if when.tzinfo else when.replace(tzinfo=START.tzinfo)
