@@ -4,11 +4,11 @@ Local subcommands (no cluster needed): ``parse`` checks a DAGs folder the way th
 would; ``next`` previews a DAG's next slots (in :mod:`raftsched.cli.dags_local_cmd`).
 
 Subcommands that ask the cluster (through ``raftsched.api.client`` only; flags and errors in
-``connect.py``): ``list``, ``show``, ``explain``, ``errors`` (role viewer) and ``pause``, ``unpause``,
-``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON object within
-the cluster's bounds (``raftsched.core.limits``: size, depth) and the dates to be within its
-range before any call (a usage error, exit 2, otherwise); a refusal by the server is one line
-with its message (exit 1).
+``connect.py``): ``list``, ``show``, ``explain``, ``errors`` (role viewer) and ``pause``,
+``unpause``, ``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON
+object within the cluster's bounds (``raftsched.core.limits``: size, depth) and the dates to
+be within its range before any call (a usage error, exit 2, otherwise); a refusal by the
+server is one line with its message (exit 1).
 """
 
 from __future__ import annotations

@@ -276,6 +276,10 @@ class LeaderTick:
             if getattr(item, "ok", False):
                 run = {"dag_id": decision.dag_id, "run_id": str(getattr(item, "value", ""))}
                 log.debug("run %s of %s created", run["run_id"], decision.dag_id, extra=run)
+            if decision.end_active == "cancel":  # no run: the slot waits for the cancelled one
+                if getattr(item, "ok", False):
+                    self._due.mark_cancelled(decision.dag_id)
+                continue
             if getattr(item, "ok", False) or reason in (r.RUN_EXISTS, r.INVALID, r.POLICY):
                 ran = getattr(item, "ok", False) and not decision.skip_reason
                 self._due.mark_created(decision.dag_id, decision.logical_date, run=ran)

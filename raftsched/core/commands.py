@@ -80,6 +80,9 @@ class RunDecision:
     # moves past them. ``skipped_slots``: how many they are (0: not counted).
     skip_reason: str = ""
     skipped_slots: int = 0
+    # "cancel" | "terminate": end the DAG's active scheduled runs first (core/run_ending.py);
+    # "cancel" creates no run (the slot waits for the cancelled run to end).
+    end_active: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ class _Entry:
     next_fire: datetime | None = None
     version: int = 0
     scheduled_runs: int = 0  # DagRecord.scheduled_runs (for max_runs)
+    cancel_sent: bool = False  # cancel_other: a cancel of the active run committed
 
 
 class DueIndex:
@@ -107,6 +108,7 @@ class DueIndex:
         if entry.last_logical_date is not None and logical_date <= entry.last_logical_date:
             return
         entry.last_logical_date = logical_date
+        entry.cancel_sent = False
         if run and entry.spec.max_runs is not None:
             entry.scheduled_runs += 1
         if entry.next_fire is not None:
@@ -114,6 +116,13 @@ class DueIndex:
         self._versions += 1
         entry.version = self._versions
         self._schedule(entry)
+
+    def mark_cancelled(self, dag_id: str) -> None:
+        """cancel_other: the DAG's active run was cancelled (committed); not again until the
+        DAG's record changes or a run is created."""
+        entry = self._entries.get(dag_id)
+        if entry is not None:
+            entry.cancel_sent = True
 
     def last_logical_date(self, dag_id: str) -> datetime | None:
         entry = self._entries.get(dag_id)
@@ -165,6 +174,7 @@ class DueIndex:
                 limit=limit - len(decisions),
                 scheduled_runs=entry.scheduled_runs,
                 record_skips=record_skips,
+                cancel_sent=entry.cancel_sent,
             )
             if not planned:
                 self._parked.append(item)

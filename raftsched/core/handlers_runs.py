@@ -26,8 +26,10 @@ from raftsched.core.changes import set_dag, touch_run, touch_ti
 from raftsched.core.handlers_dags import is_aware
 from raftsched.core.model import DagRecord, DagRun, RunType, TaskInstance, TaskKey
 from raftsched.core.results import Item, Result
+from raftsched.core.run_ending import CANCEL, end_active_runs
 from raftsched.core.run_table import LiveRun
 from raftsched.core.slot_policy import (
+    ending_refusal,
     max_active,
     planned_start,
     record_skip,
@@ -79,12 +81,19 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         return Item(False, r.RUN_EXISTS)
     if scheduled and record.paused:
         return Item(False, r.PAUSED)
-    if scheduled and state.active_run_count(d.dag_id) >= max_active(record.spec):
-        return Item(False, r.MAX_ACTIVE_RUNS)
     if scheduled and runs_left(record.spec, record.scheduled_runs) == 0:
         return Item(False, r.MAX_RUNS)
     if scheduled and record.spec.jitter_seconds and now < planned_start(record.spec, logical):
         return Item(False, r.NOT_DUE)  # jitter: its planned start has not come
+    if d.end_active:  # cancel_other / terminate_other: the active runs end first
+        why_not = ending_refusal(record.spec, d.end_active, scheduled)
+        if why_not:
+            return Item(False, r.POLICY, why_not)
+        ended = end_active_runs(state, d.dag_id, d.end_active, now)
+        if d.end_active == CANCEL:  # the slot waits for the cancelled run to end
+            return Item(True, r.UNCHANGED if not ended else "", "cancelled")
+    if scheduled and state.active_run_count(d.dag_id) >= max_active(record.spec):
+        return Item(False, r.MAX_ACTIVE_RUNS)
     spec = state.catalog.ref_spec(record.spec)
     run = DagRun(d.dag_id, run_id, logical, start, end, run_type, conf=dict(d.conf))
     run.created_at = now

@@ -14,6 +14,11 @@ Policies (a DAG's ``overlap``, ``catchup``, ``catchup_window_seconds``, ``max_ru
   moves forward, so the slot kept is the newest (the freshest data interval).
 - ``buffer_all``: one run at a time; every due slot waits, at most
   ``limits.MAX_BUFFERED_RUNS``; older ones past that are skipped ("buffer_full").
+- ``cancel_other``: a slot due while a run is active cancels that run (its tasks not started
+  fail, a running attempt ends without a retry, ``core/run_ending.py``) and waits for it to
+  end, then runs; older slots due meanwhile are skipped ("overlap").
+- ``terminate_other``: a slot due while a run is active kills that run's attempts through
+  their leases and starts now, in the same committed entry.
 - catch-up: ``catchup=False`` runs only the latest missed slot and records the rest
   ("catchup"); ``catchup_window_seconds`` runs the missed slots not older than the window and
   records the older ones ("catchup_window"); ``catchup=True`` without a window runs all.
@@ -32,7 +37,7 @@ the previous release's ``Timetable.due``.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,8 +50,13 @@ ALLOW_ALL = "allow_all"
 SKIP = "skip"
 BUFFER_ONE = "buffer_one"
 BUFFER_ALL = "buffer_all"
-OVERLAP_POLICIES = ("", ALLOW_ALL, SKIP, BUFFER_ONE, BUFFER_ALL)
-ONE_AT_A_TIME = frozenset({SKIP, BUFFER_ONE, BUFFER_ALL})
+CANCEL_OTHER = "cancel_other"
+TERMINATE_OTHER = "terminate_other"
+OVERLAP_POLICIES = ("", ALLOW_ALL, SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER, TERMINATE_OTHER)
+ONE_AT_A_TIME = frozenset({SKIP, BUFFER_ONE, BUFFER_ALL, CANCEL_OTHER, TERMINATE_OTHER})
+# the newest due slot is the one that matters; older ones due meanwhile are skipped
+NEWEST_WINS = frozenset({BUFFER_ONE, CANCEL_OTHER, TERMINATE_OTHER})
+_ENDING = {CANCEL_OTHER: "cancel", TERMINATE_OTHER: "terminate"}  # run_ending's
 
 # Why slots got no run (RunDecision.skip_reason, SkippedSlots.reason)
 SKIP_OVERLAP = "overlap"
@@ -126,12 +136,14 @@ def plan(
     limit: int,
     scheduled_runs: int = 0,
     record_skips: bool = False,
+    cancel_sent: bool = False,
 ) -> list[RunDecision]:
     """The decisions for ``spec`` at ``now``: skips (oldest first) then runs, in slot order.
 
     ``last``: the logical date of its latest scheduled run or skip; ``room``: runs it may
     start now (``max_active`` minus its active runs, bounded by the caller); ``limit``: at
-    most this many decisions."""
+    most this many decisions; ``cancel_sent``: a cancel of the active run for the newest slot
+    was committed (it is not proposed again)."""
     left = runs_left(spec, scheduled_runs)
     if left is not None:
         room = min(room, left)
@@ -161,12 +173,15 @@ def plan(
     policy = spec.overlap or ALLOW_ALL
     if policy == SKIP and room <= 0:
         out.append(_skip(spec, first, latest, 0, SKIP_OVERLAP))
-    elif policy == BUFFER_ONE and first.logical_date < latest.logical_date:
-        before = timetable.latest_slot(latest.logical_date - _TICK)
-        assert before is not None
-        out.append(_skip(spec, first, before, 0, SKIP_OVERLAP))
+    elif policy in NEWEST_WINS and (first.logical_date < latest.logical_date or room <= 0):
+        if first.logical_date < latest.logical_date:
+            before = timetable.latest_slot(latest.logical_date - _TICK)
+            assert before is not None
+            out.append(_skip(spec, first, before, 0, SKIP_OVERLAP))
         if room > 0:
             out.append(_run(spec, latest))
+        elif policy in _ENDING and not (cancel_sent and policy == CANCEL_OTHER):
+            out.append(replace(_run(spec, latest), end_active=_ENDING[policy]))
     elif policy == BUFFER_ALL and room <= 0:
         oldest_kept = _buffer_start(timetable, first, latest)
         if oldest_kept is not None:
@@ -190,7 +205,7 @@ def skip_refusal(spec: DagSpec, reason: str, last: datetime, now: datetime, acti
     against the committed spec, so a plan made from an older spec is not applied."""
     policy = spec.overlap or ALLOW_ALL
     if reason == SKIP_OVERLAP:
-        if (policy == SKIP and active > 0) or policy == BUFFER_ONE:
+        if (policy == SKIP and active > 0) or policy in NEWEST_WINS:
             return ""
         return f"overlap policy {policy!r} skips no slot while {active} runs are active"
     if reason == SKIP_BUFFER_FULL:
@@ -205,6 +220,13 @@ def skip_refusal(spec: DagSpec, reason: str, last: datetime, now: datetime, acti
             return ""
         return "the DAG catches up"
     return f"unknown skip reason {reason!r}"
+
+
+def ending_refusal(spec: DagSpec, how: str, scheduled: bool) -> str:
+    """Why apply refuses a decision that ends the active runs ("": it may)."""
+    if scheduled and _ENDING.get(spec.overlap) == how:
+        return ""
+    return f"overlap policy {spec.overlap or ALLOW_ALL!r} does not {how} active runs"
 
 
 def record_skip(

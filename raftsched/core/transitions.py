@@ -34,6 +34,8 @@ from raftsched.core.run_table import LiveRun, RunKey
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
+ENDED_MESSAGE = "ended by the DAG's overlap policy"  # core/run_ending.py: not a failure
+
 __all__ = ["LiveRun", "RunKey", "find", "set_state", "settle", "settle_run"]
 
 
@@ -117,7 +119,7 @@ def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
     run.end_date = now
     state.run_table.watch_finished(now, rec.key)
     cb.on_run_end(state, rec, cb.run_event_of(new), now)
-    if new is RunState.FAILED:
+    if new is RunState.FAILED and not any(t.message == ENDED_MESSAGE for t in rec.tis.values()):
         _pause_on_failure(state, run.dag_id, run.run_id, now)
 
 

@@ -36,6 +36,7 @@ from raftsched.core.model import (
     TaskKey,
     TaskState,
 )
+from raftsched.core.run_ending import ENDINGS
 from raftsched.core.slot_policy import SKIP_REASONS
 from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
 from raftsched.core.validate_specs import bool_field as _bool
@@ -175,6 +176,8 @@ def check_run_decision(d: object, field: str = "run") -> None:
     if d.skip_reason != "" and d.skip_reason not in SKIP_REASONS:
         raise LimitExceeded(f"{field}.skip_reason", f"unknown reason {str(d.skip_reason)[:40]!r}")
     check_int(f"{field}.skipped_slots", d.skipped_slots, 0, lim.MAX_RUNS_LIMIT)
+    if d.end_active != "" and d.end_active not in ENDINGS:
+        raise LimitExceeded(f"{field}.end_active", "must be 'cancel' or 'terminate'")
 
 
 def _queue(cmd: c.QueueTasks) -> None:
