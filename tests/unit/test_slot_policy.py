@@ -350,7 +350,7 @@ def test_buffer_all_never_loses_a_slot(plan: list[tuple[str, int]]) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(steps, st.sampled_from(["skip", "buffer_one"]))
+@given(steps, st.sampled_from(["skip", "buffer_one", "cancel_other", "terminate_other"]))
 def test_one_at_a_time_policies_never_overlap_and_account_for_every_slot(
     plan: list[tuple[str, int]], policy: str
 ) -> None:
@@ -465,3 +465,55 @@ def test_pause_notes_are_kept_bounded_and_digested_only_when_set() -> None:
     assert sim.apply(long).reason == r.INVALID
     sim.apply(c.SetPaused(request_id="p4", now=h(4), dag_id="d", paused=False))
     assert sim.state.dags["d"].pause_note == ""
+
+
+# -- cancel_other and terminate_other ----------------------------------------------------------
+
+
+def test_terminate_other_kills_the_active_run_and_starts_in_the_same_entry() -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="terminate_other", pause_on_failure=True))
+    tick(sim, h(0))
+    [grant] = sim.lease(now=h(0))
+    [decision] = tick(sim, h(1))
+    assert decision.end_active == "terminate" and decision.logical_date == h(1)
+    old = sim.state.run("d", grant.lease.key.run_id)
+    assert old is not None and old.state.value == "failed"
+    ti = sim.ti("a", run=grant.lease.key.run_id)
+    assert ti.state.value == "failed" and ti.message == "ended by the DAG's overlap policy"
+    ref = c.LeaseRef(grant.lease.key, grant.lease.token)
+    beat = sim.apply(c.HeartbeatLeases(request_id="hb", now=h(1), worker_id="w1", leases=(ref,)))
+    assert [i.ok for i in beat.value] == [False]  # the worker is told to kill the attempt
+    assert runs(sim) == [0, 1] and sim.state.active_run_count("d") == 1
+    assert not sim.state.dags["d"].paused  # ended by the policy: not a failure
+
+
+def test_cancel_other_lets_the_running_attempt_end_then_starts() -> None:
+    sim = Sim()
+    spec = hourly(overlap="cancel_other")
+    sim.register(replace(spec, tasks=(task("a", retries=3), task("b", "a"))))
+    tick(sim, h(0))
+    [grant] = sim.lease(now=h(0))
+    [decision] = tick(sim, h(1))
+    assert decision.end_active == "cancel"
+    first = grant.lease.key.run_id
+    assert sim.ti("b", run=first).state.value == "failed"  # not started: cancelled
+    assert sim.ti("a", run=first).state.value == "running"  # left to end, without a retry
+    assert runs(sim) == [0]  # the slot waits for the cancelled run
+    assert sim.complete(grant, success=False, now=h(1.2)).ok
+    assert sim.ti("a", run=first).state.value == "failed"  # no retry after it
+    assert sim.state.active_run_count("d") == 0
+    tick(sim, h(1.2))
+    assert runs(sim) == [0, 1]
+
+
+@pytest.mark.parametrize("how", ["cancel", "terminate"])
+def test_apply_refuses_to_end_runs_the_policy_does_not_end(how: str) -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="skip"))
+    tick(sim, h(0))
+    before = (sim.state.dags["d"], runs(sim), sim.states("d", run=None))
+    decision = c.RunDecision("d", h(1), h(0), h(1), end_active=how)
+    result = sim.apply(c.CreateRuns(request_id=sim.rid(), now=h(1), runs=(decision,)))
+    assert [i.reason for i in result.value] == [r.POLICY]
+    assert (sim.state.dags["d"], runs(sim), sim.states("d", run=None)) == before
