@@ -88,6 +88,21 @@ DAGS = {
         end_date=f"datetime.fromisoformat({(START + timedelta(hours=1)).isoformat()!r})",
     ),
     "pol_paused": dag_source("pol_paused", schedule="* * * * *", catchup=False),
+    # a slot every 4 s; a run would take 30 s (terminated) or 6 s (cancelled, then waited for)
+    "pol_terminate": dag_source(
+        "pol_terminate",
+        schedule="* * * * * */4",
+        command="sleep 30",
+        catchup=False,
+        overlap="'terminate_other'",
+    ),
+    "pol_cancel": dag_source(
+        "pol_cancel",
+        schedule="* * * * * */4",
+        command="sleep 6",
+        catchup=False,
+        overlap="'cancel_other'",
+    ),
 }
 BROKEN = {"pol_broken.py": "from raftsched import DAG\nthis is not python\n"}
 
@@ -358,3 +373,45 @@ def test_dags_explain_answers_each_situation_from_committed_state(stack: WebStac
 def _aware(value: Any) -> datetime:
     when = slot_of(value)
     return when if when.tzinfo else when.replace(tzinfo=START.tzinfo)
+
+
+def ti_rows(stack: WebStack, dag_id: str) -> list[Any]:
+    from raftsched.store.tables import task_instance
+
+    query = sa.select(task_instance.c.run_id, task_instance.c.state, task_instance.c.message).where(
+        task_instance.c.dag_id == dag_id
+    )
+    with stack.cluster.engine.connect() as conn:
+        return list(conn.execute(query).all())
+
+
+@pytest.mark.parametrize("dag_id", ["pol_terminate", "pol_cancel"])
+def test_cancel_and_terminate_other_across_a_leader_kill(stack: WebStack, dag_id: str) -> None:
+    wait_for(lambda: len(scheduled(stack, dag_id)) >= 2, timeout=60, what=f"{dag_id}: 2 runs")
+    cluster = stack.cluster
+    leader = cluster.wait_leader(timeout=30)
+    cluster.kill(leader)  # in the middle: a run is active and the next slot is coming
+    cluster.wait_leader(timeout=60, exclude={leader})
+    cluster.start_node(leader)
+    count = len(scheduled(stack, dag_id))
+    wait_for(
+        lambda: len(scheduled(stack, dag_id)) >= count + 2,
+        timeout=60,
+        what=f"{dag_id}: two more runs after the failover",
+        interval=0.5,
+    )
+    runs = scheduled(stack, dag_id)
+    slots = [slot_of(r.logical_date) for r in runs]
+    assert len(set(slots)) == len(slots)  # no slot twice
+    ended = [r for r in runs[:-2] if r.end_date is not None]
+    for before, after in itertools.pairwise(runs[:-1]):
+        if before.end_date is not None and after.start_date is not None:
+            assert before.end_date <= after.start_date, (before, after)  # one at a time
+    messages = {row.message for row in ti_rows(stack, dag_id)}
+    if dag_id == "pol_terminate":
+        # every run but the newest was killed by the next slot, through its lease
+        assert "ended by the DAG's overlap policy" in messages
+        assert {r.state for r in ended} == {"failed"}
+    else:
+        assert {r.state for r in ended} <= {"success", "failed"}
+    cluster.assert_replicas_agree(min_comparisons=0)
