@@ -172,12 +172,12 @@ def plan(
     # 2. overlap: what the active run(s) leave
     policy = spec.overlap or ALLOW_ALL
     if policy == SKIP and room <= 0:
-        out.append(_skip(spec, first, latest, 0, SKIP_OVERLAP))
+        out.append(_skip(spec, first, latest, _count(timetable, first, latest), SKIP_OVERLAP))
     elif policy in NEWEST_WINS and (first.logical_date < latest.logical_date or room <= 0):
         if first.logical_date < latest.logical_date:
             before = timetable.latest_slot(latest.logical_date - _TICK)
             assert before is not None
-            out.append(_skip(spec, first, before, 0, SKIP_OVERLAP))
+            out.append(_skip(spec, first, before, _count(timetable, first, before), SKIP_OVERLAP))
         if room > 0:
             out.append(_run(spec, latest))
         elif policy in _ENDING and not (cancel_sent and policy == CANCEL_OTHER):
@@ -280,6 +280,16 @@ def _run(spec: DagSpec, slot: Slot) -> RunDecision:
         data_interval_end=slot.data_interval_end,
         run_type=RunType.SCHEDULED,
     )
+
+
+def _count(timetable: Timetable, first: Slot, last: Slot) -> int:
+    """How many slots first..last are, when at most MAX_COUNTED (0: more, not counted): a
+    range skipped while a run is active is short, a catch-up gap may be years of slots."""
+    slots = timetable.slots_between(first.logical_date - _TICK, last.logical_date, _MAX_COUNTED)
+    return len(slots) if slots and slots[-1].logical_date == last.logical_date else 0
+
+
+_MAX_COUNTED = 100
 
 
 def _skip(spec: DagSpec, first: Slot, last: Slot, count: int, reason: str) -> RunDecision:

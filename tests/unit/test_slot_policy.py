@@ -517,3 +517,13 @@ def test_apply_refuses_to_end_runs_the_policy_does_not_end(how: str) -> None:
     result = sim.apply(c.CreateRuns(request_id=sim.rid(), now=h(1), runs=(decision,)))
     assert [i.reason for i in result.value] == [r.POLICY]
     assert (sim.state.dags["d"], runs(sim), sim.states("d", run=None)) == before
+
+
+def test_overlap_ranges_are_counted_and_long_catchup_gaps_are_not() -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="skip", catchup=False))
+    tick(sim, h(200))  # 200 slots missed before the first run: not enumerated
+    tick(sim, h(203))  # three slots during the run
+    gap, overlap = sim.state.dags["d"].skipped
+    assert (gap.reason, gap.count) == ("catchup", 0)
+    assert (overlap.reason, overlap.count) == ("overlap", 3)
