@@ -205,7 +205,7 @@ class Dag(Schema):
     next_run = fields.Nested(NextRun, allow_none=True)
     recent_runs = fields.List(fields.Nested(RecentRun))
     task_count = fields.Integer()
-    overlap = fields.String(metadata={"description": "allow_all, skip, buffer_one, buffer_all"})
+    overlap = fields.String(metadata={"description": "allow_all, skip, buffer_one, ... (README)"})
     catchup_window_seconds = fields.Float(allow_none=True)
     max_runs = fields.Integer(allow_none=True)
     scheduled_runs = fields.Integer(metadata={"description": "made so far under max_runs"})
