@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
+from raftsched.core.callbacks import on_slots_skipped
 from raftsched.core.changes import set_dag, touch_run, touch_ti
 from raftsched.core.handlers_dags import is_aware
 from raftsched.core.model import DagRecord, DagRun, RunType, TaskInstance, TaskKey
@@ -140,6 +141,7 @@ def _skip_slots(
         return Item(False, r.POLICY, why_not)
     skips = record_skip(record.skipped, first, last, d.skipped_slots, d.skip_reason, now)
     set_dag(state, replace(record, last_logical_date=last, skipped=skips), emit=False)
+    on_slots_skipped(state, record.spec, skips[-1], now)  # on_skipped_callback, once
     return Item(True, "", d.skip_reason)
 
 

@@ -78,6 +78,7 @@ class DAG:
         max_runs: int | None = None,
         jitter: timedelta | None = None,
         pause_on_failure: bool = False,
+        on_skipped_callback: Any = None,  # slots a schedule policy skipped (once per range)
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
@@ -142,6 +143,7 @@ class DAG:
             on_success_callback=on_success_callback,
             deadline=deadline,
             on_deadline_callback=on_deadline_callback,
+            on_skipped_callback=on_skipped_callback,
         )
         if not isinstance(overlap, str) or overlap not in OVERLAP_POLICIES or not overlap:
             choices = ", ".join(p for p in OVERLAP_POLICIES if p)

@@ -527,3 +527,34 @@ def test_overlap_ranges_are_counted_and_long_catchup_gaps_are_not() -> None:
     gap, overlap = sim.state.dags["d"].skipped
     assert (gap.reason, gap.count) == ("catchup", 0)
     assert (overlap.reason, overlap.count) == ("overlap", 3)
+
+
+def test_on_skipped_callback_makes_one_job_per_committed_range() -> None:
+    sim = Sim()
+    spec = hourly(overlap="skip", callbacks=(("skipped", "alert", "{}"),))
+    sim.register(spec)
+    tick(sim, h(0))
+    tick(sim, h(2))  # slots 1-2 skipped
+    tick(sim, h(2))  # nothing new: no job
+    [job] = list(sim.state.callbacks.jobs())
+    context = json.loads(job.context_json)
+    assert job.event == "skipped" and job.callable_ref == "alert"
+    assert job.run_id == f"skipped__{h(2).isoformat()}"
+    assert (context["first_slot"], context["last_slot"], context["slots"]) == (
+        h(1).isoformat(),
+        h(2).isoformat(),
+        2,
+    )
+    assert context["reason"] == "overlap"
+    plain = Sim()
+    plain.register(hourly(overlap="skip"))
+    tick(plain, h(0))
+    tick(plain, h(2))
+    assert not list(plain.state.callbacks.jobs())  # no callback, no job
+    from raftsched import DAG, BashTask
+    from raftsched.notifiers import WebhookNotifier
+
+    hook = WebhookNotifier(url="http://127.0.0.1:9/x", text="{dag_id} {event}")
+    with DAG("cb", schedule="@hourly", start_date=T0, on_skipped_callback=hook) as d:
+        BashTask("a", command="true")
+    assert [(e, ref) for e, ref, _ in d.to_spec().callbacks] == [("skipped", "raftsched:webhook")]
