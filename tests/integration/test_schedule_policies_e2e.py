@@ -368,6 +368,14 @@ def test_dags_explain_answers_each_situation_from_committed_state(stack: WebStac
     done = stack.cli("dags", "explain", "pol_limited", "--at", now.isoformat())
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("max_runs: ") and "runs in the DB reach back to" in done.stdout
+    # and the DAG page: its note, its skipped slots, and the same answer
+    session = stack.login()
+    status, _, page = session.get("/dags/pol_paused")
+    assert status == 200 and "vendor outage" in page
+    status, _, page = session.get("/dags/pol_skip")
+    assert status == 200 and 'id="skipped-slots"' in page
+    status, _, page = session.get("/dags/pol_limited?explain_at=" + now.isoformat()[:19])
+    assert status == 200 and "made its 3 runs" in page, page[-2000:]
 
 
 def _aware(value: Any) -> datetime:
