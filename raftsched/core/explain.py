@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from raftsched.core.limits import MAX_SKIP_RECORDS
 from raftsched.core.model import DagRecord, DagRun, DagSpec, ImportErrorRecord, ScheduleKind
@@ -66,9 +67,11 @@ def explain(
     run: DagRun | None = None,
     import_error: ImportErrorRecord | None = None,
     history_from: datetime | None = None,
+    older_skip: Any = None,
 ) -> Explanation:
     """What the cluster decided for the DAG's slot at or before ``at``. ``run``: the run on
-    that slot if one is known; ``history_from``: the oldest run of the DAG the DB holds."""
+    that slot if one is known; ``history_from``: the oldest run of the DAG the DB holds;
+    ``older_skip``: the DB's skipped range holding the slot (``SkippedSlots``), if any."""
     if record is None:
         if import_error is not None:
             return Explanation(IMPORT_ERROR, f"its file fails to import: {import_error.message}")
@@ -88,7 +91,7 @@ def explain(
     head = f"slot {slot.isoformat()}{where}"
     if run is not None:
         return _created(head, run, spec, slot)
-    for skipped in reversed(record.skipped):
+    for skipped in (*reversed(record.skipped), *((older_skip,) if older_skip else ())):
         if skipped.first <= slot <= skipped.last:
             return Explanation(
                 SKIPPED,

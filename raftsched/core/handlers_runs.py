@@ -23,9 +23,9 @@ from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.callbacks import on_slots_skipped
-from raftsched.core.changes import set_dag, touch_run, touch_ti
+from raftsched.core.changes import emit_entry, set_dag, touch_run, touch_ti
 from raftsched.core.handlers_dags import is_aware
-from raftsched.core.model import DagRecord, DagRun, RunType, TaskInstance, TaskKey
+from raftsched.core.model import DagRecord, DagRun, OutboxKind, RunType, TaskInstance, TaskKey
 from raftsched.core.results import Item, Result
 from raftsched.core.run_ending import CANCEL, end_active_runs
 from raftsched.core.run_table import LiveRun
@@ -142,6 +142,8 @@ def _skip_slots(
     skips = record_skip(record.skipped, first, last, d.skipped_slots, d.skip_reason, now)
     set_dag(state, replace(record, last_logical_date=last, skipped=skips), emit=False)
     on_slots_skipped(state, record.spec, skips[-1], now)  # on_skipped_callback, once
+    # the DB keeps every range (the record only the newest): `dags explain` reads it there
+    emit_entry(state, OutboxKind.SKIPPED_SLOTS, {"dag_id": d.dag_id, **skips[-1].to_dict()})
     return Item(True, "", d.skip_reason)
 
 

@@ -348,6 +348,8 @@ class OutboxKind(StrEnum):
                    stream ("stdout"|"stderr"), text, created_at}
     IMPORT_ERRORS  replace the whole import_error table: {errors: [{fileloc, message,
                    traceback}], updated_at}
+    SKIPPED_SLOTS  upsert skipped_slots row by (dag_id, last): {dag_id, first, last, count,
+                   reason, at} (core/slot_policy.py; written only past the baseline release)
     """
 
     DAG = "dag"
@@ -355,6 +357,7 @@ class OutboxKind(StrEnum):
     TASK_INSTANCE = "task_instance"
     TASK_LOG = "task_log"
     IMPORT_ERRORS = "import_errors"
+    SKIPPED_SLOTS = "skipped_slots"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from raftsched.core.model import OutboxEntry, OutboxKind
+from raftsched.core.model import OutboxEntry, OutboxKind, parse_utc
 from raftsched.core.rows import DagRow, ImportErrorsRow, LogRow, RunRow, TaskRow
 from raftsched.errors import RaftschedError, StoreUnavailable
 from raftsched.store import bulk
@@ -296,6 +296,17 @@ def _replace_import_errors(conn: Connection, data: dict[str, Any]) -> None:
         conn.execute(sa.insert(t.import_error), rows)
 
 
+def skipped_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": d["dag_id"],
+        "last_slot": parse_utc(d["last"]),
+        "first_slot": parse_utc(d["first"]),
+        "slots": int(d["count"]),
+        "reason": d["reason"],
+        "decided_at": parse_utc(d["at"]),
+    }
+
+
 RowBuilder = Callable[[dict[str, Any]], dict[str, Any]]
 
 # Kinds applied as upserts, in this order (parents before children, for readers' sake).
@@ -303,4 +314,5 @@ UPSERTS: dict[OutboxKind, tuple[sa.Table, RowBuilder]] = {
     OutboxKind.DAG: (t.dags, dag_row),
     OutboxKind.DAG_RUN: (t.dag_run, run_row),
     OutboxKind.TASK_INSTANCE: (t.task_instance, task_row),
+    OutboxKind.SKIPPED_SLOTS: (t.skipped_slots, skipped_row),
 }

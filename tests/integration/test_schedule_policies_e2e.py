@@ -185,6 +185,13 @@ def test_one_at_a_time_policies_skip_overlapping_slots_and_never_overlap(
     for before, after in itertools.pairwise(runs):
         assert before.end_date is not None and after.start_date is not None
         assert before.end_date <= after.start_date, (before, after)  # never two at once
+    # every committed range reaches the DB too (the state keeps the newest 20)
+    kept = {(slot_of(s["last"]), s["reason"]) for s in body["skipped"]}
+    wait_for(
+        lambda: kept <= {(_aware(r.last_slot), r.reason) for r in db_skipped(stack, dag_id)},
+        timeout=30,
+        what="the skipped ranges in the DB",
+    )
     ran = {slot_of(r.logical_date).replace(tzinfo=None) for r in scheduled(stack, dag_id)}
     for s in body["skipped"]:  # a skipped slot never also ran
         assert slot_of(s["first"]).replace(tzinfo=None) not in ran
@@ -423,3 +430,11 @@ def test_cancel_and_terminate_other_across_a_leader_kill(stack: WebStack, dag_id
     else:
         assert {r.state for r in ended} <= {"success", "failed"}
     cluster.assert_replicas_agree(min_comparisons=0)
+
+
+def db_skipped(stack: WebStack, dag_id: str) -> list[Any]:
+    from raftsched.store.tables import skipped_slots
+
+    query = sa.select(skipped_slots).where(skipped_slots.c.dag_id == dag_id)
+    with stack.cluster.engine.connect() as conn:
+        return list(conn.execute(query).all())

@@ -296,3 +296,12 @@ def test_the_jittered_slot_is_due_at_its_planned_start() -> None:
     assert ex.explain(record, h(1), start - timedelta(microseconds=1)).verdict == ex.NOT_YET_DUE
     assert ex.explain(record, h(1), start).verdict == ex.WAITING
     assert h(0) == T0
+
+
+def test_a_range_only_the_db_still_holds_is_found_there() -> None:
+    from raftsched.core.slot_policy import SkippedSlots
+
+    record = _record(lambda: ran(sim_with(), 0, 1, 2))
+    older = SkippedSlots(h(1), h(1), 1, "overlap", h(1))
+    answer = ex.explain(record, h(1), h(3), older_skip=older)
+    assert answer.verdict == ex.SKIPPED and "skipped (overlap)" in answer.detail

@@ -558,3 +558,22 @@ def test_on_skipped_callback_makes_one_job_per_committed_range() -> None:
     with DAG("cb", schedule="@hourly", start_date=T0, on_skipped_callback=hook) as d:
         BashTask("a", command="true")
     assert [(e, ref) for e, ref, _ in d.to_spec().callbacks] == [("skipped", "raftsched:webhook")]
+
+
+def test_each_skipped_range_goes_to_the_outbox_for_the_db() -> None:
+    sim = Sim()
+    sim.register(hourly(overlap="skip"))
+    tick(sim, h(0))
+    tick(sim, h(2))
+    [row] = sim.outbox("skipped_slots")
+    assert row == {
+        "dag_id": "d",
+        "first": h(1).isoformat(),
+        "last": h(2).isoformat(),
+        "count": 2,
+        "reason": "overlap",
+        "at": h(2).isoformat(),
+    }
+    from raftsched.store.materializer import skipped_row
+
+    assert skipped_row(row)["last_slot"] == h(2) and skipped_row(row)["slots"] == 2

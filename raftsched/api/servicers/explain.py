@@ -51,14 +51,25 @@ class ExplainSlot:
         if slot is not None:
             run = next((r for r in view.runs_of(dag_id) if r.logical_date == slot), None)
         engine = self.ctx.engine
+        older = None
         if engine is not None and record is not None:
             try:
                 since = _oldest(engine, dag_id)
                 if run is None and slot is not None:
                     run = _at(engine, dag_id, slot)
+                if run is None and slot is not None:
+                    older = queries.skipped_range(engine, dag_id, slot)
             except StoreUnavailable:
                 db_note = " (the DB is unreachable: its history is out of sight)"
-        answer = ex.explain(record, at, now, run=run, import_error=error, history_from=since)
+        answer = ex.explain(
+            record,
+            at,
+            now,
+            run=run,
+            import_error=error,
+            history_from=since,
+            older_skip=older,
+        )
         out = dag_pb2.ExplainSlotResponse(
             verdict=answer.verdict,
             detail=answer.detail + db_note,
