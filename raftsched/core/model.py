@@ -155,6 +155,8 @@ class DagSpec:
     max_runs: int | None = added_field(None)
     jitter_seconds: float | None = added_field(None)
     pause_on_failure: bool = added_field(False)  # a failed run pauses the DAG, with a note
+    dst_repeated: str = added_field("")  # core/timetable_dst.py ("": once)
+    dst_skipped: str = added_field("")  # ("": shift)
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -232,6 +234,8 @@ _POLICY_FIELDS = (
     "max_runs",
     "jitter_seconds",
     "pause_on_failure",
+    "dst_repeated",
+    "dst_skipped",
 )
 
 

@@ -119,6 +119,8 @@ class RestoreDecoder:
             max_runs=None if max_runs is None else int(max_runs),
             jitter_seconds=None if jitter is None else float(jitter),
             pause_on_failure=bool(get("pause_on_failure", False)),
+            dst_repeated=get("dst_repeated", ""),
+            dst_skipped=get("dst_skipped", ""),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:

@@ -79,6 +79,8 @@ class DAG:
         jitter: timedelta | None = None,
         pause_on_failure: bool = False,
         on_skipped_callback: Any = None,  # slots a schedule policy skipped (once per range)
+        dst_repeated: str = "once",  # cron with fixed hours: core/timetable_dst.py
+        dst_skipped: str = "shift",
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
@@ -166,6 +168,15 @@ class DAG:
                 dag_id=dag_id,
             )
         )
+        if dst_repeated not in ("once", "twice") or dst_skipped not in ("shift", "skip"):
+            raise DagDefinitionError(
+                f"DAG {dag_id!r}: dst_repeated must be 'once' or 'twice' and dst_skipped 'shift'"
+                f" or 'skip', got {v.short_repr(dst_repeated)} and {v.short_repr(dst_skipped)}",
+                dag_id=dag_id,
+            )
+        # the defaults are left out of the spec (its hash stays the previous release's)
+        self.dst_repeated = "" if dst_repeated == "once" else dst_repeated
+        self.dst_skipped = "" if dst_skipped == "shift" else dst_skipped
         if not isinstance(pause_on_failure, bool):
             raise DagDefinitionError(
                 f"pause_on_failure of DAG {dag_id!r} must be True or False", dag_id=dag_id
@@ -233,6 +244,8 @@ class DAG:
             max_runs=self.max_runs,
             jitter_seconds=self.jitter_seconds or None,
             pause_on_failure=self.pause_on_failure,
+            dst_repeated=self.dst_repeated,
+            dst_skipped=self.dst_skipped,
             tasks=tuple(self.tasks[tid].to_spec() for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

@@ -116,6 +116,8 @@ def every_field_set() -> DagSpec:
         max_runs=7,
         jitter_seconds=30.0,
         pause_on_failure=True,
+        dst_repeated="twice",
+        dst_skipped="skip",
     )
     return replace(spec, spec_hash=spec.compute_hash())
 
