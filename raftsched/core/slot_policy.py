@@ -168,7 +168,8 @@ def plan(
         reason = SKIP_CATCHUP if spec.catchup_window_seconds is None else SKIP_CATCHUP_WINDOW
         out.append(_skip(spec, first, before, 0, reason))
         first = timetable.next_slot(before.logical_date)
-        assert first is not None  # latest is after it
+        if first is None or first.logical_date > latest.logical_date:
+            return out[:limit]  # every due slot is too old (a window shorter than the period)
     # 2. overlap: what the active run(s) leave
     policy = spec.overlap or ALLOW_ALL
     if policy == SKIP and room <= 0:

@@ -139,6 +139,13 @@ CASES: list[tuple[str, dict[str, Any], list[tuple[str, float]], list[float], lis
         [(0, 7, "catchup_window")],
     ),
     (
+        "a window shorter than the period: a slot missed by more than it is skipped",
+        {"catchup_window_seconds": 1800.0},
+        [("tick", 10.75)],
+        [],
+        [(0, 10, "catchup_window")],
+    ),
+    (
         "catchup=False: only the latest slot runs, the others are recorded",
         {"catchup": False},
         [("tick", 10)],
