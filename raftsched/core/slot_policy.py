@@ -164,7 +164,8 @@ def plan(
     keep_from = _catchup_start(spec, latest, now, last=last, room=room)
     if keep_from is not None and first.logical_date < keep_from:
         before = timetable.latest_slot(keep_from - _TICK)
-        assert before is not None  # first is such a slot
+        if before is None:  # cannot be (first is such a slot): plan nothing rather than raise
+            return []
         reason = SKIP_CATCHUP if spec.catchup_window_seconds is None else SKIP_CATCHUP_WINDOW
         out.append(_skip(spec, first, before, 0, reason))
         first = timetable.next_slot(before.logical_date)
@@ -177,7 +178,8 @@ def plan(
     elif policy in NEWEST_WINS and (first.logical_date < latest.logical_date or room <= 0):
         if first.logical_date < latest.logical_date:
             before = timetable.latest_slot(latest.logical_date - _TICK)
-            assert before is not None
+            if before is None:
+                return out[:limit]
             out.append(_skip(spec, first, before, _count(timetable, first, before), SKIP_OVERLAP))
         if room > 0:
             out.append(_run(spec, latest))
@@ -187,7 +189,8 @@ def plan(
         oldest_kept = _buffer_start(timetable, first, latest)
         if oldest_kept is not None:
             before = timetable.latest_slot(oldest_kept - _TICK)
-            assert before is not None
+            if before is None:
+                return out[:limit]
             out.append(_skip(spec, first, before, 0, SKIP_BUFFER_FULL))
     elif room > 0:
         slots = timetable.slots_between(
