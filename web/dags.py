@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
@@ -183,6 +184,7 @@ def detail(dag_id: str) -> Any:
     runs_shown = _grid_runs()
     cells = grid.build(gateway(), dag_id, shape.order, runs_shown)
     dag["schedule_words"] = cron_text.describe(dag)
+    explained = _explained(dag_id, request.args.get("explain_at"))
     return render_template(
         "dags/detail.html",
         dag=dag,
@@ -192,7 +194,22 @@ def detail(dag_id: str) -> Any:
         run_durations=charts.run_durations(cells["runs"]),
         task_durations=charts.task_durations(cells),
         schedule_delays=charts.schedule_delays(cells["runs"]),
+        explained=explained,
     )
+
+
+def _explained(dag_id: str, at_text: str | None) -> dict[str, Any] | None:
+    """``?explain_at=TIME`` (empty: now): the cluster's answer for that slot, or the error."""
+    if at_text is None:
+        return None
+    at = None
+    if at_text.strip():
+        try:
+            at = datetime.fromisoformat(at_text.strip()[:64])
+        except ValueError:
+            return {"verdict": "error", "detail": f"{at_text[:64]!r} is not an ISO time"}
+        at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return gateway().explain(dag_id, at)
 
 
 @bp.get("/dags/<dag_id>/grid.json")
@@ -207,7 +224,8 @@ def grid_json(dag_id: str) -> Any:
 @role_required("operator")
 def pause(dag_id: str) -> Any:
     paused = request.form.get("paused", "1") == "1"
-    result = gateway().set_paused(dag_id, paused)
+    note = request.form.get("note", "")[:1000] if paused else ""
+    result = gateway().set_paused(dag_id, paused, note=note)
     word = "paused" if paused else "unpaused"
     flash(f"DAG {dag_id} {word}." if result["changed"] else f"DAG {dag_id} was already {word}.")
     return redirect(_back(url_for("dags.detail", dag_id=dag_id)))

@@ -34,6 +34,7 @@ from flask import Flask, current_app, has_request_context, session
 from google.protobuf.message import Message
 from raftsched.web import acting_user, metrics
 from raftsched.web.gateway_errors import GatewayError, NotFound, Refused, Unavailable, _translate
+from raftsched.web.gateway_schedule import DagSchedule
 from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 from raftsched.web.view_models import dag_dict, node_dict, run_dict, task_dict, ti_dict, ts
 
@@ -64,7 +65,7 @@ SESSION_KEY = "seen_index"  # the user's highest applied index seen, in the sess
 FINISHED_TASK_STATES = frozenset({"success", "failed", "upstream_failed", "skipped"})
 
 
-class Gateway:
+class Gateway(DagSchedule):
     """Typed, dict-returning calls to the cluster. Thread-safe."""
 
     def __init__(
@@ -173,14 +174,6 @@ class Gateway:
         dag = dag_dict(response.dag)
         dag["tasks"] = [task_dict(t) for t in response.tasks]
         return dag
-
-    def set_paused(self, dag_id: str, paused: bool) -> dict[str, Any]:
-        if paused:
-            response = self._call("dags", "PauseDag", dag_pb2.PauseDagRequest(dag_id=dag_id))
-        else:
-            request = dag_pb2.UnpauseDagRequest(dag_id=dag_id)
-            response = self._call("dags", "UnpauseDag", request)
-        return {"dag": dag_dict(response.dag), "changed": response.changed}
 
     def trigger(
         self, dag_id: str, conf: dict[str, Any], *, run_id: str = "", logical_date: Any = None

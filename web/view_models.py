@@ -84,6 +84,25 @@ def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
             for r in dag.recent_runs
         ],
         "task_count": dag.task_count,
+        "overlap": dag.overlap,
+        "catchup_window_seconds": (
+            dag.catchup_window_seconds if dag.HasField("catchup_window_seconds") else None
+        ),
+        "max_runs": dag.max_runs if dag.HasField("max_runs") else None,
+        "scheduled_runs": dag.scheduled_runs,
+        "jitter_seconds": dag.jitter_seconds,
+        "pause_on_failure": dag.pause_on_failure,
+        "pause_note": dag.pause_note,
+        "skipped": [
+            {
+                "first": ts(s, "first"),
+                "last": ts(s, "last"),
+                "count": s.count,
+                "reason": s.reason,
+                "decided_at": ts(s, "decided_at"),
+            }
+            for s in dag.skipped
+        ],
     }
 
 

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 READ_ONLY = frozenset(
     {"GetStatus", "ListDags", "GetDag", "ListRuns", "ListTaskInstances", "GetTaskLog"}
-    | {"ListImportErrors", "VerifyUser", "GetPasswordHash", "ListUsers", "GetDagSource"}
-    | {"GetSecret", "ListSecrets", "ResolveSecrets", "ListWorkers"}
+    | {"ListImportErrors", "ExplainSlot", "VerifyUser", "GetPasswordHash", "ListUsers"}
+    | {"GetDagSource", "GetSecret", "ListSecrets", "ResolveSecrets", "ListWorkers"}
 )
 
 # A retry needs this long at least: a node without a leader answers UNAVAILABLE only after

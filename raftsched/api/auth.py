@@ -81,6 +81,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _C + "ListAuditRecords": Role.ADMIN,
     _D + "ListDags": Role.VIEWER,
     _D + "GetDag": Role.VIEWER,
+    _D + "ExplainSlot": Role.VIEWER,
     _D + "ListRuns": Role.VIEWER,
     _D + "ListTaskInstances": Role.VIEWER,
     _D + "GetTaskLog": Role.VIEWER,

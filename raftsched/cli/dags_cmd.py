@@ -4,11 +4,11 @@ Local subcommands (no cluster needed): ``parse`` checks a DAGs folder the way th
 would; ``next`` previews a DAG's next slots (in :mod:`raftsched.cli.dags_local_cmd`).
 
 Subcommands that ask the cluster (through ``raftsched.api.client`` only; flags and errors in
-``connect.py``): ``list``, ``show``, ``errors`` (role viewer) and ``pause``, ``unpause``,
-``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON object within
-the cluster's bounds (``raftsched.core.limits``: size, depth) and the dates to be within its
-range before any call (a usage error, exit 2, otherwise); a refusal by the server is one line
-with its message (exit 1).
+``connect.py``): ``list``, ``show``, ``explain``, ``errors`` (role viewer) and ``pause``,
+``unpause``, ``trigger``, ``backfill`` (role operator). ``--conf`` is checked to be a JSON
+object within the cluster's bounds (``raftsched.core.limits``: size, depth) and the dates to
+be within its range before any call (a usage error, exit 2, otherwise); a refusal by the
+server is one line with its message (exit 1).
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from raftsched.cli import dags_show_cmd
 from raftsched.cli.common import usage
 from raftsched.cli.connect import add_connection_flags, cluster_call, connect, to_dict
 from raftsched.cli.dags_local_cmd import _parse as _parse  # re-exported (dags_test_cmd)
 from raftsched.cli.dags_local_cmd import _parse_after as _parse_after
 from raftsched.cli.dags_local_cmd import cmd_next, cmd_parse
+from raftsched.cli.dags_show_cmd import DAG_NOT_FOUND as DAG_NOT_FOUND
 from raftsched.cli.main import EXIT_USAGE
 from raftsched.cli.output import add_output_flag, emit
 from raftsched.errors import LimitExceeded
-
-DAG_NOT_FOUND = "dag {dag_id!r} not found: `raftsched dags list` shows the known DAGs"
 
 
 def text_arg(text: str) -> str:
@@ -79,14 +79,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_connection_flags(lst)
     lst.set_defaults(handler=cmd_list)
 
-    show = dags_sub.add_parser("show", help="one DAG: schedule, state and tasks")
-    show.add_argument("dag_id", type=text_arg)
-    add_connection_flags(show)
-    show.set_defaults(handler=cmd_show)
+    dags_show_cmd.register(dags_sub, text_arg=text_arg, iso_time=_iso_time)
 
     for name, what in (("pause", "stop scheduling"), ("unpause", "resume scheduling")):
         change = dags_sub.add_parser(name, help=f"{what} a DAG (needs role operator)")
         change.add_argument("dag_id", type=text_arg)
+        if name == "pause":
+            change.add_argument(
+                "--note", type=text_arg, default="", help="why (shown with the DAG until unpaused)"
+            )
         add_connection_flags(change)
         change.set_defaults(handler=cmd_pause if name == "pause" else cmd_unpause)
 
@@ -224,56 +225,6 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_show(args: argparse.Namespace) -> int:
-    from raftsched.api.gen import dag_pb2
-
-    not_found = DAG_NOT_FOUND.format(dag_id=args.dag_id)
-    with connect(args) as client, cluster_call("dags show", not_found=not_found):
-        response = client.dags.GetDag(dag_pb2.GetDagRequest(dag_id=args.dag_id))
-    dag, tasks = to_dict(response.dag), [to_dict(task) for task in response.tasks]
-    if args.output == "json":
-        emit({"dag": dag, "tasks": tasks}, output="json")
-        return 0
-    facts = {
-        "dag_id": dag["dag_id"],
-        "description": dag["description"] or None,
-        "file": dag["fileloc"],
-        "schedule": (dag["schedule"] or {}).get("display") or None,
-        "timezone": dag["timezone"],
-        "paused": dag["paused"],
-        "active": dag["active"],
-        "catchup": dag["catchup"],
-        "tags": dag["tags"] or None,
-        "next_run": (dag["next_run"] or {}).get("logical_date"),
-        "last_logical_date": dag["last_logical_date"],
-        "max_active_runs": dag["max_active_runs"],
-        "spec_hash": dag["spec_hash"][:12] or None,
-    }
-    emit(
-        [{"key": k, "value": v} for k, v in facts.items()], output="table", columns=("key", "value")
-    )
-    print()
-    rows = [
-        {
-            "task_id": task["task_id"],
-            "kind": task["kind"],
-            "retries": task["retries"],
-            "trigger_rule": task["trigger_rule"] or None,
-            "upstream": task["upstream"] or None,
-        }
-        for task in tasks
-    ]
-    emit(rows, output="table", columns=("task_id", "kind", "retries", "trigger_rule", "upstream"))
-    if dag["recent_runs"]:
-        print()
-        runs = [
-            {"run_id": run["run_id"], "state": run["state"], "logical_date": run["logical_date"]}
-            for run in dag["recent_runs"]
-        ]
-        emit(runs, output="table", columns=("run_id", "state", "logical_date"))
-    return 0
-
-
 def _set_paused(args: argparse.Namespace, pause: bool) -> int:
     from raftsched.api.gen import dag_pb2
 
@@ -284,7 +235,8 @@ def _set_paused(args: argparse.Namespace, pause: bool) -> int:
         cluster_call(f"dags {verb}", role="operator", not_found=not_found),
     ):
         if pause:
-            response = client.dags.PauseDag(dag_pb2.PauseDagRequest(dag_id=args.dag_id))
+            request = dag_pb2.PauseDagRequest(dag_id=args.dag_id, note=args.note)
+            response = client.dags.PauseDag(request)
         else:
             response = client.dags.UnpauseDag(dag_pb2.UnpauseDagRequest(dag_id=args.dag_id))
     if args.output == "json":

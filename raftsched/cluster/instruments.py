@@ -112,6 +112,14 @@ class NodeInstruments:
             "Triggers that raised, taken by applied FireTriggers entries (the task fails).",
             registry=r,
         )
+        self.slots_skipped = Counter(
+            "raftsched_slots_skipped",
+            "Schedule slots that got no run, by DAG and reason (overlap, buffer_full, catchup,"
+            " catchup_window), from applied skip decisions; a long gap whose slots were never"
+            " enumerated counts once.",
+            ["dag", "reason"],
+            registry=r,
+        )
         self.schedule_lag = Histogram(
             "raftsched_schedule_lag_seconds",
             "Scheduled runs: commit time of the first lease minus the run's logical_date.",
@@ -171,10 +179,20 @@ class NodeInstruments:
                 if getattr(item, "ok", False):
                     counter = self.trigger_errors if firing.error else self.trigger_firings
                     counter.inc()
+        elif name == "CreateRuns":
+            self._skipped(command, result)
         elif name == "ExpireLeases":
             expired = sum(1 for item in result.value or () if getattr(item, "ok", False))
             if expired:
                 self.leases_expired.inc(expired)
+
+    def _skipped(self, command: Any, result: Any) -> None:
+        items = result.value if isinstance(result.value, (list, tuple)) else ()
+        for decision, item in zip(getattr(command, "runs", ()), items, strict=False):
+            reason = getattr(decision, "skip_reason", "")
+            if reason and getattr(item, "ok", False):
+                slots = max(1, int(getattr(decision, "skipped_slots", 0) or 0))
+                self.slots_skipped.labels(dag=decision.dag_id, reason=reason).inc(slots)
 
     def _schedule_lag(self, grant: Any, now: datetime | None) -> None:
         lease = getattr(grant, "lease", None)

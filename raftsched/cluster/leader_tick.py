@@ -65,6 +65,8 @@ from raftsched.core.commands import (
 from raftsched.core.due import DueIndex
 from raftsched.core.handlers_triggers import timed_out
 from raftsched.core.model import DagSpec, ImportErrorRecord
+from raftsched.core.slot_policy import max_active
+from raftsched.core.versions import BASELINE_RELEASE
 
 if TYPE_CHECKING:
     from raftsched.cluster.leader import LoopSettings
@@ -255,11 +257,9 @@ class LeaderTick:
             record = state.dags.get(dag_id)
             if record is None:
                 return 0
-            return record.spec.max_active_runs - state.active_run_count(dag_id)
+            return max_active(record.spec) - state.active_run_count(dag_id)
 
         def capacity(dag_id: str) -> int:
-            if dag_id in in_flight:
-                return 0
             # At most one entry's worth of runs per DAG and tick: a tick then spreads over
             # many DAGs, whose entries can be in flight together (see _tick); a DAG with a
             # longer backlog gets its next chunk in the next tick.
@@ -268,7 +268,16 @@ class LeaderTick:
 
         room = self._settings.max_outbox - outbox_size  # each run adds >= 1 entry
         limit = min(self._settings.max_runs_per_tick, room, budget)
-        return self._due.collect(now, capacity=capacity, limit=limit)
+        # Skipped slots are recorded once every node knows skip decisions (core/versions.py);
+        # before, a DAG without a policy field schedules exactly as the previous release.
+        record_skips = self._node.read(lambda state: state.cluster_version > BASELINE_RELEASE)
+        return self._due.collect(
+            now,
+            capacity=capacity,
+            limit=limit,
+            busy=in_flight.__contains__,
+            record_skips=record_skips,
+        )
 
     def _mark_created(self, command: CreateRuns, result: r.Result) -> None:
         items = result.value if isinstance(result.value, (list, tuple)) else ()
@@ -284,8 +293,13 @@ class LeaderTick:
             if getattr(item, "ok", False):
                 run = {"dag_id": decision.dag_id, "run_id": str(getattr(item, "value", ""))}
                 log.debug("run %s of %s created", run["run_id"], decision.dag_id, extra=run)
-            if getattr(item, "ok", False) or reason in (r.RUN_EXISTS, r.INVALID):
-                self._due.mark_created(decision.dag_id, decision.logical_date)
+            if decision.end_active == "cancel":  # no run: the slot waits for the cancelled one
+                if getattr(item, "ok", False):
+                    self._due.mark_cancelled(decision.dag_id)
+                continue
+            if getattr(item, "ok", False) or reason in (r.RUN_EXISTS, r.INVALID, r.POLICY):
+                ran = getattr(item, "ok", False) and not decision.skip_reason
+                self._due.mark_created(decision.dag_id, decision.logical_date, run=ran)
 
     def _sync_dags(self, specs: list[DagSpec], errors: list[ImportErrorRecord]) -> None:
         paused = self._settings.dags_are_paused_at_creation
@@ -338,7 +352,8 @@ class LeaderTick:
             for dag_id in chunk:
                 record = state.dags.get(dag_id)
                 if record is not None and record.active:
-                    out.append((record.spec, record.last_logical_date, record.paused))
+                    last, runs = record.last_logical_date, record.scheduled_runs
+                    out.append((record.spec, last, record.paused, runs))
             return out
 
         # The records are read REBUILD_CHUNK DAGs at a time: a new leader of 10,000 DAGs,
@@ -348,8 +363,10 @@ class LeaderTick:
         ids = self._node.read(dag_ids)
         for first in range(0, len(ids), REBUILD_CHUNK):
             chunk = ids[first : first + REBUILD_CHUNK]
-            for spec, last, paused in self._node.read(lambda state, c=chunk: records(state, c)):
-                due.upsert(spec, last_logical_date=last, paused=paused)
+            for spec, last, paused, count in self._node.read(
+                lambda state, c=chunk: records(state, c)
+            ):
+                due.upsert(spec, last_logical_date=last, paused=paused, scheduled_runs=count)
         self._due = due
         log.info("due index rebuilt: %d active DAGs", len(self._due))
 
@@ -364,15 +381,16 @@ class LeaderTick:
             for dag_id in dirty:
                 record = state.dags.get(dag_id)
                 if record is None or not record.active:
-                    out.append((dag_id, None, None, False))
+                    out.append((dag_id, None, None, False, 0))
                 else:
-                    out.append((dag_id, record.spec, record.last_logical_date, record.paused))
+                    last, paused = record.last_logical_date, record.paused
+                    out.append((dag_id, record.spec, last, paused, record.scheduled_runs))
             return out
 
         # The timetables are built outside the state lock (see _rebuild_due); a change
         # committed meanwhile marks its DAG dirty again and is read next tick.
-        for dag_id, spec, last, paused in self._node.read(records):
+        for dag_id, spec, last, paused, count in self._node.read(records):
             if spec is None:
                 self._due.remove(dag_id)
             else:
-                self._due.upsert(spec, last_logical_date=last, paused=paused)
+                self._due.upsert(spec, last_logical_date=last, paused=paused, scheduled_runs=count)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
 TASK_EVENTS = frozenset({"failure", "success", "retry"})
-DAG_EVENTS = frozenset({"failure", "success", "deadline"})
+DAG_EVENTS = frozenset({"failure", "success", "deadline", "skipped"})
 NOTIFIER_PREFIX = "raftsched:"
 NOTIFIERS = frozenset({"raftsched:webhook", "raftsched:email"})
 MAX_CALLBACKS = 8  # per task or DAG
@@ -135,6 +135,51 @@ def on_run_end(state: SchedulerState, rec: LiveRun, event: str, now: datetime) -
     ordinal = utc_iso(now) or ""
     where = (RUN_LOG_TASK_ID, RUN_LOG_TRY)
     _add_jobs(state, rec, rec.spec.callbacks, event, where, ordinal, context, now)
+
+
+def on_slots_skipped(
+    state: SchedulerState,
+    spec: Any,
+    skipped: Any,
+    now: datetime,
+) -> None:
+    """A schedule policy skipped a range of slots (``slot_policy.SkippedSlots``): the DAG's
+    "skipped" callbacks, once per committed range (its job id names the range's last slot,
+    which the schedule passes once). No run exists: the job's log goes under the run id
+    ``skipped__<last slot>``."""
+    mine = [cb for cb in spec.callbacks if cb[0] == "skipped"]
+    if not mine:
+        return
+    run_id = f"skipped__{utc_iso(skipped.last)}"
+    context = {
+        "dag_id": spec.dag_id,
+        "run_id": None,
+        "event": "skipped",
+        "first_slot": utc_iso(skipped.first),
+        "last_slot": utc_iso(skipped.last),
+        "slots": skipped.count or None,
+        "reason": skipped.reason,
+        "message": f"slots skipped ({skipped.reason})",
+        "event_time": utc_iso(now),
+    }
+    for i, (_, ref, kwargs_json) in enumerate(mine):
+        job = CallbackJob(
+            job_id=f"{spec.dag_id}/{run_id}//skipped/{i}",
+            seq=state.callbacks.next_seq(),
+            dag_id=spec.dag_id,
+            run_id=run_id,
+            task_id="",
+            try_number=0,
+            event="skipped",
+            callable_ref=ref,
+            kwargs_json=kwargs_json,
+            fileloc=spec.fileloc,
+            context_json=json.dumps({**context, "callback": ref}, sort_keys=True),
+            log_task_id=RUN_LOG_TASK_ID,
+            log_try=RUN_LOG_TRY,
+            created_at=now,
+        )
+        state.callbacks.add(job, now)
 
 
 def missed_deadlines(

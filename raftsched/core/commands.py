@@ -63,6 +63,8 @@ class SetPaused(Command):
     # Who asked (core/audit.py): a user or token name, "" for the cluster's own decisions
     # and entries written before it existed
     actor: str = added_field("")
+    # Why (pausing only): shown with the DAG until it is unpaused
+    note: str = added_field("")
 
 
 # -- runs ---------------------------------------------------------------------------------
@@ -77,6 +79,14 @@ class RunDecision:
     run_type: RunType = RunType.SCHEDULED
     conf: dict[str, Any] = field(default_factory=dict)
     run_id: str = ""  # empty: apply derives "<run_type>__<logical_date iso>"
+    # Not "": no run; the scheduled slots data_interval_start..logical_date (their logical
+    # dates) are recorded as skipped for this reason (core/slot_policy.py) and the schedule
+    # moves past them. ``skipped_slots``: how many they are (0: not counted).
+    skip_reason: str = ""
+    skipped_slots: int = 0
+    # "cancel" | "terminate": end the DAG's active scheduled runs first (core/run_ending.py);
+    # "cancel" creates no run (the slot waits for the cancelled run to end).
+    end_active: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -293,16 +293,19 @@ class DigestSum:
 
 
 def fp_dag(dag_id: str, record: Any) -> str:
-    return "dag:" + canonical(
-        (
-            dag_id,
-            record.spec.spec_hash,
-            record.paused,
-            record.active,
-            record.updated_at,
-            record.last_logical_date,
-        )
+    fields = (
+        dag_id,
+        record.spec.spec_hash,
+        record.paused,
+        record.active,
+        record.updated_at,
+        record.last_logical_date,
     )
+    # fields added later join only when set: a record without them digests as before
+    if record.scheduled_runs or record.skipped or record.pause_note:
+        skipped = tuple(s.to_dict() for s in record.skipped)
+        fields += (record.scheduled_runs, skipped, record.pause_note)
+    return "dag:" + canonical(fields)
 
 
 def fp_run(run: Any, spec_hash: str, row_seq: int) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from raftsched.core.commands import RunDecision
-from raftsched.core.model import DagSpec, RunType
+from raftsched.core.model import DagSpec
+from raftsched.core.slot_policy import ONE_AT_A_TIME, plan, planned_start, runs_left
 from raftsched.core.timetable import Timetable, timetable_for
 
 
@@ -25,6 +26,8 @@ class _Entry:
     paused: bool
     next_fire: datetime | None = None
     version: int = 0
+    scheduled_runs: int = 0  # DagRecord.scheduled_runs (for max_runs)
+    cancel_sent: bool = False  # cancel_other: a cancel of the active run committed
 
 
 class DueIndex:
@@ -65,14 +68,28 @@ class DueIndex:
     def __contains__(self, dag_id: object) -> bool:
         return dag_id in self._entries
 
-    def upsert(self, spec: DagSpec, *, last_logical_date: datetime | None, paused: bool) -> None:
+    def upsert(
+        self,
+        spec: DagSpec,
+        *,
+        last_logical_date: datetime | None,
+        paused: bool,
+        scheduled_runs: int = 0,
+    ) -> None:
         old = self._entries.get(spec.dag_id)
         if old is not None and old.spec.spec_hash == spec.spec_hash and spec.spec_hash:
             timetable = old.timetable
         else:
             timetable = timetable_for(spec)
         self._versions += 1
-        entry = _Entry(spec, timetable, last_logical_date, paused, version=self._versions)
+        entry = _Entry(
+            spec,
+            timetable,
+            last_logical_date,
+            paused,
+            version=self._versions,
+            scheduled_runs=scheduled_runs,
+        )
         if old is not None and old.next_fire is not None:
             self._stale += 1
         self._entries[spec.dag_id] = entry
@@ -83,18 +100,29 @@ class DueIndex:
         if entry is not None and entry.next_fire is not None:
             self._stale += 1
 
-    def mark_created(self, dag_id: str, logical_date: datetime) -> None:
+    def mark_created(self, dag_id: str, logical_date: datetime, *, run: bool = True) -> None:
+        """``run``: a scheduled run was created (False: slots were skipped up to it)."""
         entry = self._entries.get(dag_id)
         if entry is None:
             return
         if entry.last_logical_date is not None and logical_date <= entry.last_logical_date:
             return
         entry.last_logical_date = logical_date
+        entry.cancel_sent = False
+        if run and entry.spec.max_runs is not None:
+            entry.scheduled_runs += 1
         if entry.next_fire is not None:
             self._stale += 1
         self._versions += 1
         entry.version = self._versions
         self._schedule(entry)
+
+    def mark_cancelled(self, dag_id: str) -> None:
+        """cancel_other: the DAG's active run was cancelled (committed); not again until the
+        DAG's record changes or a run is created."""
+        entry = self._entries.get(dag_id)
+        if entry is not None:
+            entry.cancel_sent = True
 
     def last_logical_date(self, dag_id: str) -> datetime | None:
         entry = self._entries.get(dag_id)
@@ -108,7 +136,13 @@ class DueIndex:
         return self._heap[0][0] if self._heap else None
 
     def collect(
-        self, now: datetime, *, capacity: Callable[[str], int], limit: int
+        self,
+        now: datetime,
+        *,
+        capacity: Callable[[str], int],
+        limit: int,
+        busy: Callable[[str], bool] | None = None,
+        record_skips: bool = False,
     ) -> list[RunDecision]:
         for item in self._parked:
             heapq.heappush(self._heap, item)
@@ -122,27 +156,31 @@ class DueIndex:
                 self._stale -= 1
                 continue
             entry = self._entries[item[1]]
-            room = min(capacity(entry.spec.dag_id), limit - len(decisions))
-            if room <= 0:
+            spec = entry.spec
+            if busy is not None and busy(spec.dag_id):
+                self._parked.append(item)
+                continue
+            room = min(capacity(spec.dag_id), limit - len(decisions))
+            # at capacity, a one-at-a-time overlap policy still decides (it may skip slots)
+            if room <= 0 and spec.overlap not in ONE_AT_A_TIME:
+                self._parked.append(item)
+                continue
+            planned = plan(
+                spec,
+                entry.timetable,
+                last=entry.last_logical_date,
+                now=now,
+                room=max(0, room),
+                limit=limit - len(decisions),
+                scheduled_runs=entry.scheduled_runs,
+                record_skips=record_skips,
+                cancel_sent=entry.cancel_sent,
+            )
+            if not planned:
                 self._parked.append(item)
                 continue
             keep.append(item)
-            slots = entry.timetable.due(
-                last_logical_date=entry.last_logical_date,
-                now=now,
-                limit=room,
-                catchup=entry.spec.catchup,
-            )
-            decisions.extend(
-                RunDecision(
-                    dag_id=entry.spec.dag_id,
-                    logical_date=slot.logical_date,
-                    data_interval_start=slot.data_interval_start,
-                    data_interval_end=slot.data_interval_end,
-                    run_type=RunType.SCHEDULED,
-                )
-                for slot in slots
-            )
+            decisions.extend(planned)
         for item in keep:
             heapq.heappush(self._heap, item)
         self._compact()
@@ -151,11 +189,12 @@ class DueIndex:
     # -- internals ---------------------------------------------------------------------------
     def _schedule(self, entry: _Entry) -> None:
         entry.next_fire = None
-        if entry.paused:
+        if entry.paused or runs_left(entry.spec, entry.scheduled_runs) == 0:
             return
         when = entry.timetable.next_time(entry.last_logical_date)
         if when is None:
             return
+        when = planned_start(entry.spec, when)  # jitter: wake at the run's planned start
         entry.next_fire = when
         heapq.heappush(self._heap, (when, entry.spec.dag_id, entry.version))
 

@@ -95,9 +95,11 @@ def apply_set_paused(state: SchedulerState, cmd: c.SetPaused, now: datetime, ind
     record = state.catalog.get(cmd.dag_id)
     if record is None:
         return Result(False, r.UNKNOWN_DAG)
-    if record.paused == bool(cmd.paused):
+    note = cmd.note if cmd.paused else ""
+    if record.paused == bool(cmd.paused) and (not note or note == record.pause_note):
         return Result(True, r.UNCHANGED)
-    set_dag(state, replace(record, paused=bool(cmd.paused)), emit=True, now=now)
+    changed = replace(record, paused=bool(cmd.paused), pause_note=note)
+    set_dag(state, changed, emit=record.paused != bool(cmd.paused), now=now)
     if not cmd.paused:
         state.task_queue.unblock(cmd.dag_id)
     return Result(True)

@@ -22,11 +22,21 @@ from typing import TYPE_CHECKING
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core.changes import set_dag, touch_run, touch_ti
+from raftsched.core.callbacks import on_slots_skipped
+from raftsched.core.changes import emit_entry, set_dag, touch_run, touch_ti
 from raftsched.core.handlers_dags import is_aware
-from raftsched.core.model import DagRun, RunType, TaskInstance, TaskKey
+from raftsched.core.model import DagRecord, DagRun, OutboxKind, RunType, TaskInstance, TaskKey
 from raftsched.core.results import Item, Result
+from raftsched.core.run_ending import CANCEL, end_active_runs
 from raftsched.core.run_table import LiveRun
+from raftsched.core.slot_policy import (
+    ending_refusal,
+    max_active,
+    planned_start,
+    record_skip,
+    runs_left,
+    skip_refusal,
+)
 from raftsched.core.timetable import timetable_for
 from raftsched.core.transitions import settle, settle_run
 from raftsched.core.validate import check_run_decision
@@ -60,6 +70,8 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         return Item(False, r.INVALID)
     logical, start, end = (x.astimezone(UTC) for x in dates)
     scheduled = run_type is RunType.SCHEDULED
+    if d.skip_reason:
+        return _skip_slots(state, d, record, start, logical, now)
     run_id = d.run_id or f"{run_type.value}__{sn.utc_iso(logical)}"
     last = record.last_logical_date
     if state.run_table.slot_taken(d.dag_id, logical, run_id) or (
@@ -70,7 +82,18 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
         return Item(False, r.RUN_EXISTS)
     if scheduled and record.paused:
         return Item(False, r.PAUSED)
-    if scheduled and state.active_run_count(d.dag_id) >= record.spec.max_active_runs:
+    if scheduled and runs_left(record.spec, record.scheduled_runs) == 0:
+        return Item(False, r.MAX_RUNS)
+    if scheduled and record.spec.jitter_seconds and now < planned_start(record.spec, logical):
+        return Item(False, r.NOT_DUE)  # jitter: its planned start has not come
+    if d.end_active:  # cancel_other / terminate_other: the active runs end first
+        why_not = ending_refusal(record.spec, d.end_active, scheduled)
+        if why_not:
+            return Item(False, r.POLICY, why_not)
+        ended = end_active_runs(state, d.dag_id, d.end_active, now)
+        if d.end_active == CANCEL:  # the slot waits for the cancelled run to end
+            return Item(True, r.UNCHANGED if not ended else "", "cancelled")
+    if scheduled and state.active_run_count(d.dag_id) >= max_active(record.spec):
         return Item(False, r.MAX_ACTIVE_RUNS)
     spec = state.catalog.ref_spec(record.spec)
     run = DagRun(d.dag_id, run_id, logical, start, end, run_type, conf=dict(d.conf))
@@ -85,10 +108,43 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
     state.run_table.add(rec)
     state.changes.touch_new_run(rec.key)
     if scheduled:
-        set_dag(state, replace(record, last_logical_date=logical), emit=False)
+        counted = record.scheduled_runs + (record.spec.max_runs is not None)
+        set_dag(
+            state,
+            replace(record, last_logical_date=logical, scheduled_runs=counted),
+            emit=False,
+        )
     settle(state, rec, list(rec.tis), now)
     settle_run(state, rec, now)
     return Item(True, "", run_id)
+
+
+def _skip_slots(
+    state: SchedulerState,
+    d: c.RunDecision,
+    record: DagRecord,
+    first: datetime,
+    last: datetime,
+    now: datetime,
+) -> Item:
+    """A skip decision: slots ``first``..``last`` get no run; the schedule moves past them.
+    Refused (nothing changes) when the DAG's policy does not give that reason now, or the
+    schedule already passed ``first`` (a stale or repeated decision)."""
+    if d.run_type is not RunType.SCHEDULED or first > last or last > now:
+        return Item(False, r.INVALID, "a skip covers past scheduled slots, oldest first")
+    if record.last_logical_date is not None and first <= record.last_logical_date:
+        return Item(False, r.RUN_EXISTS)
+    if record.paused:
+        return Item(False, r.PAUSED)
+    why_not = skip_refusal(record.spec, d.skip_reason, last, now, state.active_run_count(d.dag_id))
+    if why_not:
+        return Item(False, r.POLICY, why_not)
+    skips = record_skip(record.skipped, first, last, d.skipped_slots, d.skip_reason, now)
+    set_dag(state, replace(record, last_logical_date=last, skipped=skips), emit=False)
+    on_slots_skipped(state, record.spec, skips[-1], now)  # on_skipped_callback, once
+    # the DB keeps every range (the record only the newest): `dags explain` reads it there
+    emit_entry(state, OutboxKind.SKIPPED_SLOTS, {"dag_id": d.dag_id, **skips[-1].to_dict()})
+    return Item(True, "", d.skip_reason)
 
 
 def evict_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:

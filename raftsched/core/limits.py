@@ -56,6 +56,15 @@ MAX_RETRIES = 1_000
 MAX_DURATION_SECONDS = 366 * 86_400  # retry delays, timeouts, schedule intervals
 MAX_PRIORITY_WEIGHT = 1_000_000_000
 MAX_ACTIVE = 10_000_000  # max_active_runs, max_active_tasks ("unlimited" is a big number)
+# Schedule policies (core/slot_policy.py)
+MAX_RUNS_LIMIT = 1_000_000_000  # a DAG's max_runs
+MAX_CATCHUP_WINDOW_SECONDS = 10 * 366 * 86_400
+MAX_JITTER_SECONDS = 366 * 86_400
+# overlap="buffer_all": slots waiting for the active run; older ones past it are skipped
+# ("buffer_full"), each check walks at most this many slots back from now
+MAX_BUFFERED_RUNS = 100
+MAX_SKIP_RECORDS = 20  # skipped-slot ranges a DAG record keeps (the newest)
+MAX_PAUSE_NOTE_CHARS = 1_000  # why a DAG is paused (`dags pause --note`, pause_on_failure)
 
 # -- runs ---------------------------------------------------------------------------------------
 MAX_CONF_BYTES = 65_536  # a run's conf as compact JSON

@@ -156,6 +156,14 @@ class DagSpec:
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     # A run not done by its logical date plus this many seconds fires its "deadline" callbacks
     deadline_seconds: float | None = added_field(None)
+    # Schedule policies, see core/slot_policy.py ("" = allow_all; None: no window, no end)
+    overlap: str = added_field("")
+    catchup_window_seconds: float | None = added_field(None)
+    max_runs: int | None = added_field(None)
+    jitter_seconds: float | None = added_field(None)
+    pause_on_failure: bool = added_field(False)  # a failed run pauses the DAG, with a note
+    dst_repeated: str = added_field("")  # core/timetable_dst.py ("": once)
+    dst_skipped: str = added_field("")  # ("": shift)
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -216,6 +224,7 @@ class DagSpec:
             deadline_seconds=(
                 None if data.get("deadline_seconds") is None else float(data["deadline_seconds"])
             ),
+            **{k: data[k] for k in _POLICY_FIELDS if k in data},
         )
 
     def compute_hash(self) -> str:
@@ -224,6 +233,17 @@ class DagSpec:
         data.pop("spec_hash", None)
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+_POLICY_FIELDS = (
+    "overlap",
+    "catchup_window_seconds",
+    "max_runs",
+    "jitter_seconds",
+    "pause_on_failure",
+    "dst_repeated",
+    "dst_skipped",
+)
 
 
 def _task_from_dict(task: dict[str, Any], seen: dict[Any, TaskSpec] | None) -> TaskSpec:
@@ -342,6 +362,8 @@ class OutboxKind(StrEnum):
                    stream ("stdout"|"stderr"), text, created_at}
     IMPORT_ERRORS  the import_error table: {errors: [{fileloc, message, traceback}], updated_at}
     SECRET, CALLBACK_JOB, AUDIT  rows.SecretRow, CallbackJobRow (core.persisted), AuditRow
+    SKIPPED_SLOTS  upsert skipped_slots row by (dag_id, last): {dag_id, first, last, count,
+                   reason, at} (core/slot_policy.py; written only from release 3 on)
     """
 
     DAG = "dag"
@@ -352,6 +374,7 @@ class OutboxKind(StrEnum):
     SECRET = "secret"
     CALLBACK_JOB = "callback_job"
     AUDIT = "audit"
+    SKIPPED_SLOTS = "skipped_slots"
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +395,11 @@ class DagRecord:
     # The newest *scheduled* run's logical date: the schedule resumes after it. Manual runs
     # do not move it (as in Airflow).
     last_logical_date: datetime | None = None
+    # Scheduled runs made while the spec sets max_runs; the newest skipped-slot ranges
+    # (slot_policy.SkippedSlots, bounded). Digested and snapshotted only when set.
+    scheduled_runs: int = 0
+    skipped: tuple[Any, ...] = ()
+    pause_note: str = ""  # why it is paused ("" when unpaused); digested only when set
 
     @property
     def dag_id(self) -> str:

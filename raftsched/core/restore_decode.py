@@ -40,6 +40,7 @@ from raftsched.core.model import (
     parse_utc,
 )
 from raftsched.core.results import Item
+from raftsched.core.slot_policy import SkippedSlots
 from raftsched.core.snapshot import _DATACLASSES, _ENUMS, decode_value
 
 # The keys of a spec dict :meth:`RestoreDecoder.spec` reads: DagSpec's fields, taken from the
@@ -93,6 +94,8 @@ class RestoreDecoder:
             return DagSpec.from_dict(data, self._tasks)
         get = data.get
         deadline = get("deadline_seconds")
+        window, max_runs = get("catchup_window_seconds"), get("max_runs")
+        jitter = get("jitter_seconds")
         callbacks = get("callbacks")
         return DagSpec(
             dag_id=data["dag_id"],
@@ -111,6 +114,13 @@ class RestoreDecoder:
             params_json=get("params_json", ""),
             callbacks=_callbacks(callbacks) if callbacks else (),
             deadline_seconds=None if deadline is None else float(deadline),
+            overlap=get("overlap", ""),
+            catchup_window_seconds=None if window is None else float(window),
+            max_runs=None if max_runs is None else int(max_runs),
+            jitter_seconds=None if jitter is None else float(jitter),
+            pause_on_failure=bool(get("pause_on_failure", False)),
+            dst_repeated=get("dst_repeated", ""),
+            dst_skipped=get("dst_skipped", ""),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:
@@ -143,6 +153,9 @@ class RestoreDecoder:
             active=bool(data["active"]),
             updated_at=self.date(data["updated_at"]),
             last_logical_date=self.date(data["last_logical_date"]),
+            scheduled_runs=int(data.get("scheduled_runs", 0)),
+            skipped=tuple(SkippedSlots.from_dict(s) for s in data.get("skipped", ())),
+            pause_note=str(data.get("pause_note", "")),
         )
 
     def run(self, data: dict[str, Any]) -> DagRun:

@@ -153,7 +153,20 @@ def dag_record_to_dict(record: DagRecord, iso: Callable[[Any], str | None] = utc
         "active": record.active,
         "updated_at": iso(record.updated_at),
         "last_logical_date": iso(record.last_logical_date),
+        **_policy_fields(record),
     }
+
+
+def _policy_fields(record: DagRecord) -> dict:
+    """Fields added later, only when set: a record without them snapshots as before."""
+    out: dict = {}
+    if record.scheduled_runs:
+        out["scheduled_runs"] = record.scheduled_runs
+    if record.skipped:
+        out["skipped"] = [s.to_dict() for s in record.skipped]
+    if record.pause_note:
+        out["pause_note"] = record.pause_note
+    return out
 
 
 def run_to_dict(run: DagRun, spec_hash: str, row_seq: int, tis: list[dict]) -> dict:

@@ -39,6 +39,7 @@ from raftsched.core.timetable_base import (
 )
 from raftsched.core.timetable_cron import PRESETS, CronTimetable, check_cron
 from raftsched.core.timetable_cron import _CronRule as _CronRule  # tests build a fresh one
+from raftsched.core.timetable_dst import DstCronTimetable
 
 __all__ = [
     "PRESETS",
@@ -87,6 +88,17 @@ def from_schedule(
 
 
 def timetable_for(spec: DagSpec) -> Timetable:
+    if spec.schedule.kind is ScheduleKind.CRON and (spec.dst_repeated or spec.dst_skipped):
+        if not spec.schedule.cron:
+            raise ValueError("cron schedule without an expression")
+        return DstCronTimetable(
+            spec.schedule.cron,
+            get_zone(spec.timezone),
+            spec.start_date,
+            spec.end_date,
+            repeated=spec.dst_repeated,
+            skipped=spec.dst_skipped,
+        )
     return from_schedule(spec.schedule, spec.timezone, spec.start_date, spec.end_date)
 
 

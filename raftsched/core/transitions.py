@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from raftsched.core import callbacks as cb
 from raftsched.core import mapping
 from raftsched.core import snapshot as sn
-from raftsched.core.changes import emit_entry, touch_run, touch_ti
+from raftsched.core.changes import emit_entry, set_dag, touch_run, touch_ti
+from raftsched.core.limits import MAX_PAUSE_NOTE_CHARS
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
     FINISHED_TASK_STATES,
@@ -32,6 +34,8 @@ from raftsched.core.run_table import LiveRun, RunKey
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
+
+ENDED_MESSAGE = "ended by the DAG's overlap policy"  # core/run_ending.py: not a failure
 
 __all__ = ["LiveRun", "RunKey", "find", "set_state", "settle", "settle_run"]
 
@@ -179,6 +183,18 @@ def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
     run.end_date = now
     state.run_table.watch_finished(now, rec.key)
     cb.on_run_end(state, rec, cb.run_event_of(new), now)
+    if new is RunState.FAILED and not any(t.message == ENDED_MESSAGE for t in rec.tis.values()):
+        _pause_on_failure(state, run.dag_id, run.run_id, now)
+
+
+def _pause_on_failure(state: SchedulerState, dag_id: str, run_id: str, now: datetime) -> None:
+    """A DAG whose current spec says pause_on_failure is paused by its failed run (Temporal's
+    pause_on_failure), with a note naming the run; one already paused keeps its own note."""
+    record = state.catalog.get(dag_id)
+    if record is None or record.paused or not record.spec.pause_on_failure:
+        return
+    note = f"paused after run {run_id} failed"[:MAX_PAUSE_NOTE_CHARS]
+    set_dag(state, replace(record, paused=True, pause_note=note), emit=True, now=now)
 
 
 def reopen_run(state: SchedulerState, rec: LiveRun) -> None:

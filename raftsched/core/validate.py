@@ -37,6 +37,8 @@ from raftsched.core.model import (
     TaskKey,
     TaskState,
 )
+from raftsched.core.run_ending import ENDINGS
+from raftsched.core.slot_policy import SKIP_REASONS
 from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
 from raftsched.core.validate_specs import bool_field as _bool
 from raftsched.core.validate_specs import enum_field as _enum
@@ -157,6 +159,7 @@ def _set_paused(cmd: c.SetPaused) -> None:
     _actor(cmd)
     check_id("dag_id", cmd.dag_id)
     _bool("paused", cmd.paused)
+    check_text("note", cmd.note, lim.MAX_PAUSE_NOTE_CHARS)
 
 
 def _create_runs(cmd: c.CreateRuns) -> None:
@@ -180,6 +183,11 @@ def check_run_decision(d: object, field: str = "run") -> None:
         raise LimitExceeded(f"{field}.conf", "must be a JSON object")
     if d.run_id != "":
         check_id(f"{field}.run_id", d.run_id)
+    if d.skip_reason != "" and d.skip_reason not in SKIP_REASONS:
+        raise LimitExceeded(f"{field}.skip_reason", f"unknown reason {str(d.skip_reason)[:40]!r}")
+    check_int(f"{field}.skipped_slots", d.skipped_slots, 0, lim.MAX_RUNS_LIMIT)
+    if d.end_active != "" and d.end_active not in ENDINGS:
+        raise LimitExceeded(f"{field}.end_active", "must be 'cancel' or 'terminate'")
 
 
 def _queue(cmd: c.QueueTasks) -> None:

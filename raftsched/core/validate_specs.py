@@ -25,7 +25,9 @@ from raftsched.core.limits import (
     check_text,
 )
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from raftsched.core.slot_policy import OVERLAP_POLICIES
 from raftsched.core.timetable import check_cron
+from raftsched.core.timetable_dst import DST_REPEATED, DST_SKIPPED
 from raftsched.errors import LimitExceeded
 
 TASK_KINDS = frozenset({"bash", "python"})
@@ -95,6 +97,25 @@ def check_spec(spec: object, field: str = "spec") -> None:
     lim.check_params_json(f"{field}.params_json", spec.params_json)
     cb.check_callbacks(f"{field}.callbacks", spec.callbacks, cb.DAG_EVENTS)
     cb.check_deadline(f"{field}.deadline_seconds", spec.deadline_seconds)
+    if spec.overlap not in OVERLAP_POLICIES:
+        policies = ", ".join(p for p in OVERLAP_POLICIES if p)
+        raise LimitExceeded(f"{field}.overlap", f"must be one of {policies}")
+    if spec.catchup_window_seconds is not None:
+        check_float(
+            f"{field}.catchup_window_seconds",
+            spec.catchup_window_seconds,
+            0.0,
+            lim.MAX_CATCHUP_WINDOW_SECONDS,
+        )
+    if spec.jitter_seconds is not None:
+        check_float(f"{field}.jitter_seconds", spec.jitter_seconds, 0.0, lim.MAX_JITTER_SECONDS)
+    bool_field(f"{field}.pause_on_failure", spec.pause_on_failure)
+    if spec.dst_repeated not in DST_REPEATED:
+        raise LimitExceeded(f"{field}.dst_repeated", "must be 'once' or 'twice'")
+    if spec.dst_skipped not in DST_SKIPPED:
+        raise LimitExceeded(f"{field}.dst_skipped", "must be 'shift' or 'skip'")
+    if spec.max_runs is not None:
+        check_int(f"{field}.max_runs", spec.max_runs, 1, lim.MAX_RUNS_LIMIT)
     tasks = tuple_field(f"{field}.tasks", spec.tasks, lim.MAX_TASKS_PER_DAG)
     for task in tasks:
         _task(f"{field}.tasks", task)

@@ -102,10 +102,17 @@ def dag_callbacks(
     on_success_callback: Any,
     deadline: timedelta | DeadlineAlert | None,
     on_deadline_callback: Any,
+    on_skipped_callback: Any = None,
 ) -> tuple[tuple[Entry, ...], float | None]:
-    """A DAG's run-level callbacks and its deadline in seconds (None: none)."""
+    """A DAG's run-level callbacks (and "skipped": a schedule policy skipped slots) and its
+    deadline in seconds (None: none)."""
     out: list[Entry] = []
-    for event, value in (("failure", on_failure_callback), ("success", on_success_callback)):
+    pairs = (
+        ("failure", on_failure_callback),
+        ("success", on_success_callback),
+        ("skipped", on_skipped_callback),
+    )
+    for event, value in pairs:
         what = f"on_{event}_callback of DAG {dag_id!r}"
         out += entries(event, value, what=what, dag_id=dag_id, task_id=None)
     if isinstance(deadline, DeadlineAlert):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import limits
 from raftsched.core.model import DEFAULT_QUEUE, DagSpec
+from raftsched.core.slot_policy import ALLOW_ALL, OVERLAP_POLICIES
 from raftsched.dags import validation as v
 from raftsched.dags.callbacks import TASK_CALLBACKS, DeadlineAlert, dag_callbacks
 from raftsched.dags.mapping import check_max_map_length
@@ -74,6 +75,14 @@ class DAG:
         deadline: timedelta | DeadlineAlert | None = None,
         on_deadline_callback: Any = None,
         max_map_length: int | None = None,  # mapped tasks' bound; None: [core] max_map_length
+        overlap: str = "allow_all",  # schedule policies: raftsched.core.slot_policy
+        catchup_window: timedelta | None = None,
+        max_runs: int | None = None,
+        jitter: timedelta | None = None,
+        pause_on_failure: bool = False,
+        on_skipped_callback: Any = None,  # slots a schedule policy skipped (once per range)
+        dst_repeated: str = "once",  # cron with fixed hours: core/timetable_dst.py
+        dst_skipped: str = "shift",
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.max_map_length = (
@@ -141,7 +150,44 @@ class DAG:
             on_success_callback=on_success_callback,
             deadline=deadline,
             on_deadline_callback=on_deadline_callback,
+            on_skipped_callback=on_skipped_callback,
         )
+        if not isinstance(overlap, str) or overlap not in OVERLAP_POLICIES or not overlap:
+            choices = ", ".join(p for p in OVERLAP_POLICIES if p)
+            raise DagDefinitionError(
+                f"overlap of DAG {dag_id!r} must be one of {choices}, got {v.short_repr(overlap)}",
+                dag_id=dag_id,
+            )
+        self.overlap = "" if overlap == ALLOW_ALL else overlap  # the default is left out
+        self.catchup_window_seconds = v.check_duration(
+            catchup_window, f"catchup_window of DAG {dag_id!r}", dag_id=dag_id
+        )
+        self.max_runs = (
+            None
+            if max_runs is None
+            else v.check_count(
+                max_runs,
+                f"max_runs of DAG {dag_id!r}",
+                minimum=1,
+                maximum=limits.MAX_RUNS_LIMIT,
+                dag_id=dag_id,
+            )
+        )
+        if dst_repeated not in ("once", "twice") or dst_skipped not in ("shift", "skip"):
+            raise DagDefinitionError(
+                f"DAG {dag_id!r}: dst_repeated must be 'once' or 'twice' and dst_skipped 'shift'"
+                f" or 'skip', got {v.short_repr(dst_repeated)} and {v.short_repr(dst_skipped)}",
+                dag_id=dag_id,
+            )
+        # the defaults are left out of the spec (its hash stays the previous release's)
+        self.dst_repeated = "" if dst_repeated == "once" else dst_repeated
+        self.dst_skipped = "" if dst_skipped == "shift" else dst_skipped
+        if not isinstance(pause_on_failure, bool):
+            raise DagDefinitionError(
+                f"pause_on_failure of DAG {dag_id!r} must be True or False", dag_id=dag_id
+            )
+        self.pause_on_failure = pause_on_failure
+        self.jitter_seconds = v.check_duration(jitter, f"jitter of DAG {dag_id!r}", dag_id=dag_id)
         # default_args' task callbacks: every task of this DAG that sets none gets them
         self.default_callbacks = {k: defaults[k] for k in TASK_CALLBACKS if k in defaults}
         self.tasks: dict[str, Task] = {}
@@ -201,6 +247,13 @@ class DAG:
             params_json=self.params_json,
             callbacks=self.callbacks,
             deadline_seconds=self.deadline_seconds,
+            overlap=self.overlap,
+            catchup_window_seconds=self.catchup_window_seconds,
+            max_runs=self.max_runs,
+            jitter_seconds=self.jitter_seconds or None,
+            pause_on_failure=self.pause_on_failure,
+            dst_repeated=self.dst_repeated,
+            dst_skipped=self.dst_skipped,
             tasks=tuple(self._task_spec(self.tasks[tid]) for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from raftsched.core.model import OutboxEntry, OutboxKind
+from raftsched.core.model import OutboxEntry, OutboxKind, parse_utc
 from raftsched.core.rows import (
     AuditRow,
     CallbackJobRow,
@@ -314,6 +314,17 @@ def _replace_import_errors(conn: Connection, data: dict[str, Any]) -> None:
         conn.execute(sa.insert(t.import_error), rows)
 
 
+def skipped_row(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": d["dag_id"],
+        "last_slot": parse_utc(d["last"]),
+        "first_slot": parse_utc(d["first"]),
+        "slots": int(d["count"]),
+        "reason": d["reason"],
+        "decided_at": parse_utc(d["at"]),
+    }
+
+
 RowBuilder = Callable[[dict[str, Any]], dict[str, Any]]
 
 # Kinds applied as upserts, in this order (parents before children, for readers' sake).
@@ -323,4 +334,5 @@ UPSERTS: dict[OutboxKind, tuple[sa.Table, RowBuilder]] = {
     OutboxKind.TASK_INSTANCE: (t.task_instance, task_row),
     OutboxKind.SECRET: (t.secret, secret_row),  # ciphertext None: the row is deleted
     OutboxKind.CALLBACK_JOB: (t.callback_job, callback_job_row),
+    OutboxKind.SKIPPED_SLOTS: (t.skipped_slots, skipped_row),
 }

@@ -24,6 +24,7 @@ from raftsched.core.model import (
     RunType,
     TaskState,
 )
+from raftsched.core.slot_policy import SkippedSlots
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors
 
@@ -192,6 +193,46 @@ def get_run(engine: Engine, dag_id: str, run_id: str) -> DagRun | None:
     query = sa.select(table).where(table.c.dag_id == dag_id, table.c.run_id == run_id)
     rows = _fetch(engine, query)
     return _run(rows[0]) if rows else None
+
+
+def run_at(engine: Engine, dag_id: str, logical_date: datetime) -> DagRun | None:
+    """The DAG's run on a slot (the unique (dag_id, logical_date) index), or None."""
+    table = t.dag_run
+    query = sa.select(table).where(table.c.dag_id == dag_id, table.c.logical_date == logical_date)
+    rows = _fetch(engine, query)
+    return _run(rows[0]) if rows else None
+
+
+def skipped_range(engine: Engine, dag_id: str, slot: datetime) -> SkippedSlots | None:
+    """The DAG's skipped range holding ``slot`` (``SkippedSlots``), or None: the first range
+    ending at or after it (its primary key), if it starts at or before it."""
+    table = t.skipped_slots
+    query = (
+        sa.select(table)
+        .where(table.c.dag_id == dag_id, table.c.last_slot >= slot)
+        .order_by(table.c.last_slot)
+        .limit(1)
+    )
+    rows = _fetch(engine, query)
+    if not rows or rows[0]["first_slot"] > slot:
+        return None
+    row = rows[0]
+    return SkippedSlots(
+        row["first_slot"], row["last_slot"], int(row["slots"]), row["reason"], row["decided_at"]
+    )
+
+
+def oldest_run_date(engine: Engine, dag_id: str) -> datetime | None:
+    """The logical date of the DAG's oldest run in the DB (the start of the same index)."""
+    table = t.dag_run
+    query = (
+        sa.select(table.c.logical_date)
+        .where(table.c.dag_id == dag_id)
+        .order_by(table.c.logical_date)
+        .limit(1)
+    )
+    rows = _fetch(engine, query)
+    return rows[0]["logical_date"] if rows else None
 
 
 def list_task_instances(

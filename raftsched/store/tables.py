@@ -152,6 +152,19 @@ import_error = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
 )
 
+# Ranges of schedule slots that got no run (core/slot_policy.py), one row per committed skip
+# decision; the replicated state keeps only each DAG's newest (migration 0005).
+skipped_slots = sa.Table(
+    "skipped_slots",
+    metadata,
+    sa.Column("dag_id", sa.String(250), primary_key=True),
+    sa.Column("last_slot", UTCDateTime, primary_key=True),
+    sa.Column("first_slot", UTCDateTime, nullable=False),
+    sa.Column("slots", sa.BigInteger, nullable=False),  # 0: not counted
+    sa.Column("reason", sa.String(40), nullable=False),
+    sa.Column("decided_at", UTCDateTime, nullable=False),
+)
+
 node_heartbeat = sa.Table(
     "node_heartbeat",
     metadata,

@@ -209,3 +209,23 @@ def test_errors(fake: FakeCluster, capsys: pytest.CaptureFixture[str], output: s
             "FILELOC          MESSAGE",
             "/dags/broken.py  SyntaxError: oops",
         ]
+
+
+def test_pause_sends_its_note_and_show_lists_policies_notes_and_skipped_slots(
+    fake: FakeCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = fake.argv("dags", "pause", "etl", "--note", "db migration", token="operator")
+    assert main(argv) == 0
+    assert fake.dags.requests[-1].note == "db migration"
+    dag = fake.dags._find("etl", None)
+    dag.pause_note, dag.overlap, dag.max_runs, dag.scheduled_runs = "db migration", "skip", 3, 1
+    skipped = dag.skipped.add(count=2, reason="overlap")
+    skipped.first.FromJsonString("2024-01-02T00:00:00Z")
+    skipped.last.FromJsonString("2024-01-03T00:00:00Z")
+    capsys.readouterr()
+    assert main(fake.argv("dags", "show", "etl")) == 0
+    out = capsys.readouterr().out
+    assert "pause_note         db migration" in out
+    assert "overlap            skip" in out
+    assert "max_runs           1 made of 3" in out
+    assert "2024-01-02T00:00:00+00:00  2024-01-03T00:00:00+00:00  2      overlap" in out

@@ -110,3 +110,26 @@ def test_next_errors(capsys: pytest.CaptureFixture[str], argv: list[str], messag
 def test_dags_without_subcommand_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["dags"]) == 2
     assert "parse" in capsys.readouterr().out
+
+
+def test_next_shows_a_dst_policy_across_the_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "twice.py").write_text(
+        "from datetime import datetime\n"
+        "from raftsched import DAG, BashTask\n"
+        "with DAG('twice', schedule='0 2 * * *', start_date=datetime(2024, 1, 1),\n"
+        "         timezone='Europe/Berlin', dst_repeated='twice', dst_skipped='skip'):\n"
+        "    BashTask('a', command='true')\n"
+    )
+    argv = ["dags", "next", "twice", "--folder", str(tmp_path), "-n", "3", "-o", "json"]
+    assert main([*argv, "--after", "2024-10-26T12:00:00+00:00"]) == 0
+    local = [s["logical_date_local"] for s in json.loads(capsys.readouterr().out)["slots"]]
+    assert local == [
+        "2024-10-27T02:00:00+02:00",
+        "2024-10-27T02:00:00+01:00",  # the repeated 02:00, twice
+        "2024-10-28T02:00:00+01:00",
+    ]
+    assert main([*argv, "--after", "2024-03-30T12:00:00+00:00"]) == 0
+    local = [s["logical_date_local"] for s in json.loads(capsys.readouterr().out)["slots"]]
+    assert local[0] == "2024-04-01T02:00:00+02:00"  # 02:00 does not exist on 31 March: skipped

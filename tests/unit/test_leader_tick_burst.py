@@ -39,10 +39,10 @@ class WatchedDueIndex(DueIndex):
         self.under_lock: list[bool] = []
 
     def collect(
-        self, now: datetime, *, capacity: Callable[[str], int], limit: int
+        self, now: datetime, *, capacity: Callable[[str], int], limit: int, **kw: Any
     ) -> list[c.RunDecision]:
         self.under_lock.append(self.node.holding)
-        return super().collect(now, capacity=capacity, limit=limit)
+        return super().collect(now, capacity=capacity, limit=limit, **kw)
 
 
 def minutely(i: int) -> DagSpec:

@@ -92,3 +92,19 @@ def test_parts_without_a_node_get_detached_instruments() -> None:
     assert metrics.of(object()) is metrics.of(None)
     node = SimpleNamespace(instruments=NodeInstruments())
     assert metrics.of(node) is node.instruments
+
+
+def test_skipped_slots_count_once_per_applied_skip_by_dag_and_reason() -> None:
+    from raftsched.core.commands import CreateRuns, RunDecision
+
+    inst = NodeInstruments()
+    skip = RunDecision("d", T0, T0, T0, skip_reason="overlap", skipped_slots=3)
+    gap = RunDecision("d", T0, T0, T0, skip_reason="catchup")  # not counted: once
+    run = RunDecision("d", T0, T0, T0)
+    command = CreateRuns(request_id="c", now=T0, runs=(skip, gap, run, skip))
+    result = Result.of_items([Item(True), Item(True), Item(True), Item(False, "run_exists")])
+    inst.on_apply(8, command, result)
+    inst.on_apply(8, command, Result(True, value=result.value, duplicate=True))
+    sample = inst.registry.get_sample_value
+    assert sample("raftsched_slots_skipped_total", {"dag": "d", "reason": "overlap"}) == 3
+    assert sample("raftsched_slots_skipped_total", {"dag": "d", "reason": "catchup"}) == 1

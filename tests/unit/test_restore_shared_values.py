@@ -111,6 +111,13 @@ def every_field_set() -> DagSpec:
         params_json='{"p":1}',
         callbacks=(("failure", "notify", "{}"),),
         deadline_seconds=600.0,
+        overlap="buffer_all",
+        catchup_window_seconds=3600.0,
+        max_runs=7,
+        jitter_seconds=30.0,
+        pause_on_failure=True,
+        dst_repeated="twice",
+        dst_skipped="skip",
     )
     return replace(spec, spec_hash=spec.compute_hash())
 

@@ -53,12 +53,23 @@ def get_dag(dag_id: str) -> Any:
     return api_gateway().get_dag(dag_id)
 
 
+@bp.route("/dags/<dag_id>/explain", methods=["GET"], tags=["DAGs"])
+@bp.arguments(s.ExplainQuery, location="query", as_kwargs=True)
+@bp.response(200, s.Explanation)
+@errors(400, 403)
+def explain_slot(dag_id: str, at: Any = None) -> Any:
+    """What the cluster decided for the DAG's slot at or before `at` (default: now), and why"""
+    return api_gateway().explain(dag_id, at)
+
+
 @bp.route("/dags/<dag_id>/pause", methods=["POST"], tags=["DAGs"])
+@bp.arguments(s.PauseBody, required=False)
 @bp.response(200, s.PauseResult)
-@errors(403, 404)
-def pause_dag(dag_id: str) -> Any:
-    """Pause a DAG (no new scheduled runs; running ones go on). Needs operator."""
-    return api_gateway().set_paused(dag_id, True)
+@errors(400, 403, 404)
+def pause_dag(body: dict[str, Any], dag_id: str) -> Any:
+    """Pause a DAG (no new scheduled runs; running ones go on), with an optional note saying
+    why (shown with the DAG until it is unpaused). Needs operator."""
+    return api_gateway().set_paused(dag_id, True, note=body["note"])
 
 
 @bp.route("/dags/<dag_id>/unpause", methods=["POST"], tags=["DAGs"])

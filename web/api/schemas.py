@@ -45,6 +45,24 @@ class DagListQuery(Page):
     recent_runs = fields.Integer(load_default=10, validate=validate.Range(0, 100))
 
 
+class ExplainQuery(Schema):
+    at = fields.AwareDateTime(
+        load_default=None,
+        default_timezone=UTC,
+        metadata={"description": "the slot at or before this time; default now"},
+    )
+
+
+class Explanation(Schema):
+    verdict = fields.String(metadata={"description": "created, skipped, paused, waiting, ..."})
+    detail = fields.String()
+    slot = fields.DateTime(allow_none=True)
+    run_id = fields.String()
+    history_from = fields.DateTime(
+        allow_none=True, metadata={"description": "the DB's oldest run of the DAG"}
+    )
+
+
 class RunListQuery(Page):
     dag_id = fields.String(load_default="", validate=validate.Length(max=limits.MAX_ID_CHARS))
     state = fields.List(
@@ -109,6 +127,14 @@ class TriggerBody(_Strict):
     )
 
 
+class PauseBody(_Strict):
+    note = fields.String(
+        load_default="",
+        validate=validate.Length(max=limits.MAX_PAUSE_NOTE_CHARS),
+        metadata={"description": "why it is paused"},
+    )
+
+
 class BackfillBody(_Strict):
     start_date = fields.AwareDateTime(required=True, default_timezone=UTC)
     end_date = fields.AwareDateTime(required=True, default_timezone=UTC)
@@ -150,6 +176,14 @@ class RecentRun(Schema):
     run_type = fields.String()
 
 
+class SkippedSlots(Schema):
+    first = fields.DateTime(metadata={"description": "logical date of the first slot"})
+    last = fields.DateTime(metadata={"description": "logical date of the last slot"})
+    count = fields.Integer(metadata={"description": "0: not counted"})
+    reason = fields.String(metadata={"description": "overlap, buffer_full, catchup, ..."})
+    decided_at = fields.DateTime()
+
+
 class Dag(Schema):
     dag_id = fields.String()
     fileloc = fields.String()
@@ -171,6 +205,14 @@ class Dag(Schema):
     next_run = fields.Nested(NextRun, allow_none=True)
     recent_runs = fields.List(fields.Nested(RecentRun))
     task_count = fields.Integer()
+    overlap = fields.String(metadata={"description": "allow_all, skip, buffer_one, ... (README)"})
+    catchup_window_seconds = fields.Float(allow_none=True)
+    max_runs = fields.Integer(allow_none=True)
+    scheduled_runs = fields.Integer(metadata={"description": "made so far under max_runs"})
+    jitter_seconds = fields.Float()
+    pause_on_failure = fields.Boolean()
+    pause_note = fields.String(metadata={"description": "why it is paused"})
+    skipped = fields.List(fields.Nested(SkippedSlots))
 
 
 class Task(Schema):

@@ -86,7 +86,7 @@ class NextRun(_message.Message):
     def __init__(self, logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Dag(_message.Message):
-    __slots__ = ("dag_id", "fileloc", "description", "tags", "schedule", "timezone", "start_date", "end_date", "catchup", "max_active_runs", "max_active_tasks", "paused", "active", "spec_hash", "updated_at", "last_logical_date", "next_run", "recent_runs", "task_count", "params_json")
+    __slots__ = ("dag_id", "fileloc", "description", "tags", "schedule", "timezone", "start_date", "end_date", "catchup", "max_active_runs", "max_active_tasks", "paused", "active", "spec_hash", "updated_at", "last_logical_date", "next_run", "recent_runs", "task_count", "params_json", "overlap", "catchup_window_seconds", "max_runs", "scheduled_runs", "jitter_seconds", "pause_on_failure", "pause_note", "skipped")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     FILELOC_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,14 @@ class Dag(_message.Message):
     RECENT_RUNS_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNT_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_FIELD_NUMBER: _ClassVar[int]
+    CATCHUP_WINDOW_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_ON_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_NOTE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     dag_id: str
     fileloc: str
     description: str
@@ -127,7 +135,29 @@ class Dag(_message.Message):
     recent_runs: _containers.RepeatedCompositeFieldContainer[RunSummary]
     task_count: int
     params_json: str
-    def __init__(self, dag_id: _Optional[str] = ..., fileloc: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., timezone: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., catchup: _Optional[bool] = ..., max_active_runs: _Optional[int] = ..., max_active_tasks: _Optional[int] = ..., paused: _Optional[bool] = ..., active: _Optional[bool] = ..., spec_hash: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run: _Optional[_Union[NextRun, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., task_count: _Optional[int] = ..., params_json: _Optional[str] = ...) -> None: ...
+    overlap: str
+    catchup_window_seconds: float
+    max_runs: int
+    scheduled_runs: int
+    jitter_seconds: float
+    pause_on_failure: bool
+    pause_note: str
+    skipped: _containers.RepeatedCompositeFieldContainer[SkippedSlots]
+    def __init__(self, dag_id: _Optional[str] = ..., fileloc: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., timezone: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., catchup: _Optional[bool] = ..., max_active_runs: _Optional[int] = ..., max_active_tasks: _Optional[int] = ..., paused: _Optional[bool] = ..., active: _Optional[bool] = ..., spec_hash: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run: _Optional[_Union[NextRun, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., task_count: _Optional[int] = ..., params_json: _Optional[str] = ..., overlap: _Optional[str] = ..., catchup_window_seconds: _Optional[float] = ..., max_runs: _Optional[int] = ..., scheduled_runs: _Optional[int] = ..., jitter_seconds: _Optional[float] = ..., pause_on_failure: _Optional[bool] = ..., pause_note: _Optional[str] = ..., skipped: _Optional[_Iterable[_Union[SkippedSlots, _Mapping]]] = ...) -> None: ...
+
+class SkippedSlots(_message.Message):
+    __slots__ = ("first", "last", "count", "reason", "decided_at")
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
+    first: _timestamp_pb2.Timestamp
+    last: _timestamp_pb2.Timestamp
+    count: int
+    reason: str
+    decided_at: _timestamp_pb2.Timestamp
+    def __init__(self, first: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., count: _Optional[int] = ..., reason: _Optional[str] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListDagsRequest(_message.Message):
     __slots__ = ("search", "tags", "paused", "include_inactive", "recent_runs", "page_size", "page_token")
@@ -175,13 +205,39 @@ class GetDagResponse(_message.Message):
     freshness: _common_pb2.Freshness
     def __init__(self, dag: _Optional[_Union[Dag, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskDefinition, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
+class ExplainSlotRequest(_message.Message):
+    __slots__ = ("dag_id", "at")
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    dag_id: str
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, dag_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ExplainSlotResponse(_message.Message):
+    __slots__ = ("verdict", "detail", "slot", "run_id", "history_from", "freshness")
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FROM_FIELD_NUMBER: _ClassVar[int]
+    FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    verdict: str
+    detail: str
+    slot: _timestamp_pb2.Timestamp
+    run_id: str
+    history_from: _timestamp_pb2.Timestamp
+    freshness: _common_pb2.Freshness
+    def __init__(self, verdict: _Optional[str] = ..., detail: _Optional[str] = ..., slot: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., history_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+
 class PauseDagRequest(_message.Message):
-    __slots__ = ("dag_id", "request_id")
+    __slots__ = ("dag_id", "request_id", "note")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
     dag_id: str
     request_id: str
-    def __init__(self, dag_id: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    note: str
+    def __init__(self, dag_id: _Optional[str] = ..., request_id: _Optional[str] = ..., note: _Optional[str] = ...) -> None: ...
 
 class UnpauseDagRequest(_message.Message):
     __slots__ = ("dag_id", "request_id")

@@ -46,6 +46,11 @@ class DagServiceStub:
                 request_serializer=raftsched_dot_v1_dot_dag__pb2.GetDagRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_dag__pb2.GetDagResponse.FromString,
                 _registered_method=True)
+        self.ExplainSlot = channel.unary_unary(
+                '/raftsched.v1.DagService/ExplainSlot',
+                request_serializer=raftsched_dot_v1_dot_dag__pb2.ExplainSlotRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_dag__pb2.ExplainSlotResponse.FromString,
+                _registered_method=True)
         self.PauseDag = channel.unary_unary(
                 '/raftsched.v1.DagService/PauseDag',
                 request_serializer=raftsched_dot_v1_dot_dag__pb2.PauseDagRequest.SerializeToString,
@@ -116,6 +121,14 @@ class DagServiceServicer:
 
     def GetDag(self, request, context):
         """One DAG with its tasks. NOT_FOUND if unknown.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExplainSlot(self, request, context):
+        """What the cluster decided for one slot of a DAG, and why (`raftsched dags explain`),
+        from committed state and the DB's history. Unknown DAGs are answered, not NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -212,6 +225,11 @@ def add_DagServiceServicer_to_server(servicer, server):
                     servicer.GetDag,
                     request_deserializer=raftsched_dot_v1_dot_dag__pb2.GetDagRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_dag__pb2.GetDagResponse.SerializeToString,
+            ),
+            'ExplainSlot': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExplainSlot,
+                    request_deserializer=raftsched_dot_v1_dot_dag__pb2.ExplainSlotRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_dag__pb2.ExplainSlotResponse.SerializeToString,
             ),
             'PauseDag': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseDag,
@@ -324,6 +342,33 @@ class DagService:
             '/raftsched.v1.DagService/GetDag',
             raftsched_dot_v1_dot_dag__pb2.GetDagRequest.SerializeToString,
             raftsched_dot_v1_dot_dag__pb2.GetDagResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExplainSlot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.DagService/ExplainSlot',
+            raftsched_dot_v1_dot_dag__pb2.ExplainSlotRequest.SerializeToString,
+            raftsched_dot_v1_dot_dag__pb2.ExplainSlotResponse.FromString,
             options,
             channel_credentials,
             insecure,

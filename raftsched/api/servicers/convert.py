@@ -151,7 +151,26 @@ def dag(
         ],
         task_count=len(spec.tasks),
         params_json=spec.params_json,
+        overlap=spec.overlap or "allow_all",
+        scheduled_runs=record.scheduled_runs,
+        jitter_seconds=spec.jitter_seconds or 0.0,
+        pause_on_failure=spec.pause_on_failure,
+        pause_note=record.pause_note,
+        skipped=[
+            dag_pb2.SkippedSlots(
+                first=ts(s.first),
+                last=ts(s.last),
+                count=s.count,
+                reason=s.reason,
+                decided_at=ts(s.at),
+            )
+            for s in record.skipped
+        ],
     )
+    if spec.catchup_window_seconds is not None:
+        out.catchup_window_seconds = spec.catchup_window_seconds
+    if spec.max_runs is not None:
+        out.max_runs = spec.max_runs
     if next_run is not None:
         out.next_run.CopyFrom(
             dag_pb2.NextRun(

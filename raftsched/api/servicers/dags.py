@@ -13,10 +13,9 @@ the request's ``request_id``; what a write answers is read from a view that hold
   so unless the live state knows the slot, the DB is asked first (ALREADY_EXISTS if taken).
   Whether the DAG exists is decided in apply, from committed state: a replica that has not
   applied the DAG's registration yet proposes anyway and never refuses it on its own.
-- BackfillDag: see :mod:`raftsched.api.servicers.backfill`.
 - ListTaskInstances: every attempt of every task (DB rows, the live current attempt on top),
   sorted by task_id then try_number: the last entry of a task is its current attempt.
-- GetTaskLog: see :mod:`raftsched.api.servicers.task_logs`.
+- BackfillDag, GetTaskLog, ExplainSlot: modules ``backfill``, ``task_logs``, ``explain``.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from raftsched.api.gen import dag_pb2, dag_pb2_grpc
 from raftsched.api.servicers import bounds, convert, dag_source, history
 from raftsched.api.servicers.backfill import Backfill
 from raftsched.api.servicers.context import ApiContext
+from raftsched.api.servicers.explain import ExplainSlot
 from raftsched.api.servicers.live_workers import LiveWorkers
 from raftsched.api.servicers.run_params import check_trigger_params
 from raftsched.api.servicers.task_logs import TaskLogs
@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAGE, MAX_PAGE = 100, 1000
 DEFAULT_RECENT, MAX_RECENT = 10, 100
-MAX_ID = 250
 
 
 def _required_id(value: str, field: str) -> str:
@@ -67,7 +66,7 @@ def _bounded(value: int, field: str, default: int, most: int) -> int:
     return value
 
 
-class DagServicer(dag_source.DagSourceMixin, dag_pb2_grpc.DagServiceServicer):
+class DagServicer(dag_source.DagSourceMixin, ExplainSlot, dag_pb2_grpc.DagServiceServicer):
     def __init__(self, ctx: ApiContext) -> None:
         self.ctx = ctx
         self._backfill = Backfill(ctx)
@@ -140,7 +139,8 @@ class DagServicer(dag_source.DagSourceMixin, dag_pb2_grpc.DagServiceServicer):
     def _set_paused(self, request: Any, context: grpc.ServicerContext, *, paused: bool) -> Any:
         dag_id = _required_id(request.dag_id, "dag_id")
         request_id = bounds.request_id(request.request_id)
-        command = self.ctx.make(c.SetPaused, request_id, dag_id=dag_id, paused=paused)
+        note = bounds.text("note", request.note, limits.MAX_PAUSE_NOTE_CHARS) if paused else ""
+        command = self.ctx.make(c.SetPaused, request_id, dag_id=dag_id, paused=paused, note=note)
         result = self.ctx.propose(command, context)
         raise_for_result(result, dag_id=dag_id)
         # The write is applied here (the proposer returned): answer from a view that has it.

@@ -31,6 +31,7 @@ from typing import Any
 from raftsched.api.status import invalid_argument
 from raftsched.core import limits
 from raftsched.core.model import DagRecord, DagRun, TaskState
+from raftsched.core.slot_policy import runs_left
 from raftsched.core.timetable import Slot, timetable_for
 from raftsched.store import queries
 
@@ -237,8 +238,10 @@ def _next_change(record: DagRecord, now: datetime) -> datetime | None:
 
 def next_run(record: DagRecord, now: datetime) -> Slot | None:
     """The DAG's next scheduled slot as the leader would create it; None when paused,
-    inactive, unscheduled or past its end."""
+    inactive, unscheduled, past its end or done with its max_runs."""
     if record.paused or not record.active:
+        return None
+    if runs_left(record.spec, record.scheduled_runs) == 0:
         return None
     try:
         table = timetable_for(record.spec)
