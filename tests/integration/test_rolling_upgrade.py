@@ -54,8 +54,6 @@ import raftsched
 from raftsched.api.gen import cluster_pb2, dag_pb2, secret_pb2
 from raftsched.cli.main import main
 from raftsched.core import versions as vs
-from raftsched.core import versions_baseline as baseline
-from raftsched.core.model import TriggerRule
 from raftsched.store.migrate import head_revision
 from tests.old_release import CACHE, OLD_VERSION, old_env, old_python, old_source_tree
 
@@ -64,24 +62,17 @@ pytestmark = pytest.mark.slow
 DAG_ID = "every_second_0"
 OLD = vs.BASELINE_RELEASE  # the previous release's protocol number (2)
 OLD_HEAD = "0004"  # 0.2.0's last migration
-NEW_RULES = [r.value for r in TriggerRule if r.value not in baseline.ENUMS["TriggerRule"]]
-# A DAG file that uses a feature 0.2.0 lacks. This release adds no trigger rule; when it adds
-# another DAG-file feature (a DagSpec/TaskSpec field), write FEATURE_DAG with it.
-FEATURE_DAG = (
-    f"""\
+# A DAG file that uses a feature 0.2.0 lacks: a schedule policy (a DagSpec field new in
+# release 3). An old node's parse refuses the argument; a new node's is held back by the gate.
+FEATURE_DAG = """\
 from datetime import datetime
 
 from raftsched import DAG, BashTask
 
-with DAG("uses_new_rule", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-    first = BashTask("first", command="true")
-    second = BashTask("second", command="true", trigger_rule={NEW_RULES[0]!r})
-    first >> second
+with DAG("uses_overlap", schedule=None, start_date=datetime(2026, 1, 1), overlap="skip") as dag:
+    BashTask("only", command="true")
 """
-    if NEW_RULES
-    else ""
-)
-FEATURE_DAGS = {"uses_new_rule"} if FEATURE_DAG else set()
+FEATURE_DAGS = {"uses_overlap"}
 VARIABLES = {"BEFORE": "clear-before-3f1a", "MIXED": "clear-mixed-77c0"}
 
 
