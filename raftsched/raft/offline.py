@@ -69,8 +69,11 @@ def read_snapshot(node_dir: Path) -> SnapshotFile | None:
     path = node_dir / DUMP_FILE
     if not path.exists():
         return None
-    payload = read_snapshot_file(str(path))
-    return SnapshotFile(index=int(payload["raft"][0][1]), state=payload["state"])
+    try:
+        payload = read_snapshot_file(str(path))
+        return SnapshotFile(index=int(payload["raft"][0][1]), state=payload["state"])
+    except (OSError, EOFError, pickle.UnpicklingError, KeyError, IndexError, TypeError) as err:
+        raise ValueError(f"{path} is not a readable snapshot ({err})") from err
 
 
 def read_entries(node_dir: Path) -> Iterator[Entry]:
