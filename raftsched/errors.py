@@ -100,6 +100,13 @@ class SnapshotVersionError(RaftschedError):
         self.supported = supported
 
 
+class ReplayRefused(RaftschedError):
+    """`raftsched debug replay` cannot read this data dir (no journal, several nodes, another
+    journal or snapshot format): the message says which and what to do."""
+
+    status = "FAILED_PRECONDITION"
+
+
 class UpgradeUnfinished(RaftschedError):
     """A command of a newer release than the cluster version (core/versions.py): a node of
     the older release could not apply it. Finish upgrading every node first."""

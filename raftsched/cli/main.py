@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "audit_cmd",
     "cluster_cmd",
     "dags_cmd",
+    "debug_cmd",
     "db_cmd",
     "runs_cmd",
     "standalone_cmd",

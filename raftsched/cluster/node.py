@@ -50,6 +50,7 @@ from raftsched.core.commands import Command
 from raftsched.core.results import INTERNAL_ERROR, Result
 from raftsched.errors import UpgradeUnfinished
 from raftsched.raft.node import RaftNode, TransportFactory
+from raftsched.raft.offline import write_digest_stamp
 from raftsched.raft.outcomes import FailReason
 from raftsched.raft.settings import RaftSettings
 from raftsched.raft.transport import ContactTransport
@@ -239,8 +240,16 @@ class SchedulerNode(ReleaseMixin):
         self.raft.add_role_listener(listener)
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the Raft node (tick thread, sockets, journal). Idempotent."""
+        """Stop the Raft node (tick thread, sockets, journal), then record the state digest
+        at the last applied entry next to the journal (what `raftsched debug replay` checks
+        a replay against). Idempotent."""
         self.raft.close(timeout)
+        index, digest = self.digest()
+        if index > 0:
+            try:
+                write_digest_stamp(self.settings.node_dir, index, digest)
+            except OSError as err:  # a full disk must not stop the shutdown
+                log.warning("could not record the state digest at index %d: %s", index, err)
 
 
 def _restore(factory: Callable[[], SchedulerState], data: dict[str, Any]) -> SchedulerState:
