@@ -219,11 +219,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
-    failed = 0
+    failed = ran = 0
     virtual = 0.0
     wall = time.perf_counter()
     for seed in seeds:
         outcome = simulate(seed, args.minutes, args.bug)
+        ran += 1
         virtual += outcome.virtual_seconds
         if not outcome.ok:
             failed += 1
@@ -236,10 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.seed is not None:
             print(f"ok seed {seed}: {outcome.counts} history {outcome.fingerprint}")
     wall = time.perf_counter() - wall
-    count = len(seeds) if not args.stop else None
     rate = (virtual / 60.0) / (wall / 60.0) if wall else 0.0
     print(
-        f"{count or 'some'} seeds, {failed} failed; {virtual / 60.0:.1f} simulated cluster-minutes"
+        f"{ran} seeds, {failed} failed; {virtual / 60.0:.1f} simulated cluster-minutes"
         f" in {wall:.1f} s wall: {rate:.0f} simulated cluster-minutes per wall-clock minute"
     )
     return 1 if failed else 0
