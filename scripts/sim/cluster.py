@@ -23,7 +23,7 @@ from raftsched.raft.memory_transport import MemoryNetwork
 from raftsched.raft.outcomes import FailReason
 from raftsched.raft.settings import RaftSettings
 
-STEP = 0.03  # virtual seconds per round of ticks (a third of the heartbeat period)
+STEP = 0.03  # virtual seconds per round of ticks: the leader's heartbeat period
 NEVER = 10**9  # compaction thresholds that are never reached
 
 

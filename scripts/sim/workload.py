@@ -120,7 +120,10 @@ class Workload:
             else:
                 slot, self.next_slot = self.next_slot, self.next_slot + 1
             day = FIRST_SLOT + timedelta(days=slot)
-            decision = c.RunDecision(DAG_ID, day, day, day + timedelta(days=1))
+            # a manual trigger's conf of a few KiB now and then: entries large enough that a
+            # deposed leader's uncommitted tail outgrows one append_entries (64 KiB)
+            conf = {"note": "x" * self.rng.randint(1024, 8192)} if self.rng.random() < 0.3 else {}
+            decision = c.RunDecision(DAG_ID, day, day, day + timedelta(days=1), conf=conf)
             rid = self._request_id()
             self.propose(
                 leader, c.CreateRuns(request_id=rid, now=self.now_at(leader), runs=(decision,))
