@@ -161,8 +161,13 @@ class Simulation:
                 )
             for _ in range(10):
                 self.cluster.step()
+        where = {
+            a.split(":")[0]: (n.raft.role, n.raft.commit_index, n.raft.last_applied)
+            for a, n in self.cluster.live().items()
+        }
         self.checker.fail(
-            "liveness after heal", f"no commit applied everywhere in {LIVENESS:.0f} s"
+            "liveness after heal",
+            f"no commit applied everywhere in {LIVENESS:.0f} s (role, commit, applied): {where}",
         )
 
     def fingerprint(self) -> str:
