@@ -4,8 +4,9 @@ Messages travel on a :class:`MemoryNetwork`, time is a :class:`VirtualClock` (th
 enters :func:`virtual_time`), and every node is ticked by :meth:`SimCluster.step`: nothing
 runs unless the simulation says so, so one seed gives one history.
 
-A crash closes a node and drops it; its journal file stays on disk (``durable_journal=False``
-writes through the page cache, which survives a process crash), and a restart builds a new
+Journals are durable, fsynced when the seed says (:mod:`scripts.sim.power`). A crash closes a
+node and drops it; its journal file stays as written (the page cache survives a process
+crash); a power loss also cuts it back to its last fsync. A restart builds a new
 SchedulerNode on the same directory, which replays it. Log compaction is off: pysyncobj's
 snapshot writer forks, which a one-thread simulation cannot drive yet.
 """
@@ -22,6 +23,7 @@ from raftsched.raft.clock import VirtualClock
 from raftsched.raft.memory_transport import MemoryNetwork
 from raftsched.raft.outcomes import FailReason
 from raftsched.raft.settings import RaftSettings
+from scripts.sim.power import Disks
 
 STEP = 0.03  # virtual seconds per round of ticks: the leader's heartbeat period
 NEVER = 10**9  # compaction thresholds that are never reached
@@ -32,8 +34,11 @@ def addresses(size: int) -> tuple[str, ...]:
 
 
 class SimCluster:
-    def __init__(self, seed: int, data_dir: Path, clock: VirtualClock, size: int = 3) -> None:
+    def __init__(
+        self, seed: int, data_dir: Path, clock: VirtualClock, disks: Disks, size: int = 3
+    ) -> None:
         self.clock = clock
+        self.disks = disks
         self.data_dir = data_dir
         self.addresses = addresses(size)
         self.network = MemoryNetwork(seed, delay=(0.001, 0.01))
@@ -51,7 +56,7 @@ class SimCluster:
             nodes=self.addresses,
             secret="",
             data_dir=self.data_dir,
-            durable_journal=False,
+            durable_journal=True,
             log_compaction_min_entries=NEVER,
             log_compaction_min_time=float(NEVER),
         )
@@ -73,6 +78,18 @@ class SimCluster:
             node.close()
             self.nodes[address] = None
 
+    def power_loss(self, address: str) -> None:
+        node = self.nodes.get(address)
+        if node is not None:
+            length = self.disks.synced_length(node)
+            path = str(node.settings.journal_file)
+            meta = Path(path + ".meta")
+            saved = meta.read_bytes() if meta.exists() else None
+            self.crash(address)  # closing writes the meta file: a power cut would not
+            if saved is not None:
+                meta.write_bytes(saved)
+            self.disks.cut(path, length)
+
     def live(self) -> dict[str, SchedulerNode]:
         return {a: n for a, n in self.nodes.items() if n is not None}
 
@@ -82,6 +99,7 @@ class SimCluster:
     def step(self) -> None:
         self.clock.advance(STEP)
         self.network.deliver(self.clock())
+        self.disks.step(self.live())
         for node in self.nodes.values():
             if node is not None:
                 node.raft.tick()

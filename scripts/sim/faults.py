@@ -6,6 +6,9 @@ from the cluster's state, which the seed also decides. Kinds:
 
 - ``partition``: one node (often the leader) cut off from the others, or the leader alone;
 - ``crash``: a node closed (kill -9: its journal stays), restarted when the fault ends;
+- ``power``: a node loses power: closed, its journal cut back to its last fsync, restarted
+  when the fault ends (fsyncs come when the seed says: ``power``);
+- ``blackout``: every node loses power at once (each journal cut back to its last fsync);
 - ``flaky``: 10-30% of messages lost, 10-30% duplicated, delays up to 50 ms (reordering);
 - ``clock``: a node's wall clock jumps (-10 min to +1 h) for the commands it stamps;
 - ``crash+partition``: a crash while another node is cut off (no majority for a while).
@@ -19,7 +22,16 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-KINDS = ("partition", "partition", "crash", "crash", "flaky", "clock", "crash+partition")
+KINDS = (
+    "partition",
+    "partition",
+    "crash",
+    "power",
+    "blackout",
+    "flaky",
+    "clock",
+    "crash+partition",
+)
 
 
 @dataclass(frozen=True)

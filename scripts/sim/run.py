@@ -32,10 +32,12 @@ from scripts.sim.bugs import PATCHES, reintroduced
 from scripts.sim.cluster import SimCluster
 from scripts.sim.faults import Fault, schedule
 from scripts.sim.invariants import Checker
+from scripts.sim.power import Disks, seeded_fsync
 from scripts.sim.workload import Workload
 
 LOOP = 0.5  # virtual seconds between rounds of the workload
 CHECK = 5.0  # virtual seconds between invariant checks
+FSYNC_RATES = (0.9, 0.3, 0.05)
 LIVENESS = 60.0  # virtual seconds a healed cluster has to commit and converge
 
 
@@ -65,7 +67,9 @@ class Simulation:
         self.seed = seed
         self.clock = clock
         self.seconds = minutes * 60.0
-        self.cluster = SimCluster(seed, data_dir, clock)
+        disk = random.Random(f"disk-{seed}")
+        # a fast, a slow or a very slow disk: the chance per 30-ms step that an fsync is done
+        self.cluster = SimCluster(seed, data_dir, clock, Disks(disk, disk.choice(FSYNC_RATES)))
         self.workload = Workload(self.cluster, random.Random(f"work-{seed}"), clock())
         self.checker = Checker(self.cluster, self.workload)
         self.faults = schedule(seed, self.seconds)
@@ -111,6 +115,14 @@ class Simulation:
             self.undo.append((ends, "heal", []))
         if fault.kind == "crash":
             self._crash(target, ends)
+        if fault.kind == "power" and self.cluster.nodes.get(target) is not None:
+            self.cluster.power_loss(target)
+            self.undo.append((ends, "restart", [target]))
+        if fault.kind == "blackout":  # every node at once, as the partition suite's power loss
+            for address in self.cluster.addresses:
+                if self.cluster.nodes.get(address) is not None:
+                    self.cluster.power_loss(address)
+                    self.undo.append((ends, "restart", [address]))
         if fault.kind == "crash+partition":
             self._crash(self.rng.choice(others), ends)
         if fault.kind == "flaky":
@@ -196,6 +208,7 @@ def simulate(seed: int, minutes: float = 2.0, bug: str | None = None) -> Outcome
     with (
         tempfile.TemporaryDirectory(prefix=f"sim-{seed}-", dir=_scratch()) as tmp,
         reintroduced(bug),
+        seeded_fsync(),
         virtual_time(VirtualClock(), seed) as clock,
     ):
         sim = Simulation(seed, minutes, Path(tmp), clock)
