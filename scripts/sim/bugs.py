@@ -6,11 +6,14 @@ replacing the name the patched code calls; nothing outside the simulation sees i
 - ``refusal``: a refusal undoes the step back an earlier one asked for
   (``append_entries.lower_refusal`` off: pysyncobj's own last-refusal-wins).
 - ``ack``: a follower acknowledges entries before its journal has them on disk
-  (``PatchedTransport._durable_index`` says everything is durable).
+  (``PatchedTransport._durable_index`` says everything is durable); found by a power loss.
 - ``trim``: a re-sent append_entries truncates and rewrites an acknowledged tail
   (``trim_append_entries`` off).
 - ``commit``: a follower takes ``min(leaderCommit, own last index)`` as its commit index
   (``safe_commit_index`` off).
+
+Not here yet: the journal cleared when a snapshot is loaded (``snapshots.align_journal``):
+the simulation writes no snapshots (the writer forks).
 """
 
 from __future__ import annotations
