@@ -116,6 +116,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
     ("Deploying with Docker Compose", r""): "needs a Docker engine (tests/deploy/test_compose.py "
     "parses these commands)",
     ("Partition testing", r"sudo "): "root and minutes (CI's partition test runs the short one)",
+    ("Partition testing", r"\.venv/bin/python -m scripts\.sim\.run"): "seconds to hours of "
+    "simulation (tests/unit/test_sim_seeds.py runs the CI seeds)",
     ("Rebuilding a cluster from the database", r"raftsched"): "rewrites every node's Raft files "
     "(tests/integration/test_cluster_rebuild.py)",
     ("Layout", r""): "not commands: the tree of the repository",
