@@ -144,13 +144,6 @@ def run(args: argparse.Namespace) -> int:
         )
     task_user.check_config_private(config.source, user)
     task_user.configure(user)
-    if user is None and os.geteuid() == 0 and not args.noop:
-        log.warning(
-            "tasks run as root: they can read this worker's token and config; set [worker]"
-            " run_as_user (nobody, or a dedicated user) to run them as another user"
-        )
-    elif user is not None:
-        log.info("tasks run as user %s (uid %d)", user.name, user.uid)
     settings = WorkerSettings(
         concurrency=args.concurrency or cfg.concurrency,
         lease_ttl=cfg.lease_ttl,
@@ -185,6 +178,13 @@ def run(args: argparse.Namespace) -> int:
     from raftsched.logging_setup import set_node_id
 
     set_node_id(worker.worker_id)  # "node" of every log line
+    if user is None and os.geteuid() == 0 and not args.noop:
+        log.warning(
+            "tasks run as root: they can read this worker's token and config; set [worker]"
+            " run_as_user (nobody, or a dedicated user) to run them as another user"
+        )
+    elif user is not None:
+        log.info("tasks run as user %s (uid %d)", user.name, user.uid)
 
     stopped_by: list[str] = []
 

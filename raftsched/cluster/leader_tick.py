@@ -290,7 +290,10 @@ class LeaderTick:
                     decision.logical_date.isoformat(),
                     getattr(item, "value", "") or reason,
                 )
-            if getattr(item, "ok", False):
+            skipped, last = getattr(decision, "skip_reason", ""), decision.logical_date
+            if getattr(item, "ok", False) and skipped:  # a range of slots, not a run
+                log.debug("DAG %s: slots to %s skipped: %s", decision.dag_id, last, skipped)
+            elif getattr(item, "ok", False):
                 run = {"dag_id": decision.dag_id, "run_id": str(getattr(item, "value", ""))}
                 log.debug("run %s of %s created", run["run_id"], decision.dag_id, extra=run)
             if decision.end_active == "cancel":  # no run: the slot waits for the cancelled one

@@ -230,7 +230,17 @@ def test_sensors_and_a_raising_trigger(cluster: tuple[ApiCluster, Path]) -> None
     (ti,) = harness.current(client, "broken_trigger", "s1").values()
     assert ti.message.startswith("trigger failed: ModuleNotFoundError"), ti.message
     log = dag_pb2.GetTaskLogRequest(dag_id="broken_trigger", run_id="s1", task_id="t")
-    text = "".join(chunk.text for chunk in client.dags.GetTaskLog(log))
+    # the failure and its log chunk commit together, but a log read may answer from a node
+    # (or the DB) a moment behind the one that reported the run failed
+    text = wait_for(
+        lambda: (
+            (t := "".join(chunk.text for chunk in client.dags.GetTaskLog(log)))
+            if "Traceback" in t
+            else None
+        ),
+        timeout=30,
+        what="the trigger's traceback in the task log",
+    )
     assert "Traceback" in text and "no_such_module" in text
     harness.wait_task(
         client, "sensors", "s1", "file", lambda t: t.state == common_pb2.TASK_STATE_DEFERRED

@@ -79,6 +79,12 @@ def test_each_node_renders_its_own_instruments_and_every_listed_name() -> None:
     names = {line.split("{")[0].split()[0] for line in body.splitlines() if line[:1] != "#"}
     node_only = {"raftsched_raft_log_entries", "raftsched_runs", "raftsched_task_instances"}
     node_only.add("raftsched_triggers_running")
+    node_only |= {  # per-DAG series, read from the node's state (cluster/dag_metrics.py)
+        "raftsched_dag_runs",
+        "raftsched_dag_task_instances",
+        "raftsched_dag_last_run_duration_seconds",
+        "raftsched_task_last_duration_seconds",
+    }
     leader_only = {
         "raftsched_db_watermark",
         "raftsched_db_ok",
