@@ -232,12 +232,13 @@ def test_sensors_and_a_raising_trigger(cluster: tuple[ApiCluster, Path]) -> None
     log = dag_pb2.GetTaskLogRequest(dag_id="broken_trigger", run_id="s1", task_id="t")
     # the failure and its log chunk commit together, but a log read may answer from a node
     # (or the DB) a moment behind the one that reported the run failed
+
+    def logged() -> str | None:
+        text = "".join(chunk.text for chunk in client.dags.GetTaskLog(log))
+        return text if "Traceback" in text else None
+
     text = wait_for(
-        lambda: (
-            (t := "".join(chunk.text for chunk in client.dags.GetTaskLog(log)))
-            if "Traceback" in t
-            else None
-        ),
+        logged,
         timeout=30,
         what="the trigger's traceback in the task log",
     )

@@ -64,7 +64,8 @@ def test_a_node_and_a_worker_log_json_lines_with_node_term_and_task_fields(
     assert created[0]["run_id"].startswith("scheduled__")
 
     work = _json_lines(worker.log_path)
-    assert {r["node"] for r in work} == {"json-worker"}, [r for r in work if r["node"] != "json-worker"][:3]
+    strangers = [r for r in work if r["node"] != "json-worker"]
+    assert not strangers, strangers[:3]
     started = [r for r in work if r["message"].startswith("start tick/")]
     assert started, [r["message"] for r in work]
     first = started[0]
