@@ -15,7 +15,7 @@ ever used (``SchedulerState.snapshot``). Raises nothing on any input the handler
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -129,14 +129,14 @@ class CallbackTable:
             return False
         self._counters(job.seq, self.dropped)
         self._open[job.job_id] = job
-        self._sum.add(fp_job(job))
+        self._sum.add(fp_job, job)
         return True
 
     def _counters(self, seq: int, dropped: int) -> None:
         if self.seq or self.dropped:
-            self._sum.remove(fp_counters(self.seq, self.dropped))
+            self._sum.remove(fp_counters, self.seq, self.dropped)
         self.seq, self.dropped = seq, dropped
-        self._sum.add(fp_counters(seq, dropped))
+        self._sum.add(fp_counters, seq, dropped)
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -169,13 +169,13 @@ class CallbackTable:
         return leased
 
     def _put_open(self, old: CallbackJob, new: CallbackJob) -> None:
-        self._sum.remove(fp_job(old))
+        self._sum.remove(fp_job, old)
         self._open[new.job_id] = new
-        self._sum.add(fp_job(new))
+        self._sum.add(fp_job, new)
 
     def finish(self, job: CallbackJob, state: str, message: str, now: datetime) -> CallbackJob:
         """``job`` (open) succeeded or failed for good."""
-        self._sum.remove(fp_job(job))
+        self._sum.remove(fp_job, job)
         del self._open[job.job_id]
         # what it ran with is no longer needed: a finished job keeps only its id and outcome
         done = replace(
@@ -188,7 +188,7 @@ class CallbackTable:
             kwargs_json="",
         )
         self._done[done.job_id] = done
-        self._sum.add(fp_job(done))
+        self._sum.add(fp_job, done)
         self.evict_done(now)
         return done
 
@@ -201,7 +201,7 @@ class CallbackTable:
             if len(self._done) <= MAX_DONE_JOBS and job.finished_at > cutoff:
                 break
             del self._done[job.job_id]
-            self._sum.remove(fp_job(job))
+            self._sum.remove(fp_job, job)
 
     # -- deadline alerts --------------------------------------------------------------------
 
@@ -210,22 +210,23 @@ class CallbackTable:
 
     def alert(self, ref: RunRef, now: datetime) -> None:
         self._alerted[ref] = now
-        self._sum.add(fp_alert(ref, now))
+        self._sum.add(fp_alert, ref, now)
 
     def forget_alerts(self, keep: Any) -> None:
         """Drop the alerts of runs ``keep(ref)`` says are gone from memory."""
         for ref in [ref for ref in self._alerted if not keep(ref)]:
-            self._sum.remove(fp_alert(ref, self._alerted.pop(ref)))
+            self._sum.remove(fp_alert, ref, self._alerted.pop(ref))
 
     # -- digest and snapshot ------------------------------------------------------------------
 
-    def fingerprints(self) -> Iterator[str]:
+    def fingerprints(self) -> Iterator[tuple[Callable[..., str], tuple[Any, ...]]]:
+        """Each held entity's fingerprint function and its arguments (``DigestSum.add``)."""
         for job in self.jobs():
-            yield fp_job(job)
+            yield fp_job, (job,)
         for ref, when in self._alerted.items():
-            yield fp_alert(ref, when)
+            yield fp_alert, (ref, when)
         if self.seq or self.dropped:
-            yield fp_counters(self.seq, self.dropped)
+            yield fp_counters, (self.seq, self.dropped)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -44,7 +44,7 @@ class ChangeSet:
     def touch_ti(self, ti: TaskInstance, emit: bool = True) -> None:
         """Before ``ti`` changes (``emit``: it needs an outbox row)."""
         if ti.key not in self.tis:
-            self._sum.remove(dg.fp_ti(ti))
+            self._sum.remove(dg.fp_ti, ti)
             self.tis[ti.key] = emit
         elif emit:
             self.tis[ti.key] = True
@@ -56,7 +56,7 @@ class ChangeSet:
     def touch_run(self, rec: LiveRun, emit: bool = True) -> None:
         """Before the run changes (``emit``: it needs an outbox row)."""
         if rec.key not in self.runs:
-            self._sum.remove(dg.fp_run(rec.run, rec.spec.spec_hash, rec.row_seq))
+            self._sum.remove(dg.fp_run, rec.run, rec.spec.spec_hash, rec.row_seq)
             self.runs[rec.key] = emit
         elif emit:
             self.runs[rec.key] = True
@@ -68,17 +68,17 @@ class ChangeSet:
     def touch_dag(self, dag_id: str, old: DagRecord | None) -> None:
         """Before the DAG's record ``old`` (None: none yet) is replaced."""
         if dag_id not in self.dags and old is not None:
-            self._sum.remove(dg.fp_dag(dag_id, old))
+            self._sum.remove(dg.fp_dag, dag_id, old)
         self.dags.add(dag_id)
 
     def add_ti(self, ti: TaskInstance) -> None:
-        self._sum.add(dg.fp_ti(ti))
+        self._sum.add(dg.fp_ti, ti)
 
     def add_run(self, rec: LiveRun) -> None:
-        self._sum.add(dg.fp_run(rec.run, rec.spec.spec_hash, rec.row_seq))
+        self._sum.add(dg.fp_run, rec.run, rec.spec.spec_hash, rec.row_seq)
 
     def add_dag(self, dag_id: str, record: DagRecord) -> None:
-        self._sum.add(dg.fp_dag(dag_id, record))
+        self._sum.add(dg.fp_dag, dag_id, record)
 
     def clear(self) -> None:
         self.tis.clear()

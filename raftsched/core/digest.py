@@ -280,16 +280,27 @@ def contribution(fingerprint: str) -> int:
 
 
 class DigestSum:
-    __slots__ = ("value",)
+    """The running sum of the entities' shares, in one scheme: 1 (``contribution`` of the
+    canonical text) or 2 (``digest_v2.share`` of the values). Owners pass a fingerprint
+    function and its arguments, not a text, so that v2 never renders one."""
 
-    def __init__(self) -> None:
+    __slots__ = ("scheme", "value")
+
+    def __init__(self, scheme: int = 1) -> None:
         self.value = 0
+        self.scheme = scheme
 
-    def add(self, fingerprint: str) -> None:
-        self.value = (self.value + contribution(fingerprint)) % _MOD
+    def share(self, fp: Callable[..., str], *args: Any) -> int:
+        """The share of the entity ``fp(*args)`` fingerprints, in this sum's scheme."""
+        if self.scheme == 1:
+            return contribution(fp(*args))
+        return _v2.share(fp, args)
 
-    def remove(self, fingerprint: str) -> None:
-        self.value = (self.value - contribution(fingerprint)) % _MOD
+    def add(self, fp: Callable[..., str], *args: Any) -> None:
+        self.value = (self.value + self.share(fp, *args)) % _MOD
+
+    def remove(self, fp: Callable[..., str], *args: Any) -> None:
+        self.value = (self.value - self.share(fp, *args)) % _MOD
 
 
 def fp_dag(dag_id: str, record: Any) -> str:
@@ -332,3 +343,6 @@ def fp_request(request_id: str, result: Any) -> str:
 def finish(total: int, *scalars: Any) -> str:
     text = f"{total:032x}:{scalars!r}"
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+from raftsched.core import digest_v2 as _v2  # noqa: E402  (it builds on the functions above)

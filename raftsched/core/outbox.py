@@ -70,7 +70,7 @@ class Outbox:
         entry = OutboxEntry(self.last_seq, kind, data)
         self._entries.append(entry)
         self._log_chars += log_chars(entry)
-        share = dg.contribution(dg.fp_outbox(entry))
+        share = self._sum.share(dg.fp_outbox, entry)
         self._shares.append(share)
         self._add_share(share)
         return entry.seq
@@ -101,11 +101,17 @@ class Outbox:
             share = shares.popleft()
             if entry.kind is OutboxKind.TASK_LOG:
                 chars += log_chars(entry)
-            dropped += dg.contribution(dg.fp_outbox(entry)) if share is None else share
+            dropped += self._sum.share(dg.fp_outbox, entry) if share is None else share
         self._log_chars -= chars
         self._add_share(-dropped)
         self.acked_seq = seq
         return ""
+
+    def rehash(self) -> None:
+        """Recompute every held entry's share in the digest sum's (new) scheme, and
+        :attr:`digest_share`; the caller rebuilds the digest sum itself."""
+        self._shares = deque(self._sum.share(dg.fp_outbox, e) for e in self._entries)
+        self.digest_share = sum(self._shares) % dg.MOD  # type: ignore[arg-type]
 
     def _add_share(self, contribution: int) -> None:
         self.digest_share = (self.digest_share + contribution) % dg.MOD
@@ -132,5 +138,5 @@ class Outbox:
         self._shares = deque([None]) * len(self._entries)
         self._log_chars = sum(log_chars(e) for e in self._entries)
         if digest_share is None:
-            digest_share = sum(dg.contribution(dg.fp_outbox(e)) for e in self._entries)
+            digest_share = sum(self._sum.share(dg.fp_outbox, e) for e in self._entries)
         self.digest_share = digest_share % dg.MOD

@@ -4,7 +4,9 @@ Owns the FIFO map request id -> Result of the last ``DEDUP_CAPACITY`` commands t
 the state (or were refused by a handler). Guarantees: at most ``DEDUP_CAPACITY`` entries, the
 oldest forgotten first; re-remembering an id moves it to the newest place; every entry's
 fingerprint (``digest.fp_request``) is in the shared digest sum exactly while it is held.
-Raises nothing.
+Raises nothing. An entry remembered here keeps the share computed then and leaves with it
+(results are frozen: hashing one again when it is forgotten doubled the memory's digest
+cost); a restored entry's share is computed when it leaves.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ DEDUP_CAPACITY = 10_000  # request ids remembered (FIFO); part of the snapshot
 
 
 class RequestMemory:
-    __slots__ = ("_results", "_sum")
+    __slots__ = ("_results", "_shares", "_sum")
 
     def __init__(self, digest_sum: dg.DigestSum) -> None:
         self._results: OrderedDict[str, Result] = OrderedDict()
+        self._shares: dict[str, int] = {}  # request id -> its share, when computed here
         self._sum = digest_sum
 
     def __len__(self) -> int:
@@ -38,13 +41,24 @@ class RequestMemory:
     def remember(self, request_id: str, result: Result) -> None:
         old = self._results.pop(request_id, None)
         if old is not None:
-            self._sum.remove(dg.fp_request(request_id, old))
+            self._forget(request_id, old)
         self._results[request_id] = result
-        self._sum.add(dg.fp_request(request_id, result))
+        share = self._shares[request_id] = self._sum.share(dg.fp_request, request_id, result)
+        self._sum.value = (self._sum.value + share) % dg.MOD
         while len(self._results) > DEDUP_CAPACITY:
-            old_id, old = self._results.popitem(last=False)
-            self._sum.remove(dg.fp_request(old_id, old))
+            self._forget(*self._results.popitem(last=False))
+
+    def _forget(self, request_id: str, result: Result) -> None:
+        share = self._shares.pop(request_id, None)
+        if share is None:  # restored, or remembered before the scheme changed
+            share = self._sum.share(dg.fp_request, request_id, result)
+        self._sum.value = (self._sum.value - share) % dg.MOD
+
+    def forget_shares(self) -> None:
+        """The digest scheme changed: shares are computed again as entries leave."""
+        self._shares.clear()
 
     def load(self, items: Iterable[tuple[str, Result]]) -> None:
         """Restore (a snapshot's items, oldest first); the caller recomputes the digest."""
         self._results = OrderedDict(items)
+        self._shares.clear()

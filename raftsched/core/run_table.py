@@ -180,7 +180,7 @@ class RunTable:
         run = rec.run
         slot = (run.dag_id, run.logical_date)
         self._evicted_slots[slot] = now
-        self._sum.add(dg.fp_slot(slot, now))
+        self._sum.add(dg.fp_slot, slot, now)
         runs = self._runs[run.dag_id]
         del runs[run.run_id]
         if not runs:
@@ -196,7 +196,7 @@ class RunTable:
             if when > before:
                 break
             del slots[slot]
-            self._sum.remove(dg.fp_slot(slot, when))
+            self._sum.remove(dg.fp_slot, slot, when)
 
     def evicted_slots(self) -> Iterator[tuple[Slot, datetime]]:
         return iter(self._evicted_slots.items())

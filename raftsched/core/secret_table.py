@@ -57,12 +57,12 @@ class SecretTable:
     def put(self, ref: SecretKey, record: SecretRecord) -> None:
         old = self._records.get(ref)
         if old is not None:
-            self._sum.remove(fp_secret(ref, old))
+            self._sum.remove(fp_secret, ref, old)
         self._records[ref] = record
-        self._sum.add(fp_secret(ref, record))
+        self._sum.add(fp_secret, ref, record)
 
     def delete(self, ref: SecretKey) -> None:
-        self._sum.remove(fp_secret(ref, self._records.pop(ref)))
+        self._sum.remove(fp_secret, ref, self._records.pop(ref))
 
     def to_list(self) -> list[list[Any]]:
         return secrets_to_list(self._records)

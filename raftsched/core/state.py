@@ -171,6 +171,8 @@ class SchedulerState(StateViews):
             flush(self)
             self.task_queue.prune()
             self.run_table.prune()
+            if self._sum.scheme != vs.digest_scheme(self.cluster_version):
+                self._switch_digest_scheme()  # SetClusterVersion reached DIGEST_V2_RELEASE
         except Exception as exc:  # a bug: stop here rather than run on half-applied
             self.change_feed.lose_track()
             self.halted = (
@@ -205,6 +207,18 @@ class SchedulerState(StateViews):
         """The digest rebuilt from every entity (O(state)); equals :meth:`digest`."""
         return self._finish_digest(self._entity_sum())
 
+    def digest_scheme(self) -> int:
+        """The scheme of :meth:`digest` (1 or 2, see ``versions.DIGEST_V2_RELEASE``)."""
+        return self._sum.scheme
+
+    def _switch_digest_scheme(self) -> None:
+        """Recompute every share in the scheme of the cluster version (after the command that
+        raised it flushed, so no entity is half-counted); O(state), once per cluster."""
+        self._sum.scheme = vs.digest_scheme(self.cluster_version)
+        self.outbox.rehash()
+        self._dedup.forget_shares()
+        self._sum.value = self._entity_sum(self.outbox.digest_share)
+
     def _finish_digest(self, total: int) -> str:
         errors = tuple((e.fileloc, e.message, e.traceback) for e in self.catalog.import_errors)
         scalars = (
@@ -220,27 +234,27 @@ class SchedulerState(StateViews):
 
     def _entity_sum(self, outbox_share: int | None = None) -> int:
         """The entities' sum; ``outbox_share``: the outbox's, when known (see Outbox.load)."""
-        acc = dg.DigestSum()
+        acc = dg.DigestSum(self._sum.scheme)
         for dag_id, record in self.catalog.records.items():
-            acc.add(dg.fp_dag(dag_id, record))
+            acc.add(dg.fp_dag, dag_id, record)
         for rec in self.run_table.records():
-            acc.add(dg.fp_run(rec.run, rec.spec.spec_hash, rec.row_seq))
+            acc.add(dg.fp_run, rec.run, rec.spec.spec_hash, rec.row_seq)
             for ti in rec.tis.values():
-                acc.add(dg.fp_ti(ti))
+                acc.add(dg.fp_ti, ti)
         if outbox_share is not None:
             acc.value = (acc.value + outbox_share) % dg.MOD
         for entry in self.outbox if outbox_share is None else ():
-            acc.add(dg.fp_outbox(entry))
+            acc.add(dg.fp_outbox, entry)
         for request_id, result in self._dedup.items():
-            acc.add(dg.fp_request(request_id, result))
+            acc.add(dg.fp_request, request_id, result)
         for slot, when in self.run_table.evicted_slots():
-            acc.add(dg.fp_slot(slot, when))
+            acc.add(dg.fp_slot, slot, when)
         for key, until in self.task_queue.fences():
-            acc.add(dg.fp_fence(key, until))
+            acc.add(dg.fp_fence, key, until)
         for ref, secret in self.secrets.items():
-            acc.add(fp_secret(ref, secret))
-        for fingerprint in self.callbacks.fingerprints():
-            acc.add(fingerprint)
+            acc.add(fp_secret, ref, secret)
+        for fp, args in self.callbacks.fingerprints():
+            acc.add(fp, *args)
         return acc.value
 
     @sn.without_gc  # it allocates a container per record: collections would walk the state
@@ -315,6 +329,8 @@ class SchedulerState(StateViews):
         if cluster_version > vs.RELEASE:
             raise ReleaseTooOld(cluster_version, vs.RELEASE)
         state = cls()
+        # the snapshot's shares (the outbox's) are in its cluster version's scheme
+        state._sum.scheme = vs.digest_scheme(cluster_version)
         state.applied_index = int(data["applied_index"])
         decode = RestoreDecoder()  # equal values of many DAGs: built and held once
         specs = {h: decode.spec(d) for h, d in data["specs"].items()}

@@ -180,10 +180,10 @@ class TaskQueue:
         assert ti.lease is not None
         old = self._fences.get(ti.key)
         if old is not None:
-            self._sum.remove(dg.fp_fence(ti.key, old))
+            self._sum.remove(dg.fp_fence, ti.key, old)
         until = max(ti.lease.expires_at, old) if old is not None else ti.lease.expires_at
         self._fences[ti.key] = until
-        self._sum.add(dg.fp_fence(ti.key, until))
+        self._sum.add(dg.fp_fence, ti.key, until)
 
     def still_fenced(self, key: TaskKey, now: datetime) -> bool:
         """Whether ``key``'s revoked lease may still be running (a fence past it is dropped):
@@ -199,7 +199,7 @@ class TaskQueue:
     def drop_fence(self, key: TaskKey) -> None:
         until = self._fences.pop(key, None)
         if until is not None:
-            self._sum.remove(dg.fp_fence(key, until))
+            self._sum.remove(dg.fp_fence, key, until)
 
     def fences(self) -> Iterator[tuple[TaskKey, datetime]]:
         return iter(self._fences.items())

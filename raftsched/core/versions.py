@@ -51,6 +51,17 @@ BASELINE_RELEASE = baseline.BASELINE_RELEASE
 # The one command that raises the cluster version: not in the baseline, let through by the
 # node only when every member reported a release at least that new.
 SET_CLUSTER_VERSION = "SetClusterVersion"
+# From this cluster version on, replicas compare digests of scheme v2 (core/digest_v2.py)
+# instead of v1: every node of a mixed cluster must compute the same digest, so the switch
+# waits for the SetClusterVersion that says every node runs a release that has v2. Applying
+# it recomputes the whole digest in v2 (``SchedulerState._apply``), on every node alike.
+DIGEST_V2_RELEASE = 3
+
+
+def digest_scheme(cluster_version: int) -> int:
+    """The digest scheme a state at ``cluster_version`` keeps (1 or 2)."""
+    return 2 if cluster_version >= DIGEST_V2_RELEASE else 1
+
 
 # Release-1 vocabularies of plain-string fields: (class, field) -> the values it knew.
 BASELINE_VALUES: dict[tuple[str, str], frozenset[str]] = {
