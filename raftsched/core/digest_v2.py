@@ -17,7 +17,8 @@ Why this encoding is deterministic and as strong as the text:
 - dicts are written with their items sorted by key (insertion order never matters), sets
   never occur in the model, and everything that is not plain is written with a marker that
   no plain value has (bytes never occur in replicated values: they are JSON-able): a
-  dataclass as ``(b"ClassName", field, ...)``, an enum member as ``(b"EnumName", value)``, a
+  dataclass or named tuple as ``(b"ClassName", field, ...)``, a dict as ``(b"{", [(key,
+  value), ...])``, an enum member as ``(b"EnumName", value)``, a
   datetime as ``(b"dt", isoformat)``. So two values that differ in any field, or in a type
   (``1`` vs ``True`` vs ``1.0`` vs ``"1"``, a str vs an enum member), give different bytes.
 - fields added by a later release are left out while they hold their default
@@ -37,7 +38,6 @@ import marshal
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
-from itertools import chain
 from operator import is_not
 from typing import Any
 
@@ -95,12 +95,20 @@ def encode(value: Any, budget: int = _BUDGET) -> Any:
         except TypeError:  # keys of mixed types: as v1 spells it
             return (b"text", dg.canonical(value))
         if set(map(type, value.values())) <= plain and set(map(type, value)) <= plain:
-            return (b"{", *chain.from_iterable(items))  # an outbox row: all plain, in C
-        flat: list[Any] = [b"{"]
-        for k, v in items:
-            flat.append(k if type(k) in plain else encode(k, budget))
-            flat.append(v if type(v) in plain else encode(v, budget))
-        return tuple(flat)
+            return (b"{", items)  # an outbox row: every key and value plain, all in C
+        return (
+            b"{",
+            [
+                (
+                    k if type(k) in plain else encode(k, budget),
+                    v if type(v) in plain else encode(v, budget),
+                )
+                for k, v in items
+            ],
+        )
+    if isinstance(value, tuple):  # a named tuple (results' items)
+        name = kind.__name__.encode()
+        return (name, *[v if type(v) in plain else encode(v, budget) for v in value])
     shape = _SHAPES.get(kind, ())
     if shape == ():
         shape = _SHAPES[kind] = dg._shape(kind)
