@@ -59,11 +59,15 @@ def share(fp: Callable[..., str], args: tuple[Any, ...]) -> int:
     ``fp``'s name as the entity's kind (the golden digests pin these names)."""
     if fp is dg.fp_ti:
         return _ti_share(args[0])
-    select = _SELECT.get(fp)
-    if select is not None:
-        args = select(*args)
-    plain = _PLAIN
-    code = (fp.__name__, *[a if type(a) in plain else encode(a, _BUDGET) for a in args])
+    if fp is dg.fp_outbox:  # the most frequent after task instances: no selector call
+        entry = args[0]
+        code: tuple[Any, ...] = ("fp_outbox", entry.seq, str(entry.kind), encode(entry.data))
+    else:
+        select = _SELECT.get(fp)
+        if select is not None:
+            args = select(*args)
+        plain = _PLAIN
+        code = (fp.__name__, *[a if type(a) in plain else encode(a, _BUDGET) for a in args])
     data = marshal.dumps(code, MARSHAL_VERSION)
     return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest())
 
@@ -73,6 +77,13 @@ def encode(value: Any, budget: int = _BUDGET) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
+    if kind is dict and set(map(type, value.values())) <= _PLAIN:
+        try:  # an outbox row: every value plain, all done in C
+            items = sorted(value.items())  # keys are unique: values are never compared
+        except TypeError:  # keys of mixed types: as v1 spells it
+            return (b"text", dg.canonical(value))
+        if set(map(type, value)) <= _PLAIN:
+            return (b"{", items)
     if kind is datetime:
         return _dt_code(value)
     if isinstance(value, Enum):
@@ -94,8 +105,6 @@ def encode(value: Any, budget: int = _BUDGET) -> Any:
             items = sorted(value.items())  # keys are unique: values are never compared
         except TypeError:  # keys of mixed types: as v1 spells it
             return (b"text", dg.canonical(value))
-        if set(map(type, value.values())) <= plain and set(map(type, value)) <= plain:
-            return (b"{", items)  # an outbox row: every key and value plain, all in C
         return (
             b"{",
             [
