@@ -42,6 +42,7 @@ from operator import is_not
 from typing import Any
 
 from raftsched.core import digest as dg
+from raftsched.core.model import DagSpec, Lease, Schedule, TaskKey, TaskSpec
 
 MARSHAL_VERSION = 2  # the last version without back-references (see the module docstring)
 _BUDGET = 12  # nesting levels written directly; deeper user data goes as its v1 text
@@ -118,6 +119,11 @@ def encode(value: Any, budget: int = _BUDGET) -> Any:
     if isinstance(value, tuple):  # a named tuple (results' items)
         name = kind.__name__.encode()
         return (name, *[v if type(v) in plain else encode(v, budget) for v in value])
+    immutable = kind in _IMMUTABLE
+    if immutable:
+        held = _CODES.get(id(value))
+        if held is not None and held[0] is value:
+            return held[1]
     shape = _SHAPES.get(kind, ())
     if shape == ():
         shape = _SHAPES[kind] = dg._shape(kind)
@@ -130,7 +136,23 @@ def encode(value: Any, budget: int = _BUDGET) -> Any:
         at_default = {i for i, default in added if values[i] == default}
         if at_default:
             values = tuple(v for i, v in enumerate(values) if i not in at_default)
-    return (_NAMES[kind], *[v if type(v) in plain else encode(v, budget) for v in values])
+    code = (_NAMES[kind], *[v if type(v) in plain else encode(v, budget) for v in values])
+    if immutable:
+        if len(_CODES) >= _CODES_SIZE:
+            _CODES.clear()
+        _CODES[id(value)] = (value, code)
+    return code
+
+
+# Codes of records that cannot change once built, by identity: a task's spec is shared by
+# every run of its DAG and travels in every lease's result (remembered per request id), a
+# lease in its task instance and in that result. Only frozen dataclasses whose every field
+# holds an immutable value (no dict, no list: tests/unit/test_digest_v2.py checks) are
+# listed. An entry holds its record, so no other object can have that id while it is here;
+# bounded, and emptied when full.
+_IMMUTABLE = frozenset({TaskSpec, TaskKey, Lease, Schedule, DagSpec})
+_CODES: dict[int, tuple[Any, Any]] = {}
+_CODES_SIZE = 65_536
 
 
 def _dt_code(value: datetime) -> tuple[bytes, str]:

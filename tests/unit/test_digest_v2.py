@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from enum import Enum
@@ -265,6 +266,17 @@ def test_an_enum_member_and_its_value_differ_and_so_do_equal_numbers_of_other_ty
     assert _v2(dg.fp_fence, (TaskState.QUEUED, None)) != _v2(dg.fp_fence, ("queued", None))
     assert _v2(dg.fp_fence, (RunState.QUEUED, None)) != _v2(dg.fp_fence, (TaskState.QUEUED, None))
     assert _v2(dg.fp_ti, (ti,)) != _v2(dg.fp_fence, (ti, None))  # the kinds differ
+
+
+def test_records_whose_codes_are_kept_by_identity_cannot_change() -> None:
+    """digest_v2 keeps the codes of these classes by object identity: sound only if an
+    instance can never change, i.e. frozen, and no field can hold a dict or a list."""
+    hints_of = typing.get_type_hints
+    for kind in v2._IMMUTABLE:
+        assert kind.__dataclass_params__.frozen, kind  # type: ignore[attr-defined]
+        for name, hint in hints_of(kind).items():
+            text = str(hint)
+            assert "dict" not in text and "list" not in text and "Any" not in text, (kind, name)
 
 
 def test_dict_order_never_matters() -> None:
