@@ -38,6 +38,7 @@ import marshal
 from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import Enum
+from itertools import compress
 from operator import is_not
 from typing import Any
 
@@ -197,16 +198,20 @@ def _ti_share(ti: Any) -> int:
         changed = list(map(is_not, values, old_values))
         if True not in changed:
             return old_share
-        codes = [
-            (v if type(v) in plain else encode(v)) if new else code
-            for v, code, new in zip(values, old_codes, changed, strict=True)
-        ]
+        codes = old_codes.copy()
+        for i in compress(range(len(values)), changed):  # only the fields that changed
+            v = values[i]
+            codes[i] = v if type(v) in plain else encode(v)
     else:
         codes = [v if type(v) in plain else encode(v) for v in values]
     kept = codes
     if added:
-        at_default = {i for i, default in added if values[i] == default}
-        if at_default:
+        cut = added[0][0]
+        if cut + len(added) == len(values):  # added fields last, as the release rules say
+            kept = codes[:cut]
+            kept += [codes[i] for i, default in added if values[i] != default]
+        else:
+            at_default = {i for i, default in added if values[i] == default}
             kept = [code for i, code in enumerate(codes) if i not in at_default]
     data = marshal.dumps(("fp_ti", (_NAMES[kind], *kept)), MARSHAL_VERSION)
     result = int.from_bytes(hashlib.blake2b(data, digest_size=16).digest())
