@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftsched.core import digest as dg
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import parse_utc, utc_iso
 
 MAX_OPEN_JOBS = 1_000  # pending + leased; past it a new job is dropped (and counted)
@@ -91,7 +92,7 @@ def fp_counters(seq: int, dropped: int) -> str:
 class CallbackTable:
     __slots__ = ("_alerted", "_done", "_open", "_sum", "dropped", "seq")
 
-    def __init__(self, digest_sum: dg.DigestSum) -> None:
+    def __init__(self, digest_sum: DigestSum) -> None:
         self._sum = digest_sum
         self._open: dict[str, CallbackJob] = {}
         self._done: dict[str, CallbackJob] = {}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from raftsched.core import digest as dg
 from raftsched.core import snapshot as sn
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import DagRecord, OutboxKind, TaskInstance, TaskKey
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ class ChangeSet:
 
     __slots__ = ("_sum", "dags", "runs", "tis")
 
-    def __init__(self, digest_sum: dg.DigestSum) -> None:
+    def __init__(self, digest_sum: DigestSum) -> None:
         self._sum = digest_sum
         self.tis: dict[TaskKey, bool] = {}
         self.runs: dict[RunKey, bool] = {}

@@ -6,6 +6,8 @@ before changing it and adds the new one after. So ``digest()`` costs O(1) howeve
 state, equal states give equal digests whatever order they were built in, and replicas at the
 same applied index can compare digests to detect divergence (shared/PYSYNCOBJ.md).
 ``SchedulerState.recompute_digest()`` rebuilds the sum from scratch (tests compare the two).
+This module is scheme v1 and the fingerprints both schemes name; ``digest_sum.DigestSum``
+keeps the sum in either scheme (v2: ``digest_v2``).
 
 Fingerprints are a canonical text of plain values (:func:`canonical`): ``repr`` for scalars,
 with dict keys sorted and dataclasses spelled field by field, so that neither a process's
@@ -279,33 +281,6 @@ def contribution(fingerprint: str) -> int:
     return int.from_bytes(hashlib.blake2b(fingerprint.encode(), digest_size=16).digest())
 
 
-class DigestSum:
-    """The running sum of the entities' shares, in one scheme: 1 (``contribution`` of the
-    canonical text) or 2 (``digest_v2.share`` of the values). Owners pass a fingerprint
-    function and its arguments, not a text, so that v2 never renders one."""
-
-    __slots__ = ("scheme", "value")
-
-    def __init__(self, scheme: int = 1) -> None:
-        self.value = 0
-        self.scheme = scheme
-
-    def share(self, fp: Callable[..., str], *args: Any) -> int:
-        """The share of the entity ``fp(*args)`` fingerprints, in this sum's scheme."""
-        if self.scheme == 1:
-            return contribution(fp(*args))
-        return _v2.share(fp, args)
-
-    # add and remove spell share out: a call less per entity (apply's hottest path)
-    def add(self, fp: Callable[..., str], *args: Any) -> None:
-        share = contribution(fp(*args)) if self.scheme == 1 else _v2.share(fp, args)
-        self.value = (self.value + share) % _MOD
-
-    def remove(self, fp: Callable[..., str], *args: Any) -> None:
-        share = contribution(fp(*args)) if self.scheme == 1 else _v2.share(fp, args)
-        self.value = (self.value - share) % _MOD
-
-
 def fp_dag(dag_id: str, record: Any) -> str:
     return "dag:" + canonical(
         (
@@ -346,6 +321,3 @@ def fp_request(request_id: str, result: Any) -> str:
 def finish(total: int, *scalars: Any) -> str:
     text = f"{total:032x}:{scalars!r}"
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-from raftsched.core import digest_v2 as _v2  # noqa: E402  (it builds on the functions above)

@@ -28,7 +28,7 @@ Why this encoding is deterministic and as strong as the text:
   text, which walks with an explicit stack: nothing recurses without bound here.
 
 The scheme is chosen per state from its cluster version (``versions.DIGEST_V2_RELEASE``),
-see ``digest.DigestSum``.
+see ``digest_sum.DigestSum``.
 """
 
 from __future__ import annotations

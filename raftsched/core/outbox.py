@@ -24,6 +24,7 @@ from itertools import islice
 
 from raftsched.core import digest as dg
 from raftsched.core import results as r
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.limits import OUTBOX_HARD_CAP_ENTRIES, OUTBOX_HARD_CAP_LOG_CHARS
 from raftsched.core.model import OutboxEntry, OutboxKind
 
@@ -44,7 +45,7 @@ class Outbox:
         "last_seq",
     )
 
-    def __init__(self, digest_sum: dg.DigestSum) -> None:
+    def __init__(self, digest_sum: DigestSum) -> None:
         self._entries: deque[OutboxEntry] = deque()
         # beside each entry: its digest contribution, or None (restored: computed at ack)
         self._shares: deque[int | None] = deque()

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 
 from raftsched.core import digest as dg
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.results import Result
 
 DEDUP_CAPACITY = 10_000  # request ids remembered (FIFO); part of the snapshot
@@ -23,7 +24,7 @@ DEDUP_CAPACITY = 10_000  # request ids remembered (FIFO); part of the snapshot
 class RequestMemory:
     __slots__ = ("_results", "_shares", "_sum")
 
-    def __init__(self, digest_sum: dg.DigestSum) -> None:
+    def __init__(self, digest_sum: DigestSum) -> None:
         self._results: OrderedDict[str, Result] = OrderedDict()
         self._shares: dict[str, int] = {}  # request id -> its share, when computed here
         self._sum = digest_sum

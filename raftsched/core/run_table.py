@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 
 from raftsched.core import digest as dg
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
     DagRecord,
@@ -63,7 +64,7 @@ class RunTable:
         "_sum",
     )
 
-    def __init__(self, digest_sum: dg.DigestSum) -> None:
+    def __init__(self, digest_sum: DigestSum) -> None:
         self._sum = digest_sum
         self._runs: dict[str, dict[str, LiveRun]] = {}  # dag_id -> run_id -> run
         self._dates: dict[Slot, str] = {}  # (dag_id, logical_date) -> run_id

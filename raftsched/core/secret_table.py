@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from raftsched.core import digest as dg
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import parse_utc, utc_iso
 
 SecretKey = tuple[str, str]  # (kind, key)
@@ -34,7 +35,7 @@ def fp_secret(key: SecretKey, record: SecretRecord) -> str:
 class SecretTable:
     __slots__ = ("_records", "_sum")
 
-    def __init__(self, digest_sum: dg.DigestSum) -> None:
+    def __init__(self, digest_sum: DigestSum) -> None:
         self._records: dict[SecretKey, SecretRecord] = {}
         self._sum = digest_sum
 

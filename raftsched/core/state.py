@@ -69,6 +69,8 @@ from raftsched.core import versions as vs
 from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeFeed, ChangeSet, flush
+from raftsched.core.digest_rebuild import rebuilt_sum
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.handlers_tasks import LOG_STREAMS
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
@@ -81,7 +83,7 @@ from raftsched.core.request_memory import DEDUP_CAPACITY, RequestMemory
 from raftsched.core.restore_decode import RestoreDecoder
 from raftsched.core.results import Result
 from raftsched.core.run_table import LiveRun, RunKey, RunTable
-from raftsched.core.secret_table import SecretTable, fp_secret
+from raftsched.core.secret_table import SecretTable
 from raftsched.core.snapshot_share import SnapshotShare
 from raftsched.core.state_views import StateViews
 from raftsched.core.task_queue import TaskQueue
@@ -101,7 +103,7 @@ class SchedulerState(StateViews):
     def __init__(self) -> None:
         self.applied_index = 0
         # The digest's running sum: each owner below adds and removes its entities' shares
-        self._sum = dg.DigestSum()
+        self._sum = DigestSum()
         self.catalog = DagCatalog()
         self.run_table = RunTable(self._sum)
         self.task_queue = TaskQueue(self._sum, self.task_instance)
@@ -234,28 +236,7 @@ class SchedulerState(StateViews):
 
     def _entity_sum(self, outbox_share: int | None = None) -> int:
         """The entities' sum; ``outbox_share``: the outbox's, when known (see Outbox.load)."""
-        acc = dg.DigestSum(self._sum.scheme)
-        for dag_id, record in self.catalog.records.items():
-            acc.add(dg.fp_dag, dag_id, record)
-        for rec in self.run_table.records():
-            acc.add(dg.fp_run, rec.run, rec.spec.spec_hash, rec.row_seq)
-            for ti in rec.tis.values():
-                acc.add(dg.fp_ti, ti)
-        if outbox_share is not None:
-            acc.value = (acc.value + outbox_share) % dg.MOD
-        for entry in self.outbox if outbox_share is None else ():
-            acc.add(dg.fp_outbox, entry)
-        for request_id, result in self._dedup.items():
-            acc.add(dg.fp_request, request_id, result)
-        for slot, when in self.run_table.evicted_slots():
-            acc.add(dg.fp_slot, slot, when)
-        for key, until in self.task_queue.fences():
-            acc.add(dg.fp_fence, key, until)
-        for ref, secret in self.secrets.items():
-            acc.add(fp_secret, ref, secret)
-        for fp, args in self.callbacks.fingerprints():
-            acc.add(fp, *args)
-        return acc.value
+        return rebuilt_sum(self, self._dedup.items(), self._sum.scheme, outbox_share)
 
     @sn.without_gc  # it allocates a container per record: collections would walk the state
     def snapshot(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from datetime import datetime
 
 from raftsched.core import digest as dg
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import DEFAULT_QUEUE, Lease, TaskInstance, TaskKey, TaskState
 from raftsched.core.ready import ReadyQueue, TimeIndex
 
@@ -38,7 +39,7 @@ class TaskQueue:
     )
 
     def __init__(
-        self, digest_sum: dg.DigestSum, find: Callable[[TaskKey], TaskInstance | None]
+        self, digest_sum: DigestSum, find: Callable[[TaskKey], TaskInstance | None]
     ) -> None:
         """``find`` looks a task instance up in the live runs (the retry index's check)."""
         self._sum = digest_sum

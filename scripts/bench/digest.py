@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from state_machine import T0, Log, decision, registered
 
 from raftsched.core import commands as c
-from raftsched.core import digest as dg
 from raftsched.core import versions as vs
+from raftsched.core.digest_sum import DigestSum
 
 DIGEST_FILES = ("core/digest.py", "core/digest_v2.py")
 
@@ -72,10 +72,10 @@ def cpu_per_1000(version: int, runs: int, digest: bool = True) -> float:
     """CPU seconds per 1,000 commands of the mix at ``version`` (``digest`` False: with every
     share stubbed to 0, to see what the rest of apply costs)."""
     log = prepared(version)
-    methods = {name: getattr(dg.DigestSum, name) for name in ("add", "remove", "share")}
+    methods = {name: getattr(DigestSum, name) for name in ("add", "remove", "share")}
     if not digest:
         for name in methods:
-            setattr(dg.DigestSum, name, lambda self, fp, *args: 0)
+            setattr(DigestSum, name, lambda self, fp, *args: 0)
     try:
         gc.collect()
         start = time.process_time()
@@ -83,7 +83,7 @@ def cpu_per_1000(version: int, runs: int, digest: bool = True) -> float:
         seconds = time.process_time() - start
     finally:
         for name, method in methods.items():
-            setattr(dg.DigestSum, name, method)
+            setattr(DigestSum, name, method)
     if digest:
         state = log.state
         assert state.digest_scheme() == vs.digest_scheme(version)

@@ -12,6 +12,7 @@ from enum import Enum, IntEnum, StrEnum
 from typing import Any
 
 from raftsched.core import digest as dg
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import OutboxKind, RunState, TaskKey, TaskState, added_field
 from raftsched.core.outbox import Outbox
 
@@ -135,7 +136,7 @@ def test_user_dicts_of_many_shapes_stay_correct_past_the_memo_bound() -> None:
 
 
 def test_an_acknowledged_entry_leaves_with_the_share_it_brought() -> None:
-    total = dg.DigestSum()
+    total = DigestSum()
     box = Outbox(total)
     for i in range(10):
         box.emit(OutboxKind.DAG_RUN, {"run_id": f"r{i}", "conf": {"n": i}})
@@ -146,10 +147,10 @@ def test_an_acknowledged_entry_leaves_with_the_share_it_brought() -> None:
 
 
 def test_restored_entries_are_fingerprinted_when_they_leave() -> None:
-    source = Outbox(dg.DigestSum())
+    source = Outbox(DigestSum())
     for i in range(6):
         source.emit(OutboxKind.TASK_LOG, {"text": f"line {i}\n"})
-    restored_sum = dg.DigestSum()
+    restored_sum = DigestSum()
     restored = Outbox(restored_sum)
     restored.load(source.acked_seq, source.last_seq, list(source), source.digest_share)
     restored_sum.value = restored.digest_share

@@ -28,6 +28,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import digest_v2 as v2
 from raftsched.core import versions as vs
+from raftsched.core.digest_sum import DigestSum
 from raftsched.core.model import (
     DagRecord,
     DagRun,
@@ -206,7 +207,7 @@ def _records() -> list[tuple[Callable[..., str], tuple[Any, ...]]]:
 
 
 def _v2(fp: Callable[..., str], args: tuple[Any, ...]) -> int:
-    return dg.DigestSum(scheme=2).share(fp, *args)
+    return DigestSum(scheme=2).share(fp, *args)
 
 
 @pytest.mark.parametrize(("fp", "args"), _records(), ids=lambda x: getattr(x, "__name__", ""))
