@@ -247,7 +247,8 @@ class SchedulerNode(ReleaseMixin):
         index, digest = self.digest()
         if index > 0:
             try:
-                write_digest_stamp(self.settings.node_dir, index, digest)
+                durable = self.settings.durable_journal
+                write_digest_stamp(self.settings.node_dir, index, digest, durable=durable)
             except OSError as err:  # a full disk must not stop the shutdown
                 log.warning("could not record the state digest at index %d: %s", index, err)
 

@@ -15,6 +15,7 @@ so a stamp left by an earlier close still checks a replay that passes N.
 from __future__ import annotations
 
 import json
+import os
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -108,9 +109,17 @@ def _decode(raw: bytes, index: int, term: int) -> Entry:
     return Entry(index, term, args[0] if args else None, "command")
 
 
-def write_digest_stamp(node_dir: Path, index: int, digest: str) -> None:
+def write_digest_stamp(node_dir: Path, index: int, digest: str, durable: bool = True) -> None:
+    """Record (index, digest); fsynced only with a durable journal (a node whose journal is
+    not durable fsyncs nothing). A torn stamp reads as none."""
     body = json.dumps({"format": DIGEST_FORMAT, "index": index, "digest": digest})
-    write_file_durably(str(node_dir / DIGEST_FILE), body.encode() + b"\n")
+    path = node_dir / DIGEST_FILE
+    if durable:
+        write_file_durably(str(path), body.encode() + b"\n")
+        return
+    part = path.with_name(path.name + ".part")
+    part.write_text(body + "\n")
+    os.replace(part, path)
 
 
 def read_digest_stamp(node_dir: Path) -> tuple[int, str] | None:
