@@ -23,6 +23,7 @@ from harness import child_env, wait_for
 from test_rest_api import _database
 
 from raftsched.api.gen import common_pb2, dag_pb2, worker_pb2
+from raftsched.core.versions import RELEASE
 
 pytestmark = pytest.mark.slow
 
@@ -120,6 +121,13 @@ def cluster(
         harness.start()
         harness.wait_leader()
         harness.wait_dags(harness.client(), {DAG_ID, "sensors", "broken_trigger"})
+        wait_for(  # a deferral is new in this release: refused until the cluster runs it
+            lambda: all(
+                (st or {}).get("cluster_version") == RELEASE for st in harness.statuses().values()
+            ),
+            timeout=30,
+            what="the cluster version of this release",
+        )
         yield harness, files
 
 
