@@ -2,14 +2,13 @@
 
 A callback job (``core/callbacks.py``) is leased like a task: the grant is the result of a
 committed ``LeaseCallbacks`` command (invariant 3), its token that command's log index. The
-long poll proposes once, then reads this node's replica for a leasable job every
-:data:`POLL_INTERVAL` and proposes again only when it sees one, so an idle worker's poll puts
-one entry in the Raft log per call.
+long poll (``lease_poll.py``) proposes once, then reads this node's replica for a leasable
+job every :data:`~raftsched.api.servicers.lease_poll.POLL_INTERVAL` and proposes again only
+when it sees one, so an idle worker's poll puts one entry in the Raft log per call.
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,15 +16,14 @@ import grpc
 
 from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import bounds, convert
+from raftsched.api.servicers.lease_poll import poll_for_grants
 from raftsched.api.status import StatusError, raise_for_result, translate_errors
-from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
 from raftsched.core import handlers_callbacks as hc
 from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey
 
-POLL_INTERVAL = 0.25
 MAX_WAIT = 30.0
 MAX_JOBS = 64
 DEFAULT_TTL = 120.0
@@ -49,38 +47,23 @@ class CallbackRpcs:
             limits.MAX_LEASE_TTL_SECONDS,
             default=DEFAULT_TTL,
         )
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait = min(wait, max(0.0, remaining - 1.0))
-        end = time.monotonic() + wait
-        base = bounds.request_id(request.request_id) or new_request_id()
-        attempt = 0
-        # The first proposal always goes out, and so does the next after a duplicate: a
-        # client retrying this call (failover) replays the proposals it may have made, so it
-        # gets back grants whose answer it lost instead of leaving them to expire.
-        replay = True
-        while True:
-            if replay or self._any_leasable():
-                command = self.ctx.make(
-                    c.LeaseCallbacks,
-                    f"{base}#{attempt}",
-                    worker_id=worker_id,
-                    max_jobs=max_jobs,
-                    lease_ttl_seconds=ttl,
-                )
-                attempt += 1
-                result = self.ctx.propose(command, context)
-                raise_for_result(result, detail=f"LeaseCallbacks refused ({result.reason})")
-                grants = tuple(result.value or ())
-                if grants:
-                    return worker_pb2.LeaseCallbacksResponse(jobs=[_lease_pb(g) for g in grants])
-                replay = bool(result.duplicate)
-                if replay:
-                    continue
-            left = end - time.monotonic()
-            if left <= 0 or self.signal.closed or not context.is_active():
-                return worker_pb2.LeaseCallbacksResponse()
-            time.sleep(min(POLL_INTERVAL, left))
+        grants = poll_for_grants(
+            self.ctx,
+            self.signal,
+            context,
+            name="LeaseCallbacks",
+            wait=wait,
+            request_id=bounds.request_id(request.request_id),
+            command_for=lambda request_id: self.ctx.make(
+                c.LeaseCallbacks,
+                request_id,
+                worker_id=worker_id,
+                max_jobs=max_jobs,
+                lease_ttl_seconds=ttl,
+            ),
+            any_leasable=self._any_leasable,
+        )
+        return worker_pb2.LeaseCallbacksResponse(jobs=[_lease_pb(g) for g in grants])
 
     def _any_leasable(self) -> bool:
         now = datetime.now(UTC)

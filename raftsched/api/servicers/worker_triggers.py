@@ -2,14 +2,12 @@
 HeartbeatTriggers and FireTriggers (a triggerer). docs/architecture.md §17.
 
 A triggerer is leased triggers like a worker tasks: the grant is the result of a committed
-``LeaseTriggers`` command (invariant 3), its token that command's log index. The long poll
-proposes once, then reads this node's replica for a leasable trigger every
-:data:`POLL_INTERVAL` and proposes again only when it sees one.
+``LeaseTriggers`` command (invariant 3), its token that command's log index. The long poll is
+the callback jobs' one (``lease_poll.py``).
 """
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,15 +15,14 @@ import grpc
 
 from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import bounds, convert
+from raftsched.api.servicers.lease_poll import poll_for_grants
 from raftsched.api.status import StatusError, raise_for_result, translate_errors
-from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
 from raftsched.core import handlers_triggers as htr
 from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey
 
-POLL_INTERVAL = 0.25
 MAX_WAIT = 30.0
 MAX_TRIGGERS = 1_000  # per LeaseTriggers call
 DEFAULT_TTL = 10.0
@@ -94,37 +91,23 @@ class TriggerRpcs:
         most = bounds.count("max_triggers", request.max_triggers, 1, MAX_TRIGGERS)
         wait = bounds.wait_seconds("wait_seconds", request.wait_seconds, MAX_WAIT)
         ttl = _ttl(request.lease_ttl_seconds)
-        remaining = context.time_remaining()
-        if remaining is not None:
-            wait = min(wait, max(0.0, remaining - 1.0))
-        end = time.monotonic() + wait
-        base = bounds.request_id(request.request_id) or new_request_id()
-        attempt = 0
-        replay = True  # as LeaseCallbacks: a retried call first replays its proposals
-        while True:
-            if replay or self._any_trigger_leasable():
-                command = self.ctx.make(
-                    c.LeaseTriggers,
-                    f"{base}#{attempt}",
-                    triggerer_id=triggerer_id,
-                    max_triggers=most,
-                    lease_ttl_seconds=ttl,
-                )
-                attempt += 1
-                result = self.ctx.propose(command, context)
-                raise_for_result(result, detail=f"LeaseTriggers refused ({result.reason})")
-                grants = tuple(result.value or ())
-                if grants:
-                    return worker_pb2.LeaseTriggersResponse(
-                        triggers=[_trigger_pb(g) for g in grants]
-                    )
-                replay = bool(result.duplicate)
-                if replay:
-                    continue
-            left = end - time.monotonic()
-            if left <= 0 or self.signal.closed or not context.is_active():
-                return worker_pb2.LeaseTriggersResponse()
-            time.sleep(min(POLL_INTERVAL, left))
+        grants = poll_for_grants(
+            self.ctx,
+            self.signal,
+            context,
+            name="LeaseTriggers",
+            wait=wait,
+            request_id=bounds.request_id(request.request_id),
+            command_for=lambda request_id: self.ctx.make(
+                c.LeaseTriggers,
+                request_id,
+                triggerer_id=triggerer_id,
+                max_triggers=most,
+                lease_ttl_seconds=ttl,
+            ),
+            any_leasable=self._any_trigger_leasable,
+        )
+        return worker_pb2.LeaseTriggersResponse(triggers=[_trigger_pb(g) for g in grants])
 
     def _any_trigger_leasable(self) -> bool:
         now = datetime.now(UTC)
