@@ -91,6 +91,11 @@ def serve(stdin: BinaryIO, stdout: BinaryIO, extra: int = 0) -> int:
 
 
 def main(argv: list[str]) -> int:
+    from raftsched import taskenv
+
+    # First: exec made this process dumpable, and every attempt's declared secrets pass
+    # through its memory (its render context): a task of the same user must not read it.
+    taskenv.protect_this_process()
     import raftsched.dags.templating  # noqa: F401 - imported before the limit applies
 
     extra = 0

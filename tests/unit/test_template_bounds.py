@@ -319,3 +319,48 @@ def test_a_real_worker_attempt_fails_with_the_reason_and_stays_small() -> None:
     assert result["success"] is False
     assert "a width of 300000000 is too large" in result["message"], result
     assert result["peak_mb"] < 200, result
+
+
+DUMPABLE_CHECK = """
+import os
+from raftsched.dags import render_limits
+helper = render_limits._Helper()
+proc = helper._start()
+print(os.stat(f"/proc/{proc.pid}/environ").st_uid)
+helper._stop()
+"""
+
+
+def test_the_render_helper_is_not_readable_by_its_own_user() -> None:
+    """Every attempt's declared secrets pass through the helper's memory: run as an ordinary
+    user, the helper's /proc files must be root's (non-dumpable), not that user's."""
+    import os
+    import shutil
+    import sysconfig
+    import tempfile
+    from pathlib import Path
+
+    system_python, setpriv = "/usr/bin/python3.11", shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None or not os.access(system_python, os.X_OK):
+        pytest.skip("needs root, setpriv and the system python3.11 (CI has them)")
+    folder = Path(tempfile.mkdtemp(prefix="raftsched-dumpable-", dir="/tmp"))  # nobody enters
+    folder.chmod(0o755)
+    script = folder / "check.py"
+    script.write_text(DUMPABLE_CHECK)
+    script.chmod(0o644)
+    repo = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join((str(repo), sysconfig.get_paths()["purelib"]))
+    as_nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "env"]
+    try:
+        done = subprocess.run(
+            [*as_nobody, f"PYTHONPATH={path}", "HOME=/tmp", system_python, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if done.returncode != 0:
+        pytest.skip(f"the system python cannot run raftsched as nobody: {done.stderr[-300:]}")
+    assert done.stdout.split()[-1] == "0", done.stdout
