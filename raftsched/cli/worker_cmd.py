@@ -212,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             log.exception("worker stopped by an unexpected error")
             failed.append(err)
 
+    worker.metrics.serve(cfg.metrics_host, cfg.metrics_port)  # [worker] metrics_port 0: off
     thread = threading.Thread(target=loop, name="worker-loop")
     thread.start()
     try:
@@ -222,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         client.close()  # ends any call still under way (each was bounded once stopping)
         poll_client.close()
+        worker.metrics.close()
     if failed and isinstance(failed[0], WorkerRejected):
         raise failed[0]
     return 1 if failed else 0

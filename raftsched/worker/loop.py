@@ -49,6 +49,7 @@ from raftsched.worker.heartbeats import (
     _Running,
 )
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
+from raftsched.worker.metrics import WorkerMetrics
 from raftsched.worker.next_leases import NextLeases
 from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
@@ -114,6 +115,8 @@ class Worker(NextLeases, DeathReport, Heartbeats):
         self.window = ttl - self.margin  # an attempt unheartbeated this long is killed
         self._beats = threading.Semaphore(MAX_BEATS_IN_FLIGHT)
         self._armed = False  # the supervisor's death report (worker.death_report)
+        self.metrics = WorkerMetrics()  # served by the CLI when [worker] metrics_port is set
+        self.metrics.watch(self)
         # Outcomes that end together share a call, which leases their slots again (#11)
         self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running, leasing=self)
         # Callback jobs run on a thread of their own (worker.callback_runner)
@@ -241,6 +244,7 @@ class Worker(NextLeases, DeathReport, Heartbeats):
             extra=task_context(a.key, a.try_number),
         )
         outcome = Outcome(False, None, "the worker could not run the task")
+        self.metrics.started.inc()
         try:
             try:  # the values it declared, just before it starts (worker.task_secrets)
                 r.attempt.assignment = with_secrets(self.transport, self.worker_id, a)
@@ -257,6 +261,7 @@ class Worker(NextLeases, DeathReport, Heartbeats):
     def _finish(self, r: _Running, outcome: Outcome) -> None:
         r.ended = True
         a, took = r.assignment, time.monotonic() - r.started
+        self.metrics.outcome(r, outcome)
         try:
             if r.lost:
                 r.shipper.close(timeout=0)
