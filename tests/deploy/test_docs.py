@@ -120,6 +120,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
     "simulation (tests/unit/test_sim_seeds.py runs the CI seeds)",
     ("Rebuilding a cluster from the database", r"raftsched"): "rewrites every node's Raft files "
     "(tests/integration/test_cluster_rebuild.py)",
+    ("Metrics and logs", r"curl -s http://127\.0\.0\.1:7401/"): "a running worker's metrics "
+    "(tests/integration/test_queues_e2e.py scrapes a real worker's while it runs a task)",
     ("Layout", r""): "not commands: the tree of the repository",
     ("Benchmarks", r""): "minutes each, on purpose outside CI",
 }
