@@ -1,12 +1,15 @@
 """Retries and backoff, in one place, on tenacity.
 
-Three shapes cover raftsched's loops outside the Raft core and the worker:
+Three shapes cover raftsched's retry loops (the API client, the standalone supervisor, the
+proposer, the materializer, the worker's lease and outcome calls, its callback runner and its
+death report; the Raft core keeps no clock):
 
 - :func:`backoff`: the wait before retry number *n* (1-based), ``initial * 2**(n-1)`` capped at
   ``maximum``; with ``jitter``, a uniform draw below that ("full jitter", so that clients that
   failed together do not retry together). For loops that do more between tries than call one
   function (the API client rotates through nodes and waits only after a full round; the
-  standalone supervisor restarts a child at a time it records).
+  standalone supervisor restarts a child at a time it records; the worker's loops wait on a
+  stop event, or only while a lease or grace period lasts).
 - :func:`until`: call a function every ``every`` seconds while it raises an error that
   ``retry_on`` accepts, for up to ``deadline`` seconds; then :class:`GaveUp` (any other error
   passes through at once).

@@ -77,3 +77,33 @@ def test_poll_returns_the_first_done_result_or_the_last_one() -> None:
 
     last = retry.poll(refused, done=lambda a: False, deadline=0.05, every=0.01)
     assert last == f"refused {len(calls)}" and len(calls) >= 2
+
+
+def _doubling(initial: float, maximum: float, count: int) -> list[float]:
+    """The hand-written loops retry.backoff replaced: start at initial, double, cap."""
+    out, delay = [], initial
+    for _ in range(count):
+        out.append(delay)
+        delay = min(maximum, delay * 2)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("where", "initial", "maximum"),
+    [
+        ("proposer: immediate refusals", 0.02, 0.5),
+        ("worker and callback runner: lease calls", 0.5, 5.0),
+        ("worker and callback runner: outcome reports", 0.2, 5.0),
+        ("the death report (_last_words)", 0.1, 1.0),
+    ],
+)
+def test_each_converted_loop_waits_as_it_did(where: str, initial: float, maximum: float) -> None:
+    delays = [retry.backoff(n, initial=initial, maximum=maximum) for n in range(1, 12)]
+    assert delays == _doubling(initial, maximum, 11), where
+
+
+def test_the_materializer_waits_as_it_did() -> None:
+    from raftsched.cluster.materializer_driver import BACKOFF_MAX, BACKOFF_MIN, MaterializerDriver
+
+    delays = [MaterializerDriver._backoff(n) for n in range(1, 12)]
+    assert delays == _doubling(BACKOFF_MIN, BACKOFF_MAX, 11)
