@@ -13,6 +13,8 @@ death report; the Raft core keeps no clock):
 - :func:`until`: call a function every ``every`` seconds while it raises an error that
   ``retry_on`` accepts, for up to ``deadline`` seconds; then :class:`GaveUp` (any other error
   passes through at once).
+- :func:`until_async`: :func:`until` for a coroutine function, waiting with ``asyncio.sleep``
+  (the triggerer's loop), with ``on_retry(error)`` before each wait.
 - :func:`poll`: call a function every ``every`` seconds until ``done(result)`` or
   ``deadline`` seconds passed; the last result either way.
 
@@ -23,7 +25,7 @@ with the others.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import tenacity
@@ -56,6 +58,33 @@ def until(
         retry=tenacity.retry_if_exception(retry_on),
     )
     return retrying(fn)
+
+
+async def until_async(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    deadline: float,
+    every: float,
+    retry_on: Callable[[BaseException], bool],
+    on_retry: Callable[[BaseException], None] | None = None,
+) -> T:
+    """:func:`until` for ``await fn()``; ``on_retry(error)`` before each wait. An error
+    ``retry_on`` refuses (``asyncio.CancelledError``: refuse it) passes through at once."""
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        if on_retry is not None and state.outcome is not None:
+            on_retry(state.outcome.exception())  # type: ignore[arg-type]
+
+    async def call() -> T:  # a coroutine function: tenacity awaits only those
+        return await fn()
+
+    retrying = tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_delay(deadline),
+        wait=tenacity.wait_fixed(every),
+        retry=tenacity.retry_if_exception(retry_on),
+        before_sleep=before_sleep,
+    )
+    return await retrying(call)
 
 
 def poll(fn: Callable[[], T], *, done: Callable[[T], bool], deadline: float, every: float) -> T:

@@ -107,3 +107,45 @@ def test_the_materializer_waits_as_it_did() -> None:
 
     delays = [MaterializerDriver._backoff(n) for n in range(1, 12)]
     assert delays == _doubling(BACKOFF_MIN, BACKOFF_MAX, 11)
+
+
+def test_until_async_retries_reports_each_retry_and_gives_up() -> None:
+    import asyncio
+
+    calls: list[int] = []
+    seen: list[str] = []
+
+    async def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise Flaky(f"try {len(calls)}")
+        return "ok"
+
+    async def always() -> str:
+        raise Flaky("never")
+
+    def accept(err: BaseException) -> bool:
+        return isinstance(err, Flaky)
+
+    result = asyncio.run(
+        retry.until_async(
+            flaky, deadline=10, every=0.01, retry_on=accept, on_retry=lambda e: seen.append(str(e))
+        )
+    )
+    assert (result, len(calls), seen) == ("ok", 3, ["try 1", "try 2"])
+    with pytest.raises(retry.GaveUp) as gave_up:
+        asyncio.run(retry.until_async(always, deadline=0.05, every=0.01, retry_on=accept))
+    assert str(gave_up.value.last_attempt.exception()) == "never"
+
+
+def test_until_async_passes_a_cancellation_through() -> None:
+    import asyncio
+
+    async def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    def accept(err: BaseException) -> bool:
+        return isinstance(err, Exception)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(retry.until_async(cancelled, deadline=10, every=0.01, retry_on=accept))
