@@ -6,11 +6,14 @@ servers``; the token likewise from ``--token``, ``$RAFTSCHED_TOKEN``, ``[worker]
 task queues it leases from: only tasks whose ``queue=`` is one of them; "default" when not
 set). TLS is on when ``[api] tls_ca`` is set.
 
-Logs one line per attempt start and finish on stderr. SIGTERM or Ctrl-C: stop leasing, let
-running attempts finish for up to ``[worker] grace_period`` seconds, then kill them and hand
-their leases back; exit 0, a few seconds after the grace period at most, even when no node
-answers any more. ``--noop`` (benchmarks): complete every lease at once without
-running anything; ``--record FILE`` appends one JSON line per lease with the moment it arrived.
+Serves its Prometheus metrics on ``[worker] metrics_host:metrics_port`` (127.0.0.1:7401;
+``worker/metrics.py``). Logs one line per attempt start and finish on stderr.
+
+SIGTERM or Ctrl-C: stop leasing, let running attempts finish for up to ``[worker]
+grace_period`` seconds, then kill them and hand their leases back; exit 0, a few seconds after
+the grace period at most, even when no node answers any more. ``--noop`` (benchmarks):
+complete every lease at once without running anything; ``--record FILE`` appends one JSON line
+per lease with the moment it arrived.
 """
 
 from __future__ import annotations
