@@ -57,9 +57,14 @@ def apply_set_secret(state: SchedulerState, cmd: c.SetSecret, now: datetime, ind
         return Result(False, r.STATE_CHANGED, cmd.key)  # changed (or deleted) since it was read
     if old is None and len(state.secrets) >= lim.MAX_SECRETS:
         return Result(False, TOO_MANY_SECRETS, f"at most {lim.MAX_SECRETS} variables/connections")
-    if old is not None and (old.ciphertext, old.description) == (cmd.ciphertext, cmd.description):
+    dags = getattr(cmd, "dags", ())  # absent in entries written by older releases
+    if old is not None and (old.ciphertext, old.description, old.dags) == (
+        cmd.ciphertext,
+        cmd.description,
+        dags,
+    ):
         return Result(True, r.UNCHANGED, cmd.key)
-    record = SecretRecord(cmd.ciphertext, cmd.description, now)
+    record = SecretRecord(cmd.ciphertext, cmd.description, now, dags)
     state.secrets.put(ref, record)
     persisted.emit_secret(state, ref, record, now)
     return Result(True, "", cmd.key)
