@@ -300,7 +300,7 @@ def _read_on_demand(cluster: ApiCluster, client, seen: Path) -> None:  # type: i
         )
         for task in ("templated", "python")
     }
-    assert "bash reads ***" in logs["templated"]
+    assert "bash reads *** at od.example as ***" in logs["templated"]
     assert "python reads *** password *** team ***" in logs["python"]
     tis = client.dags.ListTaskInstances(
         dag_pb2.ListTaskInstancesRequest(dag_id="on_demand", run_id=run_id)
