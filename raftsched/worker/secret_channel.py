@@ -129,13 +129,17 @@ class SecretChannel:
 
     def _handle(self, conn: socket.socket) -> None:
         conn.settimeout(IO_TIMEOUT)
+        try:
+            kind, name = _request(conn)  # read first: a peer that gets an answer sent it all
+        except ReadRefused as err:
+            _reply(conn, {"error": str(err), "code": err.code})
+            return
         why = self._peer_refusal(conn)
         if why is not None:
             log.warning("on-demand secret request refused: %s", why)
             _reply(conn, {"error": why, "code": REFUSED})
             return
         try:
-            kind, name = _request(conn)
             value = self._read(kind, name)
         except ReadRefused as err:
             _reply(conn, {"error": str(err), "code": err.code})

@@ -159,3 +159,52 @@ def test_a_stream_masker_masks_values_added_while_it_runs() -> None:
     assert masker.feed("before secret-9876 ") == "before secret-9876 "
     masker.add(["secret-9876"])
     assert masker.feed("after secret-98") + masker.feed("76\n") + masker.flush() == ("after ***\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="run_as_user: needs root")
+def test_under_run_as_user_the_socket_is_the_task_users_and_only_it_may_read() -> None:
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    resolver, leader, masked = Resolver(), [], []
+    channel = _channel(resolver, leader, masked, uid=nobody.pw_uid)
+    assert os.stat(channel.dir).st_uid == os.stat(channel.path).st_uid == nobody.pw_uid
+    with sc.serving(channel):
+        # a process of the attempt's session, but of the worker's user: refused
+        answer = _ask_from_session(channel, leader)
+        assert answer["code"] == sc.REFUSED and "not the task's" in answer["error"]
+        leader.clear()
+        env = {"PYTHONPATH": ROOT, "PATH": os.environ.get("PATH", ""), **channel.env()}
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", CHILD],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                user=nobody.pw_uid,
+                group=nobody.pw_gid,
+                extra_groups=[],
+            )
+        except PermissionError:
+            pytest.skip("nobody may not run this checkout's Python (the refusal was checked)")
+        leader.append(proc.pid)
+        out, err = proc.communicate(timeout=60)
+    if proc.returncode != 0 and b"Permission denied" in err:
+        pytest.skip("nobody cannot read this checkout (the refusal was checked)")
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["x"] == "value-x-1234"
+
+
+def _ask_from_session(channel: sc.SecretChannel, leader: list[int]) -> dict:  # type: ignore[type-arg]
+    code = (
+        "import socket,sys;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+        's.sendall(b\'{"kind": "variable", "name": "X"}\\n\');'
+        "sys.stdout.write(s.makefile().readline())"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, channel.path], stdout=subprocess.PIPE, start_new_session=True
+    )
+    leader.append(proc.pid)
+    out, _ = proc.communicate(timeout=30)
+    return json.loads(out)
