@@ -2,8 +2,9 @@
 
 The state holds each value as a Fernet token only (``commands.SetSecret``): the API node that
 took the request encrypted it, and decrypts only for an admin who asks to reveal it or for a
-worker that holds the lease of a task declaring it. So the Raft log, the journal files, the
-snapshots and the digest see ciphertext, never a value.
+worker that holds the lease of a task declaring it or reading it on demand (``secret_reads``),
+of a DAG it is not restricted away from (``SetSecret.dags``, ``secret_policy``). So the Raft
+log, the journal files, the snapshots and the digest see ciphertext, never a value.
 
 The table (``secret_table.SecretTable``) joins the digest (one ``fp_secret`` per entry) and the
 snapshot only when it has entries: a state that never had a variable digests and snapshots

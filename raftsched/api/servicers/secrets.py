@@ -2,7 +2,9 @@
 
 This node holds the Fernet keys (``[secrets] fernet_key``): it encrypts a value it is given
 and proposes ``SetSecret`` with the ciphertext; it decrypts only for an admin's ``reveal`` and
-for a worker that holds the live lease of a task declaring the name (``ResolveSecrets``). An
+for a worker that holds the live lease of a task declaring the name, or reading it on demand
+once ``ReadSecrets`` committed (``ResolveSecrets``, ``on_demand_secrets.py``), of a DAG the
+name is not restricted away from (``core/secret_policy.py``). An
 operator's ``GetSecret`` of a connection shows its parts with every credential part (password,
 path past its first segment, query values, fragment: ``secrets.masked_connection``) masked.
 Nothing here logs a value, and no error message quotes one. A node without a key refuses every
