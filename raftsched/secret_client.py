@@ -24,7 +24,8 @@ from raftsched.errors import RaftschedError
 
 SOCKET_ENV = "RAFTSCHED_SECRETS_SOCKET"  # worker/secret_channel.py's
 TIMEOUT = 60.0  # seconds: the worker commits a Raft entry before it answers
-MAX_REPLY_BYTES = 4 * MAX_SECRET_VALUE_CHARS * 2 + 4096  # JSON-escaped UTF-8, and the error
+# A value's JSON text: each character at most 12 bytes ("\ud83d\ude00"), and room for an error
+MAX_REPLY_BYTES = 12 * MAX_SECRET_VALUE_CHARS + 4096
 _cache: dict[tuple[str, str], str] = {}
 
 

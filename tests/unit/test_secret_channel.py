@@ -208,3 +208,12 @@ def _ask_from_session(channel: sc.SecretChannel, leader: list[int]) -> dict:  # 
     leader.append(proc.pid)
     out, _ = proc.communicate(timeout=30)
     return json.loads(out)
+
+
+def test_the_longest_value_of_astral_characters_fits_the_reply() -> None:
+    from raftsched import secret_client
+    from raftsched.core.limits import MAX_SECRET_VALUE_CHARS
+
+    value = "\U0001f600" * MAX_SECRET_VALUE_CHARS
+    reply = json.dumps({"value": value}).encode() + b"\n"
+    assert len(reply) <= secret_client.MAX_REPLY_BYTES
