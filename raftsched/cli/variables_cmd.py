@@ -144,7 +144,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         "key": secret.key,
         "description": secret.description,
         "updated_at": to_dict(secret).get("updated_at"),
-        "dags": ",".join(secret.dags) or "(every DAG)",
+        "dags": list(secret.dags),  # the DAGs that may read it; []: every DAG
         "value": secret.value if args.reveal else secret.masked,
     }
     if args.kind == "connection":
@@ -166,6 +166,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         emit(data, output="json")
     else:
         width = max(len(k) for k in data)
+        data["dags"] = ",".join(data["dags"]) or "(every DAG)"
         for name, value in data.items():
             print(f"{name.ljust(width)}  {'' if value is None else value}")
     return 0

@@ -267,6 +267,9 @@ def _read_on_demand(cluster: ApiCluster, client, seen: Path) -> None:  # type: i
         assert cli([*base, "-o", "json", "variables", "list"]) == 0
     listed = {v["key"]: v["dags"] for v in json.loads(out.getvalue())["variables"]}
     assert listed["TEAM_VAR"] == "on_demand" and listed["OD_VAR"] == ""
+    with redirect_stdout(io.StringIO()) as out:
+        assert cli([*base, "-o", "json", "variables", "get", "TEAM_VAR"]) == 0
+    assert json.loads(out.getvalue())["dags"] == ["on_demand"]
 
     conf = json.dumps({"out": str(seen)})
     trigger = dag_pb2.TriggerDagRequest(dag_id="on_demand", conf_json=conf)
