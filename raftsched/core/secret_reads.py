@@ -85,6 +85,8 @@ def apply_read_secrets(
         return Result(False, r.WRONG_WORKER, cmd.worker_id)
     if lease.expires_at <= now:
         return Result(False, LEASE_EXPIRED, cmd.token)
+    if state.outbox.is_full():  # its records go to the DB: refused like a log append
+        return Result(False, r.OUTBOX_FULL, state.outbox_size)
     for name in cmd.names:  # all or nothing: check every name before recording any
         record = state.secrets.get((cmd.kind, name))
         if record is None:

@@ -22,6 +22,7 @@ from raftsched.api.gen import common_pb2, secret_pb2
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.servicers.secrets import SecretServicer
 from raftsched.core import commands as c
+from raftsched.core import results as r
 from raftsched.core import secret_reads as sr
 from raftsched.core.versions import RELEASE
 
@@ -140,3 +141,12 @@ def test_set_compares_the_dags_list_shows_them_and_rotation_keeps_them(api: Secr
     record = api.sim.state.secrets.get(("variable", "TEAM"))
     assert record.dags == ("d",)
     assert Fernet(NEW_KEY.encode()).decrypt(record.ciphertext.encode()) == b"v-1234"
+
+
+def test_a_full_outbox_is_resource_exhausted(api: Secrets) -> None:
+    api.set("OPEN", "open-value")
+    lease = api.lease("d")
+    api.proposer.answer = r.Result(False, r.OUTBOX_FULL, 200_000)
+    _, err = api.resolve(lease, ["OPEN"], on_demand=True)
+    assert err is not None and err.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "try the read again later" in err.details

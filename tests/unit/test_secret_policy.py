@@ -190,3 +190,12 @@ def test_a_read_is_bounded_before_it_is_applied() -> None:
     sim = _sim()
     result = sim.apply(sr.ReadSecrets(**{**base, "request_id": "x"}, kind="v", names=("X",)))
     assert result.reason == r.INVALID  # refused by apply too, nothing changed
+
+
+def test_a_read_waits_while_the_outbox_is_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    sim = _sim()
+    assert _set(sim, "X").ok
+    grant = _leased(sim, "d")
+    monkeypatch.setattr(type(sim.state.outbox), "is_full", lambda self: True)
+    assert _read(sim, grant, ("X",)).reason == r.OUTBOX_FULL
+    assert _reads(sim.state) == []

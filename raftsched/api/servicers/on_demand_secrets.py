@@ -84,6 +84,11 @@ def _refused(result: Any, kind: str, key: TaskKey, token: int) -> StatusError:
             f"no live lease of {key.dag_id}/{key.run_id}/{key.task_id} with token {token}"
             f" held by this worker ({result.reason})",
         )
+    if result.reason == r.OUTBOX_FULL:
+        return StatusError(
+            Code.RESOURCE_EXHAUSTED,
+            "the cluster's outbox is full (its database is behind): try the read again later",
+        )
     return StatusError(Code.FAILED_PRECONDITION, f"{kind} read refused: {result.reason}")
 
 
