@@ -52,8 +52,10 @@ from raftsched.worker.heartbeats import (
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
 from raftsched.worker.metrics import WorkerMetrics
 from raftsched.worker.next_leases import NextLeases
+from raftsched.worker.on_demand import channel_for
 from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
+from raftsched.worker.secret_channel import serving
 from raftsched.worker.task_secrets import with_secrets
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
@@ -253,8 +255,10 @@ class Worker(NextLeases, DeathReport, Heartbeats):
                 r.attempt.assignment = with_secrets(self.transport, self.worker_id, a)
             except RaftschedError as err:
                 outcome = Outcome(False, None, f"cannot read its variables/connections: {err}")
-            else:
-                outcome = r.attempt.run()
+            else:  # undeclared ones it reads on demand (worker/secret_channel.py)
+                channel = channel_for(self.transport, self.worker_id, r.attempt)
+                with serving(channel):
+                    outcome = r.attempt.run()
         except Exception as err:
             log.exception("running %s failed", describe(a.key))
             outcome = Outcome(False, None, f"the worker could not run the task: {err}")
