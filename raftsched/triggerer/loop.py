@@ -18,6 +18,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from raftsched.core.model import TaskKey
@@ -127,11 +128,12 @@ class Triggerer:
     async def _run_one(self, held: _Held) -> None:
         grant = held.grant
         try:
-            event = await run_trigger(grant.kind, grant.args_json, grant.fileloc)
+            help = _Help(self.transport, grant)
+            event = await run_trigger(grant.kind, grant.args_json, grant.fileloc, help)
             firing = Firing(grant.key, grant.token, event_json=event)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except Exception:
+        except BaseException:  # SystemExit too: asyncio would let it out and stop the loop
             self.counters.errors += 1
             error = traceback.format_exc()[-MAX_ERROR_CHARS:]
             log.info("trigger of %s raised: %s", grant.key, error.strip().splitlines()[-1])
@@ -202,3 +204,20 @@ class Triggerer:
     def _current(self, firing: Firing) -> bool:
         held = self._held.get(firing.key)
         return held is not None and held.grant.token == firing.token
+
+
+class _Help:
+    """What a trigger may ask the cluster (``cluster_triggers.ClusterHelp``), always under
+    its own lease: the node refuses once that lease is not this triggerer's."""
+
+    def __init__(self, transport: Any, grant: TriggerGrant) -> None:
+        self.transport, self.grant = transport, grant
+
+    def connection(self, conn_id: str) -> str:
+        return str(self.transport.resolve_connection(self.grant.key, self.grant.token, conn_id))
+
+    def external_state(
+        self, dag_id: str, logical_date: datetime, task_ids: list[str]
+    ) -> tuple[bool, str, list[str]]:
+        key, token = self.grant.key, self.grant.token
+        return self.transport.external_state(key, token, dag_id, logical_date, task_ids)  # type: ignore[no-any-return]

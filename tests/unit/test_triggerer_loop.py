@@ -133,3 +133,40 @@ def test_the_http_trigger_fires_on_the_status_and_body_it_waits_for() -> None:
             asyncio.run(triggers.run_trigger("http", '{"url": "file:///etc/passwd"}', "/d.py"))
     finally:
         server.shutdown()
+
+
+def test_a_trigger_that_raises_anything_fails_its_task_never_the_triggerer(
+    tmp_path: Path,
+) -> None:
+    """A user trigger raising mid-wait (even SystemExit, which asyncio would let out of the
+    loop) is reported with its traceback; the triggerer runs on and fires the others."""
+    (tmp_path / "bad_triggers.py").write_text(
+        "import asyncio, sys\n"
+        "class Boom:\n"
+        "    async def run(self):\n"
+        "        await asyncio.sleep(0.2)\n"
+        "        raise RuntimeError('boom in run')\n"
+        "class Quits:\n"
+        "    async def run(self):\n"
+        "        await asyncio.sleep(0.2)\n"
+        "        sys.exit(3)\n"
+    )
+    fileloc = str(tmp_path / "dag.py")
+    later = (datetime.now(UTC) + timedelta(seconds=1)).isoformat()
+    cluster = FakeCluster(
+        [
+            TriggerGrant(TaskKey("d", "r", "boom"), 7, 1, "user:bad_triggers.Boom", "{}", fileloc),
+            TriggerGrant(TaskKey("d", "r", "quit"), 7, 1, "user:bad_triggers.Quits", "{}", fileloc),
+            grant("time", "time", {"moment": later}),
+        ]
+    )
+    triggerer = Triggerer(cluster, TriggererSettings(heartbeat_interval=0.1, poll_wait=0.05))
+    run_until(triggerer, lambda: len(cluster.fired) == 3)
+    by_task = {f.key.task_id: f for f in cluster.fired}
+    assert (
+        "Traceback" in by_task["boom"].error
+        and "RuntimeError: boom in run" in by_task["boom"].error
+    )
+    assert "SystemExit: 3" in by_task["quit"].error
+    assert json.loads(by_task["time"].event_json) == later
+    assert (triggerer.counters.fired, triggerer.counters.errors) == (1, 2)
