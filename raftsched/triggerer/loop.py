@@ -28,6 +28,7 @@ from raftsched.triggerer.triggers import run_trigger
 log = logging.getLogger("raftsched.triggerer")
 
 MAX_FIRINGS_PER_CALL = 500
+HEARTBEAT_BATCH = 5_000  # refs per HeartbeatTriggers (the cluster takes 10,000 per command)
 MAX_ERROR_CHARS = 60_000
 
 
@@ -145,16 +146,21 @@ class Triggerer:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.heartbeat_interval)
-            refs = [(key, held.grant.token) for key, held in self._held.items()]
-            if not refs:
-                continue
+            every = [(key, held.grant.token) for key, held in self._held.items()]
+            for start in range(0, len(every), HEARTBEAT_BATCH):
+                await self._renew(every[start : start + HEARTBEAT_BATCH])
+
+    async def _renew(self, refs: list[tuple[TaskKey, int]]) -> None:
+        """One HeartbeatTriggers call: a command holds at most MAX_ITEMS_PER_COMMAND refs,
+        so a triggerer holding more renews them in batches."""
+        if refs:
             try:
                 answers = await asyncio.to_thread(self.transport.heartbeat, refs)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
                 log.info("HeartbeatTriggers failed: %s", err)
-                continue
+                return
             for (key, token), ok in zip(refs, answers, strict=False):
                 held = self._held.get(key)
                 if ok or held is None or held.grant.token != token:

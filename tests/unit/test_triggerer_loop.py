@@ -170,3 +170,27 @@ def test_a_trigger_that_raises_anything_fails_its_task_never_the_triggerer(
     assert "SystemExit: 3" in by_task["quit"].error
     assert json.loads(by_task["time"].event_json) == later
     assert (triggerer.counters.fired, triggerer.counters.errors) == (1, 2)
+
+
+def test_renewals_go_in_batches_a_command_can_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from raftsched.triggerer import loop
+
+    monkeypatch.setattr(loop, "HEARTBEAT_BATCH", 2)
+    waiting = [
+        grant(f"w{i}", "file", {"filepath": str(tmp_path / "never"), "poke_interval": 1})
+        for i in range(5)
+    ]
+    cluster = FakeCluster(waiting)
+    batches: list[list[TaskKey]] = []
+    renew = cluster.heartbeat
+
+    def heartbeat(refs: list[tuple[TaskKey, int]]) -> list[bool]:
+        batches.append([key for key, _ in refs])
+        return renew(refs)
+
+    cluster.heartbeat = heartbeat  # type: ignore[method-assign]
+    triggerer = Triggerer(cluster, TriggererSettings(heartbeat_interval=0.1, poll_wait=0.05))
+    run_until(triggerer, lambda: len({k for b in batches for k in b}) == 5 and len(batches) >= 3)
+    assert max(len(b) for b in batches) == 2
