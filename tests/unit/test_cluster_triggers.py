@@ -383,3 +383,62 @@ def test_external_task_sensor_always_defers_on_the_other_runs_date(
     assert _sensor("e", "delta")(sensor=config, event=done) == done
     with pytest.raises(AirflowSkipException):
         _sensor("e", "delta")(sensor=config, event={"state": "x", "outcome": "__skipped__"})
+
+
+def test_http_sensor_pokes_defers_and_keeps_credentials_out_of_the_log(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import http.server
+
+    from raftsched.airflow.providers.http.sensors.http import HttpSensor
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ready = self.path.startswith("/ready")
+            self.send_response(200 if ready else 404)
+            self.end_headers()
+            self.wfile.write(b'{"ok": true}' if ready else b"no")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with DAG("h", schedule=None, start_date=START) as d:
+            HttpSensor(task_id="full", endpoint=f"{base}/ready", poke_interval=1)
+            HttpSensor(
+                task_id="conn",
+                http_conn_id="api",
+                endpoint="later",
+                request_params={"q": 1},
+                deferrable=True,
+                poke_interval=1,
+            )
+            HttpSensor(
+                task_id="checked",
+                http_conn_id="api",
+                endpoint="ready",
+                response_check=lambda r: r.json()["ok"] is False,
+                deferrable=True,
+                poke_interval=1,
+            )
+        specs = {s.task_id: s for s in d.to_spec().tasks}
+        assert sx.declared(specs["full"].env) == ([], [])
+        assert sx.declared(specs["conn"].env) == ([], ["api"])
+        config = {t: json.loads(s.kwargs_json)["sensor"] for t, s in specs.items()}
+        assert _sensor("h", "full")(sensor=config["full"]) is None
+        monkeypatch.setenv(sx.conn_env("api"), base.replace("http://", "http://u:secret@"))
+        with pytest.raises(TaskDeferred) as resched:  # credentials: no trigger carries them
+            _sensor("h", "conn")(sensor=config["conn"])
+        assert resched.value.trigger.kind == "time"
+        monkeypatch.setenv(sx.conn_env("api"), base)
+        with pytest.raises(TaskDeferred) as deferred:
+            _sensor("h", "conn")(sensor=config["conn"])
+        assert deferred.value.trigger.args()["url"] == f"{base}/later?q=1"
+        with pytest.raises(TaskDeferred):  # fired, but its response_check still says no
+            _sensor("h", "checked")(sensor=config["checked"], event={"status": 200})
+    finally:
+        server.shutdown()
+        server.server_close()
