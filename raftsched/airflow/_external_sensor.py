@@ -7,7 +7,8 @@ The other run's state is the cluster's, and a task's process holds no token to r
 attempt always defers on an ``external`` trigger (whatever ``mode`` and ``deferrable`` say),
 whose triggerer asks the cluster under the trigger's lease, so the wait holds no worker slot.
 Reaching one of ``failed_states`` fails the task (the trigger raises: its message is in the
-task's log); ``skipped_states`` skips it. ``timeout`` fails it (``soft_fail``: skips).
+task's log); ``skipped_states`` skips it. ``timeout`` fails it (through the trigger's timeout:
+``soft_fail`` does not turn that into a skip).
 """
 
 from __future__ import annotations
