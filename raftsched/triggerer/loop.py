@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from raftsched.core import handlers_triggers as htr
 from raftsched.core.model import TaskKey
+from raftsched.core.xcom import MAX_XCOM_BYTES
+from raftsched.errors import LimitExceeded
 from raftsched.triggerer.transport import Firing, TriggerGrant
 from raftsched.triggerer.triggers import run_trigger
 
@@ -30,6 +33,7 @@ log = logging.getLogger("raftsched.triggerer")
 MAX_FIRINGS_PER_CALL = 500
 HEARTBEAT_BATCH = 5_000  # refs per HeartbeatTriggers (the cluster takes 10,000 per command)
 MAX_ERROR_CHARS = 60_000
+MAX_EVENT_BYTES = MAX_XCOM_BYTES  # FireTriggers' bound on an event (core/handlers_triggers.py)
 
 
 @dataclass
@@ -131,7 +135,8 @@ class Triggerer:
         try:
             help = _Help(self.transport, grant)
             event = await run_trigger(grant.kind, grant.args_json, grant.fileloc, help)
-            firing = Firing(grant.key, grant.token, event_json=event)
+            firing = _checked(Firing(grant.key, grant.token, event_json=event))
+            self.counters.errors += bool(firing.error)
         except (asyncio.CancelledError, KeyboardInterrupt):
             raise
         except BaseException:  # SystemExit too: asyncio would let it out and stop the loop
@@ -210,6 +215,18 @@ class Triggerer:
     def _current(self, firing: Firing) -> bool:
         held = self._held.get(firing.key)
         return held is not None and held.grant.token == firing.token
+
+
+def _checked(firing: Firing) -> Firing:
+    """The firing, or an error firing when its event is one FireTriggers would refuse (over
+    64 KiB, nested too deep): the cluster refuses the whole call for one such event, which
+    would hold back every firing beside it until their leases expired, again and again."""
+    try:
+        htr.check_json_text("event", firing.event_json, MAX_EVENT_BYTES, obj=False)
+    except LimitExceeded as err:
+        error = f"TriggerError: the trigger's event was refused: {err}"
+        return Firing(firing.key, firing.token, error=error)
+    return firing
 
 
 class _Help:
