@@ -63,7 +63,11 @@ async def sql_trigger(args: dict[str, Any], help: ClusterHelp) -> Any:
     truthy, interval = bool(args.get("first_cell_truthy", False)), _interval(args, 5.0)
     uri = local_connection(conn_id) or await asyncio.to_thread(help.connection, conn_id)
     while True:
-        row = await asyncio.to_thread(first_row, uri, sql, parameters)
+        try:
+            row = await asyncio.to_thread(first_row, uri, sql, parameters)
+        except Exception as err:  # its text goes to the task's log: no credential in it
+            text = sx.mask_text(f"{type(err).__name__}: {err}", sx.mask_values(sx.CONNECTION, uri))
+            raise TriggerError(f"the SQL check on connection {conn_id} failed: {text}") from None
         if row_done(row, first_cell_truthy=truthy):
             return {"row": row}
         await asyncio.sleep(interval)

@@ -442,3 +442,12 @@ def test_http_sensor_pokes_defers_and_keeps_credentials_out_of_the_log(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_failing_sql_check_raises_without_the_connections_credentials() -> None:
+    help = Help("postgresql://u:hunter2-secret@127.0.0.1:1/db?sslmode=disable")
+    args = SqlTrigger("warehouse", "SELECT 1", poke_interval=1).args()
+    with pytest.raises(TriggerError) as failed:
+        run("sql", args, help)
+    assert "warehouse failed" in str(failed.value)
+    assert "hunter2-secret" not in str(failed.value) and failed.value.__cause__ is None
