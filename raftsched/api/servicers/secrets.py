@@ -4,7 +4,8 @@ This node holds the Fernet keys (``[secrets] fernet_key``): it encrypts a value 
 and proposes ``SetSecret`` with the ciphertext; it decrypts only for an admin's ``reveal`` and
 for a worker that holds the live lease of a task declaring the name, or reading it on demand
 once ``ReadSecrets`` committed (``ResolveSecrets``, ``on_demand_secrets.py``), of a DAG the
-name is not restricted away from (``core/secret_policy.py``). An
+name is not restricted away from (``core/secret_policy.py``); or for a triggerer that holds
+the lease of the trigger the deferred task waits on. An
 operator's ``GetSecret`` of a connection shows its parts with every credential part (password,
 path past its first segment, query values, fragment: ``secrets.masked_connection``) masked.
 Nothing here logs a value, and no error message quotes one. A node without a key refuses every
@@ -275,7 +276,17 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
         def view(st: Any) -> Any:
             ti = st.task_instance(key)
             lease = None if ti is None else ti.lease
-            if (
+            trigger = st.triggers.get(key)
+            # a triggerer running a deferred task's trigger (a SQL trigger's connection) holds
+            # what the task declares, as its worker would (docs/architecture.md §17)
+            triggered = (
+                ti is not None
+                and ti.state is TaskState.DEFERRED
+                and trigger is not None
+                and trigger.token == token
+                and trigger.triggerer_id == worker_id
+            )
+            if not triggered and (
                 ti is None
                 or ti.state is not TaskState.RUNNING
                 or lease is None
