@@ -62,9 +62,10 @@ from raftsched.core.commands import (
     QueueTasks,
     TimeoutTriggers,
 )
-from raftsched.core.due import DueIndex
+from raftsched.core.due import DueIndex, due_fields
 from raftsched.core.handlers_triggers import timed_out
 from raftsched.core.model import DagSpec, ImportErrorRecord
+from raftsched.core.skip_causes import Gap
 from raftsched.core.slot_policy import max_active
 from raftsched.core.versions import BASELINE_RELEASE
 
@@ -108,6 +109,7 @@ class LeaderTick:
     backpressure: bool
     hold: Callable[[], str | None] | None
     held: str | None
+    leader_gap: Gap | None  # leader.LeaderLoop's: no leader before this term (skip_causes)
 
     if TYPE_CHECKING:
         # leader.LeaderLoop's
@@ -277,6 +279,7 @@ class LeaderTick:
             limit=limit,
             busy=in_flight.__contains__,
             record_skips=record_skips,
+            leader_gap=self.leader_gap,
         )
 
     def _mark_created(self, command: CreateRuns, result: r.Result) -> None:
@@ -355,8 +358,7 @@ class LeaderTick:
             for dag_id in chunk:
                 record = state.dags.get(dag_id)
                 if record is not None and record.active:
-                    last, runs = record.last_logical_date, record.scheduled_runs
-                    out.append((record.spec, last, record.paused, runs))
+                    out.append((record.spec, due_fields(record)))
             return out
 
         # The records are read REBUILD_CHUNK DAGs at a time: a new leader of 10,000 DAGs,
@@ -366,10 +368,8 @@ class LeaderTick:
         ids = self._node.read(dag_ids)
         for first in range(0, len(ids), REBUILD_CHUNK):
             chunk = ids[first : first + REBUILD_CHUNK]
-            for spec, last, paused, count in self._node.read(
-                lambda state, c=chunk: records(state, c)
-            ):
-                due.upsert(spec, last_logical_date=last, paused=paused, scheduled_runs=count)
+            for spec, fields in self._node.read(lambda state, c=chunk: records(state, c)):
+                due.upsert(spec, **fields)
         self._due = due
         log.info("due index rebuilt: %d active DAGs", len(self._due))
 
@@ -384,16 +384,15 @@ class LeaderTick:
             for dag_id in dirty:
                 record = state.dags.get(dag_id)
                 if record is None or not record.active:
-                    out.append((dag_id, None, None, False, 0))
+                    out.append((dag_id, None, {}))
                 else:
-                    last, paused = record.last_logical_date, record.paused
-                    out.append((dag_id, record.spec, last, paused, record.scheduled_runs))
+                    out.append((dag_id, record.spec, due_fields(record)))
             return out
 
         # The timetables are built outside the state lock (see _rebuild_due); a change
         # committed meanwhile marks its DAG dirty again and is read next tick.
-        for dag_id, spec, last, paused, count in self._node.read(records):
+        for dag_id, spec, fields in self._node.read(records):
             if spec is None:
                 self._due.remove(dag_id)
             else:
-                self._due.upsert(spec, last_logical_date=last, paused=paused, scheduled_runs=count)
+                self._due.upsert(spec, **fields)

@@ -15,6 +15,7 @@ from typing import Any
 
 from raftsched.core.limits import MAX_SKIP_RECORDS
 from raftsched.core.model import DagRecord, DagRun, DagSpec, ImportErrorRecord, ScheduleKind
+from raftsched.core.skip_causes import paused_since, span
 from raftsched.core.slot_policy import planned_start, runs_left
 from raftsched.core.timetable import timetable_for
 
@@ -93,9 +94,11 @@ def explain(
         return _created(head, run, spec, slot)
     for skipped in (*reversed(record.skipped), *((older_skip,) if older_skip else ())):
         if skipped.first <= slot <= skipped.last:
+            where = span(skipped.count, skipped.first, skipped.last)
             return Explanation(
                 SKIPPED,
-                f"{head}: skipped ({skipped.reason}), decided at {skipped.at.isoformat()}",
+                f"{head}: skipped ({skipped.reason}) with {where},"
+                f" decided at {skipped.at.isoformat()}",
                 slot,
             )
     last = record.last_logical_date
@@ -107,6 +110,8 @@ def explain(
         return Explanation(NOT_YET_DUE, f"{head}: not yet due{when}", slot)
     if record.paused:
         note = f": {record.pause_note}" if record.pause_note else ""
+        since = paused_since(record.gaps)
+        note = f" since {since.isoformat()}{note}" if since is not None else note
         return Explanation(PAUSED, f"{head}: due, not created: the DAG is paused{note}", slot)
     if runs_left(spec, record.scheduled_runs) == 0:
         return Explanation(MAX_RUNS, f"{head}: the DAG made its {spec.max_runs} runs", slot)

@@ -136,7 +136,10 @@ def _skip_slots(
         return Item(False, r.RUN_EXISTS)
     if record.paused:
         return Item(False, r.PAUSED)
-    why_not = skip_refusal(record.spec, d.skip_reason, last, now, state.active_run_count(d.dag_id))
+    active = state.active_run_count(d.dag_id)
+    why_not = skip_refusal(
+        record.spec, d.skip_reason, last, now, active, first=first, gaps=record.gaps
+    )
     if why_not:
         return Item(False, r.POLICY, why_not)
     skips = record_skip(record.skipped, first, last, d.skipped_slots, d.skip_reason, now)
