@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from raftsched.clock import now as clock_now
 from raftsched.cluster.leader_commands import (
@@ -40,6 +41,7 @@ from raftsched.cluster.versions import Finalizer
 from raftsched.core import results as r
 from raftsched.core.commands import Batch, Command
 from raftsched.core.due import DueIndex
+from raftsched.core.run_terms import SINCE_RELEASE as TERMS_SINCE
 from raftsched.core.skip_causes import Gap, leader_gap
 from raftsched.errors import RaftschedError
 
@@ -212,6 +214,13 @@ class LeaderLoop(LeaderTick):
             if not self._leading():
                 break
             self._wake.wait(self._sleep_seconds())
+
+    def _leader_stamp(self) -> tuple[Any, ...]:
+        """(term, this node's address) for this term's CreateRuns, once every node knows the
+        field (cluster version 3; the gate refuses it before)."""
+        if self._node.read(lambda state: state.cluster_version) < TERMS_SINCE:
+            return ()
+        return (self._term, str(getattr(self._node, "leader_address", None) or ""))
 
     def _start_parser(self) -> None:
         """Start this term's DAG parse thread, once no earlier term's parse still runs.

@@ -17,9 +17,8 @@ their own. Nothing waits for a commit: the entries join this term's ``Pipeline``
 ``PIPELINE_DEPTH`` in flight, settled in order at the next ticks), and what is in flight is
 left out of the next decisions (``InFlightDecisions``). The DueIndex follows the committed
 state: an apply listener marks the DAGs each committed command touched, and the loop re-reads
-those records.
-The loop sleeps until the next due time, at most ``min(scheduler_heartbeat_sec, 1 s)``, and
-wakes early on a commit that may make work or a new parse result.
+those records. The loop sleeps until the next due time, at most ``min(scheduler_heartbeat_sec,
+1 s)``, and wakes early on a commit that may make work or a new parse result.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cluster.leader_commands import (
@@ -115,6 +115,7 @@ class LeaderTick:
         # leader.LeaderLoop's
         def _leading(self) -> bool: ...
         def _propose(self, command: Command) -> r.Result | None: ...
+        def _leader_stamp(self) -> tuple[Any, ...]: ...
 
     # -- one tick ----------------------------------------------------------------------------
 
@@ -140,8 +141,9 @@ class LeaderTick:
         budget = RUNS_IN_FLIGHT - self._in_flight.runs  # see RUNS_IN_FLIGHT
         runs = self._collect_runs(now, budget) if budget > 0 else []
         run_chunks = _run_chunks(runs, RUNS_PER_COMMAND)
-        if run_chunks:
-            commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
+        if run_chunks:  # stamped with the term that makes them (core/run_terms.py)
+            make = partial(self._proposer.make, CreateRuns, now=now, leader=self._leader_stamp())
+            commands.append(make(runs=run_chunks[0]))
         in_flight = self._in_flight
         queue = in_flight.fresh_queue(self._node.read(lambda state: state.ready_to_queue(now)))
         queue_cmd = _queue_command(self._proposer, queue, now)
@@ -178,7 +180,7 @@ class LeaderTick:
                 break
             if not in_flight.dags.isdisjoint(d.dag_id for d in chunk):
                 continue  # a DAG split over chunks (more runs than one entry): the next tick
-            self._propose_pipelined(self._proposer.make(CreateRuns, runs=chunk, now=now))
+            self._propose_pipelined(make(runs=chunk))
         if self._pipeline is not None:
             self._pipeline.poll()  # what committed meanwhile (its DAGs free for the next tick)
 

@@ -168,6 +168,8 @@ def _policy_fields(record: DagRecord) -> dict:
         out["pause_note"] = record.pause_note
     if record.gaps:
         out["gaps"] = [g.to_dict() for g in record.gaps]
+    if record.terms:
+        out["terms"] = [t.to_dict() for t in record.terms]
     return out
 
 
