@@ -16,7 +16,8 @@ format of ``core.state``) plus the Raft index the new log starts at:
   scheduler has yet to reach, are kept too (what the live state keeps); finished runs of the
   last hour are remembered as taken slots (``evicted_slots``).
 - Each DAG's newest skipped-slot ranges (``rebuild_extras.read_skipped``); the schedule
-  goes on after the newest run or skipped range, whichever is later.
+  goes on after the newest run or skipped range, whichever is later. A paused DAG's pause
+  began, at the latest, when its row last changed (a ``paused`` gap from then).
 - Import errors are empty (the leader parses the DAG folder again).
 - Variables and connections come back from the ``secret`` table, ciphertext as it was in the
   log (never decrypted here). Callback jobs come back from ``callback_job``: every open one
@@ -205,6 +206,10 @@ def _dags(conn: sa.Connection) -> tuple[dict[str, dict[str, Any]], list[dict[str
                 "last_logical_date": None,
             }
         )
+        if row.paused and row.updated_at is not None:
+            # paused since its row last changed, at the latest (core/skip_causes.py): explain
+            # says since when, and the slots it misses from then on are "paused"
+            dags[-1]["gaps"] = [{"cause": "paused", "start": _iso(row.updated_at)}]
     return specs, dags
 
 

@@ -261,3 +261,10 @@ def test_skipped_ranges_come_back_and_explain_answers_as_before(db_engine: sa.En
         want = ex.explain(live, at, NOW)
         got = ex.explain(record, at, NOW)
         assert got == want and got.verdict == ex.SKIPPED and skipped.reason in got.detail
+    # a paused DAG comes back paused since its row last changed, and explain says so
+    with db_engine.begin() as conn:
+        conn.execute(sa.update(t.dags).values(paused=True, updated_at=NOW - 5 * S))
+    paused = SchedulerState.restore(build_state(db_engine, now=NOW).state).dags["d"]
+    answer = ex.explain(paused, NOW + 10 * S, NOW + 10 * S)
+    assert answer.verdict == ex.PAUSED
+    assert f"paused since {(NOW - 5 * S).isoformat()}" in answer.detail
