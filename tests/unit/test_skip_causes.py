@@ -19,6 +19,7 @@ from raftsched.core import explain as ex
 from raftsched.core import results as r
 from raftsched.core import skip_causes as sc
 from raftsched.core.due import DueIndex, due_fields
+from raftsched.core.limits import MAX_SKIP_RECORDS
 from raftsched.core.model import Schedule, ScheduleKind
 from raftsched.core.slot_policy import max_active
 from raftsched.core.state import SchedulerState
@@ -255,3 +256,63 @@ def test_split_labels_every_instant_with_its_strongest_cause(
         ]
         want = min(holding, key=sc.CAUSES.index) if holding else "catchup"
         assert label == want
+
+
+_ops = st.lists(
+    st.tuples(st.sampled_from(["tick", "pause", "unpause", "outage", "finish"]), st.integers(1, 7)),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_ops, st.sampled_from([{"catchup": False}, {"catchup_window_seconds": 150}]))
+def test_every_slot_is_run_or_skipped_once_and_causes_match_the_facts(
+    ops: list[tuple[str, int]], fields: dict[str, Any]
+) -> None:
+    """Ticks, pauses, unpauses and leaderless stretches in any order: every slot up to the
+    schedule's position is a run or inside exactly one skipped range; a "paused" range lies
+    inside a pause, a "leader_unavailable" one inside an outage, "not_parsed" before the
+    registration."""
+    sim = sim3()
+    registered = m(3)
+    sim.register(every_minute(max_active_runs=1000, **fields), now=registered)
+    now, paused, pauses, outages = registered, False, [], []
+    gap: sc.Gap | None = None
+    for op, minutes in ops:
+        now += minutes * MIN
+        if op == "pause" and not paused:
+            pause(sim, True, now)
+            paused, pauses = True, [*pauses, (now, None)]
+        elif op == "unpause" and paused:
+            pause(sim, False, now)
+            paused, pauses = False, [*pauses[:-1], (pauses[-1][0], now)]
+        elif op == "outage":  # no commit from `now` on, then a new leader's first tick
+            gap = sc.leader_gap(sim.state.clock, now + minutes * MIN)
+            outages.append((sim.state.clock, now + minutes * MIN))
+            now += minutes * MIN
+            tick(sim, now, leader_gap=gap)
+        elif op == "finish":
+            finish_all(sim, now)
+        else:
+            tick(sim, now, leader_gap=gap)
+    record = sim.state.dags["d"]
+    if record.last_logical_date is None or len(record.skipped) >= MAX_SKIP_RECORDS:
+        return  # nothing yet, or older ranges no longer kept
+    slots = int((record.last_logical_date - T0) / MIN) + 1
+    seen = [0] * slots
+    for minute in runs(sim):
+        seen[int(minute)] += 1
+    for s in record.skipped:  # every range is kept
+        first, last = int((s.first - T0) / MIN), int((s.last - T0) / MIN)
+        assert s.count == last - first + 1
+        for i in range(first, last + 1):
+            seen[i] += 1
+        inside = {
+            "paused": [(a, b or now) for a, b in pauses],
+            "leader_unavailable": outages,
+            "not_parsed": [(T0, registered)],
+        }.get(s.reason)
+        if inside is not None:
+            assert any(a <= s.first and s.last <= b for a, b in inside), (s, inside)
+    assert seen == [1] * slots, seen
