@@ -182,7 +182,7 @@ def detail(dag_id: str) -> Any:
     shape = graph.layout(dag["tasks"])
     dag["tasks"] = graph.topological(dag["tasks"])
     runs_shown = _grid_runs()
-    cells = grid.build(gateway(), dag_id, shape.order, runs_shown)
+    cells = grid.build(gateway(), dag_id, shape.order, runs_shown, dag.get("skipped"))
     dag["schedule_words"] = cron_text.describe(dag)
     explained = _explained(dag_id, request.args.get("explain_at"))
     return render_template(
@@ -216,7 +216,8 @@ def _explained(dag_id: str, at_text: str | None) -> dict[str, Any] | None:
 @login_required
 def grid_json(dag_id: str) -> Any:
     dag = gateway().get_dag(dag_id)
-    cells = grid.build(gateway(), dag_id, graph.layout(dag["tasks"]).order, _grid_runs())
+    order = graph.layout(dag["tasks"]).order
+    cells = grid.build(gateway(), dag_id, order, _grid_runs(), dag.get("skipped"))
     return jsonify(dag_id=dag_id, paused=dag["paused"], next_run=dag["next_run"], **cells)
 
 

@@ -1,4 +1,6 @@
-"""The grid of a DAG page: its recent runs (oldest left) x its tasks, each cell a state."""
+"""The grid of a DAG page: its recent runs (oldest left) x its tasks, each cell a state; the
+DAG's skipped-slot ranges (the newest the cluster keeps) are columns of their own between the
+runs, marked with their reason."""
 
 from __future__ import annotations
 
@@ -9,12 +11,22 @@ from typing import Any
 from raftsched.web.gateway import Gateway, NotFound
 
 from raftsched.core.mapping import split_id
+from raftsched.core.skip_causes import describe
 
 
-def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> dict[str, Any]:
+def build(
+    gw: Gateway,
+    dag_id: str,
+    task_order: list[str],
+    runs_limit: int,
+    skipped: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """{"runs": [run, ...], "tasks": [task_id, ...], "cells": {task_id: [cell|None, ...]},
-    "latest": {task_id: state}, "durations": {task_id: [seconds|None, ...]}} where a cell is
-    {"state", "try_number"} and each run has its column header's ``label``."""
+    "latest": {task_id: state}, "durations": {task_id: [seconds|None, ...]}, "columns":
+    [column, ...]} where a cell is {"state", "try_number"}, each run has its column header's
+    ``label``, and ``columns`` is the grid's columns oldest left: {"run": index into runs} or
+    {"skipped": range} for each of ``skipped`` (the DAG's ``skipped`` ranges) within the
+    runs shown (see :func:`columns`)."""
     runs = list(reversed(gw.list_runs(dag_id, page_size=runs_limit)["runs"]))
     for run in runs:
         run["label"] = run_label(run)
@@ -49,6 +61,40 @@ def build(gw: Gateway, dag_id: str, task_order: list[str], runs_limit: int) -> d
         "cells": cells,
         "latest": latest,
         "durations": durations,
+        "columns": columns(runs, skipped or [], full=len(runs) >= runs_limit),
+    }
+
+
+def columns(
+    runs: list[dict[str, Any]], skipped: list[dict[str, Any]], *, full: bool
+) -> list[dict[str, Any]]:
+    """The grid's columns, oldest left: each run, and each skipped range placed by its last
+    slot before the first run after it. When the grid shows only the newest runs (``full``),
+    ranges older than its oldest run are left out, as the runs before it are."""
+    ranges = sorted((s for s in skipped if s.get("last") is not None), key=lambda s: s["last"])
+    oldest = runs[0].get("logical_date") if runs and full else None
+    ranges = [s for s in ranges if oldest is None or s["last"] >= oldest]
+    out: list[dict[str, Any]] = []
+    for index, run in enumerate(runs):
+        when = run.get("logical_date")
+        while ranges and when is not None and ranges[0]["last"] < when:
+            out.append({"skipped": _skipped_column(ranges.pop(0))})
+        out.append({"run": index})
+    out.extend({"skipped": _skipped_column(s)} for s in ranges)
+    return out
+
+
+def _skipped_column(s: dict[str, Any]) -> dict[str, Any]:
+    first, last = s.get("first") or s["last"], s["last"]
+    reason = str(s.get("reason", ""))
+    title = "skipped (" + describe(reason.replace("_", " "), int(s.get("count") or 0), first, last)
+    return {
+        "first": first,
+        "last": last,
+        "count": s.get("count") or 0,
+        "reason": reason,
+        "label": run_label({"logical_date": last}),
+        "title": title + ")",
     }
 
 

@@ -115,7 +115,8 @@ class NodeInstruments:
         self.slots_skipped = Counter(
             "raftsched_slots_skipped",
             "Schedule slots that got no run, by DAG and reason (overlap, buffer_full, catchup,"
-            " catchup_window), from applied skip decisions; a long gap whose slots were never"
+            " catchup_window, not_parsed, paused, leader_unavailable), from applied skip"
+            " decisions; a long gap whose slots were never"
             " enumerated counts once.",
             ["dag", "reason"],
             registry=r,

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from raftsched.clock import now as clock_now
 from raftsched.cluster.leader_commands import (
@@ -40,6 +41,8 @@ from raftsched.cluster.versions import Finalizer
 from raftsched.core import results as r
 from raftsched.core.commands import Batch, Command
 from raftsched.core.due import DueIndex
+from raftsched.core.run_terms import SINCE_RELEASE as TERMS_SINCE
+from raftsched.core.skip_causes import Gap, leader_gap
 from raftsched.errors import RaftschedError
 
 log = logging.getLogger(__name__)
@@ -124,6 +127,7 @@ class LeaderLoop(LeaderTick):
         self._term = -1
         self.became_leader_at: float | None = None
         self.first_commit_at: float | None = None
+        self.leader_gap: Gap | None = None  # no leader before this term (skip_causes)
         self.backpressure = False
         self.ticks = 0
         # Set by the runtime: while it returns a reason (the metadata DB and the log disagree,
@@ -177,9 +181,13 @@ class LeaderLoop(LeaderTick):
         log.info("leader loop started (term %d)", term)
         with self._dirty_lock:
             self._active = True
+        clock = self._node.read(lambda state: state.clock)  # the last commit before this term
         barrier = self._proposer.make(Batch, commands=())
         if self._propose(barrier) is None or not self._leading():
             return
+        # no leader from the last commit to this one: labels the slots it made us miss
+        fresh = clock.year <= 1970  # a new cluster's state has committed nothing yet
+        self.leader_gap = None if fresh else leader_gap(clock, self._clock())
         self.first_commit_at = time.time()
         log.info(
             "first commit as leader %.3fs after the loop started (term %d)",
@@ -206,6 +214,13 @@ class LeaderLoop(LeaderTick):
             if not self._leading():
                 break
             self._wake.wait(self._sleep_seconds())
+
+    def _leader_stamp(self) -> tuple[Any, ...]:
+        """(term, this node's address) for this term's CreateRuns, once every node knows the
+        field (cluster version 3; the gate refuses it before)."""
+        if self._node.read(lambda state: state.cluster_version) < TERMS_SINCE:
+            return ()
+        return (self._term, str(getattr(self._node, "leader_address", None) or ""))
 
     def _start_parser(self) -> None:
         """Start this term's DAG parse thread, once no earlier term's parse still runs.

@@ -17,9 +17,8 @@ their own. Nothing waits for a commit: the entries join this term's ``Pipeline``
 ``PIPELINE_DEPTH`` in flight, settled in order at the next ticks), and what is in flight is
 left out of the next decisions (``InFlightDecisions``). The DueIndex follows the committed
 state: an apply listener marks the DAGs each committed command touched, and the loop re-reads
-those records.
-The loop sleeps until the next due time, at most ``min(scheduler_heartbeat_sec, 1 s)``, and
-wakes early on a commit that may make work or a new parse result.
+those records. The loop sleeps until the next due time, at most ``min(scheduler_heartbeat_sec,
+1 s)``, and wakes early on a commit that may make work or a new parse result.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from raftsched.cluster.leader_commands import (
@@ -62,9 +62,10 @@ from raftsched.core.commands import (
     QueueTasks,
     TimeoutTriggers,
 )
-from raftsched.core.due import DueIndex
+from raftsched.core.due import DueIndex, due_fields
 from raftsched.core.handlers_triggers import timed_out
 from raftsched.core.model import DagSpec, ImportErrorRecord
+from raftsched.core.skip_causes import Gap
 from raftsched.core.slot_policy import max_active
 from raftsched.core.versions import BASELINE_RELEASE
 
@@ -108,11 +109,13 @@ class LeaderTick:
     backpressure: bool
     hold: Callable[[], str | None] | None
     held: str | None
+    leader_gap: Gap | None  # leader.LeaderLoop's: no leader before this term (skip_causes)
 
     if TYPE_CHECKING:
         # leader.LeaderLoop's
         def _leading(self) -> bool: ...
         def _propose(self, command: Command) -> r.Result | None: ...
+        def _leader_stamp(self) -> tuple[Any, ...]: ...
 
     # -- one tick ----------------------------------------------------------------------------
 
@@ -138,8 +141,9 @@ class LeaderTick:
         budget = RUNS_IN_FLIGHT - self._in_flight.runs  # see RUNS_IN_FLIGHT
         runs = self._collect_runs(now, budget) if budget > 0 else []
         run_chunks = _run_chunks(runs, RUNS_PER_COMMAND)
-        if run_chunks:
-            commands.append(self._proposer.make(CreateRuns, runs=run_chunks[0], now=now))
+        if run_chunks:  # stamped with the term that makes them (core/run_terms.py)
+            make = partial(self._proposer.make, CreateRuns, now=now, leader=self._leader_stamp())
+            commands.append(make(runs=run_chunks[0]))
         in_flight = self._in_flight
         queue = in_flight.fresh_queue(self._node.read(lambda state: state.ready_to_queue(now)))
         queue_cmd = _queue_command(self._proposer, queue, now)
@@ -176,7 +180,7 @@ class LeaderTick:
                 break
             if not in_flight.dags.isdisjoint(d.dag_id for d in chunk):
                 continue  # a DAG split over chunks (more runs than one entry): the next tick
-            self._propose_pipelined(self._proposer.make(CreateRuns, runs=chunk, now=now))
+            self._propose_pipelined(make(runs=chunk))
         if self._pipeline is not None:
             self._pipeline.poll()  # what committed meanwhile (its DAGs free for the next tick)
 
@@ -277,6 +281,7 @@ class LeaderTick:
             limit=limit,
             busy=in_flight.__contains__,
             record_skips=record_skips,
+            leader_gap=self.leader_gap,
         )
 
     def _mark_created(self, command: CreateRuns, result: r.Result) -> None:
@@ -355,8 +360,7 @@ class LeaderTick:
             for dag_id in chunk:
                 record = state.dags.get(dag_id)
                 if record is not None and record.active:
-                    last, runs = record.last_logical_date, record.scheduled_runs
-                    out.append((record.spec, last, record.paused, runs))
+                    out.append((record.spec, due_fields(record)))
             return out
 
         # The records are read REBUILD_CHUNK DAGs at a time: a new leader of 10,000 DAGs,
@@ -366,10 +370,8 @@ class LeaderTick:
         ids = self._node.read(dag_ids)
         for first in range(0, len(ids), REBUILD_CHUNK):
             chunk = ids[first : first + REBUILD_CHUNK]
-            for spec, last, paused, count in self._node.read(
-                lambda state, c=chunk: records(state, c)
-            ):
-                due.upsert(spec, last_logical_date=last, paused=paused, scheduled_runs=count)
+            for spec, fields in self._node.read(lambda state, c=chunk: records(state, c)):
+                due.upsert(spec, **fields)
         self._due = due
         log.info("due index rebuilt: %d active DAGs", len(self._due))
 
@@ -384,16 +386,15 @@ class LeaderTick:
             for dag_id in dirty:
                 record = state.dags.get(dag_id)
                 if record is None or not record.active:
-                    out.append((dag_id, None, None, False, 0))
+                    out.append((dag_id, None, {}))
                 else:
-                    last, paused = record.last_logical_date, record.paused
-                    out.append((dag_id, record.spec, last, paused, record.scheduled_runs))
+                    out.append((dag_id, record.spec, due_fields(record)))
             return out
 
         # The timetables are built outside the state lock (see _rebuild_due); a change
         # committed meanwhile marks its DAG dirty again and is read next tick.
-        for dag_id, spec, last, paused, count in self._node.read(records):
+        for dag_id, spec, fields in self._node.read(records):
             if spec is None:
                 self._due.remove(dag_id)
             else:
-                self._due.upsert(spec, last_logical_date=last, paused=paused, scheduled_runs=count)
+                self._due.upsert(spec, **fields)

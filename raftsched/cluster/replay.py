@@ -154,7 +154,13 @@ def _describe(index: int, term: int, command: Any, result: Result) -> Decision:
             value = item.value
         value = getattr(value, "lease", value)  # LeaseTasks answers grants that hold one
         if isinstance(command, CreateRuns) and isinstance(value, str) and pos < len(command.runs):
-            changes.append(f"run created {command.runs[pos].dag_id}/{value}")
+            decision = command.runs[pos]
+            if getattr(decision, "skip_reason", ""):  # a range of slots, no run (slot_policy)
+                first, last = decision.data_interval_start, decision.logical_date
+                span = f"{first.isoformat()} to {last.isoformat()}"
+                changes.append(f"slots skipped {decision.dag_id} {span} ({value})")
+            else:
+                changes.append(f"run created {decision.dag_id}/{value}")
         elif isinstance(value, Lease):
             key = value.key
             changes.append(

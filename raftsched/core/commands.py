@@ -84,8 +84,7 @@ class RunDecision:
     # moves past them. ``skipped_slots``: how many they are (0: not counted).
     skip_reason: str = ""
     skipped_slots: int = 0
-    # "cancel" | "terminate": end the DAG's active scheduled runs first (core/run_ending.py);
-    # "cancel" creates no run (the slot waits for the cancelled run to end).
+    # "cancel"|"terminate": end the active runs first (run_ending.py); a cancel creates no run
     end_active: str = ""
 
 
@@ -97,6 +96,7 @@ class CreateRuns(Command):
 
     runs: tuple[RunDecision, ...] = ()
     actor: str = added_field("")  # who asked (core/audit.py)
+    leader: tuple[Any, ...] = added_field(())  # (term, leader id) proposing (core/run_terms.py)
 
 
 # -- tasks --------------------------------------------------------------------------------

@@ -305,6 +305,10 @@ def fp_dag(dag_id: str, record: Any) -> str:
     if record.scheduled_runs or record.skipped or record.pause_note:
         skipped = tuple(s.to_dict() for s in record.skipped)
         fields += (record.scheduled_runs, skipped, record.pause_note)
+    if record.gaps:
+        fields += (("gaps", tuple(g.to_dict() for g in record.gaps)),)
+    if record.terms:
+        fields += (("terms", tuple(t.to_dict() for t in record.terms)),)
     return "dag:" + canonical(fields)
 
 

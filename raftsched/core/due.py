@@ -11,9 +11,11 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from raftsched.core.commands import RunDecision
 from raftsched.core.model import DagSpec
+from raftsched.core.skip_causes import Gap
 from raftsched.core.slot_policy import ONE_AT_A_TIME, plan, planned_start, runs_left
 from raftsched.core.timetable import Timetable, timetable_for
 
@@ -28,6 +30,7 @@ class _Entry:
     version: int = 0
     scheduled_runs: int = 0  # DagRecord.scheduled_runs (for max_runs)
     cancel_sent: bool = False  # cancel_other: a cancel of the active run committed
+    gaps: tuple[Gap, ...] = ()  # DagRecord.gaps: why slots were missed (skip_causes)
 
 
 class DueIndex:
@@ -75,6 +78,7 @@ class DueIndex:
         last_logical_date: datetime | None,
         paused: bool,
         scheduled_runs: int = 0,
+        gaps: tuple[Gap, ...] = (),
     ) -> None:
         old = self._entries.get(spec.dag_id)
         if old is not None and old.spec.spec_hash == spec.spec_hash and spec.spec_hash:
@@ -89,6 +93,7 @@ class DueIndex:
             paused,
             version=self._versions,
             scheduled_runs=scheduled_runs,
+            gaps=gaps,
         )
         if old is not None and old.next_fire is not None:
             self._stale += 1
@@ -143,7 +148,10 @@ class DueIndex:
         limit: int,
         busy: Callable[[str], bool] | None = None,
         record_skips: bool = False,
+        leader_gap: Gap | None = None,
     ) -> list[RunDecision]:
+        """See the class doc; ``leader_gap``: this leader's leaderless stretch before its
+        term (``skip_causes.leader_gap``), labels the slots a catch-up policy drops in it."""
         for item in self._parked:
             heapq.heappush(self._heap, item)
         self._parked.clear()
@@ -175,6 +183,7 @@ class DueIndex:
                 scheduled_runs=entry.scheduled_runs,
                 record_skips=record_skips,
                 cancel_sent=entry.cancel_sent,
+                gaps=entry.gaps if leader_gap is None else (*entry.gaps, leader_gap),
             )
             if not planned:
                 self._parked.append(item)
@@ -209,3 +218,14 @@ class DueIndex:
         self._heap = [item for item in self._heap if self._is_live(item)]
         heapq.heapify(self._heap)
         self._stale = 0
+
+
+def due_fields(record: Any) -> dict[str, Any]:
+    """What the index keeps of a committed ``DagRecord`` (``DueIndex.upsert``'s keywords)."""
+    last, runs = record.last_logical_date, record.scheduled_runs
+    return {
+        "last_logical_date": last,
+        "paused": record.paused,
+        "scheduled_runs": runs,
+        "gaps": record.gaps,
+    }

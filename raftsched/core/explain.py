@@ -15,6 +15,9 @@ from typing import Any
 
 from raftsched.core.limits import MAX_SKIP_RECORDS
 from raftsched.core.model import DagRecord, DagRun, DagSpec, ImportErrorRecord, ScheduleKind
+from raftsched.core.run_terms import describe as describe_term
+from raftsched.core.run_terms import term_of
+from raftsched.core.skip_causes import paused_since, span
 from raftsched.core.slot_policy import planned_start, runs_left
 from raftsched.core.timetable import timetable_for
 
@@ -90,12 +93,14 @@ def explain(
     where = "" if slot == at else f" (the slot at or before {at.isoformat()})"
     head = f"slot {slot.isoformat()}{where}"
     if run is not None:
-        return _created(head, run, spec, slot)
+        return _created(head, run, spec, slot, record.terms)
     for skipped in (*reversed(record.skipped), *((older_skip,) if older_skip else ())):
         if skipped.first <= slot <= skipped.last:
+            where = span(skipped.count, skipped.first, skipped.last)
             return Explanation(
                 SKIPPED,
-                f"{head}: skipped ({skipped.reason}), decided at {skipped.at.isoformat()}",
+                f"{head}: skipped ({skipped.reason}) with {where},"
+                f" decided at {skipped.at.isoformat()}",
                 slot,
             )
     last = record.last_logical_date
@@ -107,6 +112,8 @@ def explain(
         return Explanation(NOT_YET_DUE, f"{head}: not yet due{when}", slot)
     if record.paused:
         note = f": {record.pause_note}" if record.pause_note else ""
+        since = paused_since(record.gaps)
+        note = f" since {since.isoformat()}{note}" if since is not None else note
         return Explanation(PAUSED, f"{head}: due, not created: the DAG is paused{note}", slot)
     if runs_left(spec, record.scheduled_runs) == 0:
         return Explanation(MAX_RUNS, f"{head}: the DAG made its {spec.max_runs} runs", slot)
@@ -121,7 +128,9 @@ def explain(
     )
 
 
-def _created(head: str, run: DagRun, spec: DagSpec, slot: datetime) -> Explanation:
+def _created(
+    head: str, run: DagRun, spec: DagSpec, slot: datetime, terms: tuple[Any, ...] = ()
+) -> Explanation:
     created = run.created_at.isoformat() if run.created_at else "an unknown time"
     late = ""
     if run.created_at is not None and run.run_type.value == "scheduled":
@@ -129,6 +138,8 @@ def _created(head: str, run: DagRun, spec: DagSpec, slot: datetime) -> Explanati
         if delay > LATE:
             late = f", {int(delay.total_seconds())} s after its start (no leader, or catching up)"
     text = f"{head}: {run.run_type.value} run {run.run_id} created at {created}{late}"
+    if terms and run.run_type.value == "scheduled":  # recorded from cluster version 3 on
+        text += f", {describe_term(term_of(terms, slot))}"
     return Explanation(CREATED, f"{text}, now {run.state.value}", slot, run.run_id)
 
 

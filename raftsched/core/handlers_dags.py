@@ -18,6 +18,7 @@ from raftsched.core.limits import MAX_IMPORT_ERROR_CHARS, clean_text
 from raftsched.core.model import DagRecord, ImportErrorRecord, OutboxKind
 from raftsched.core.results import Item, Result
 from raftsched.core.rows import ImportErrorsRow
+from raftsched.core.skip_causes import paused_changed, registered
 from raftsched.core.validate_specs import check_spec
 
 if TYPE_CHECKING:
@@ -46,7 +47,10 @@ def apply_register_dags(
             continue
         spec = state.catalog.ref_spec(spec)
         if record is None:
-            new = DagRecord(spec, paused=cmd.paused_at_creation)
+            gaps = registered(state.cluster_version, now)  # slots before this: not parsed
+            if cmd.paused_at_creation:
+                gaps = paused_changed(gaps, True, now, state.cluster_version)
+            new = DagRecord(spec, paused=cmd.paused_at_creation, gaps=gaps)
         else:
             state.catalog.unref_spec(record.spec.spec_hash)
             new = replace(record, spec=spec, active=True)
@@ -98,7 +102,10 @@ def apply_set_paused(state: SchedulerState, cmd: c.SetPaused, now: datetime, ind
     note = cmd.note if cmd.paused else ""
     if record.paused == bool(cmd.paused) and (not note or note == record.pause_note):
         return Result(True, r.UNCHANGED)
-    changed = replace(record, paused=bool(cmd.paused), pause_note=note)
+    gaps = record.gaps
+    if record.paused != bool(cmd.paused):  # slots missed while paused: skip_causes
+        gaps = paused_changed(gaps, bool(cmd.paused), now, state.cluster_version)
+    changed = replace(record, paused=bool(cmd.paused), pause_note=note, gaps=gaps)
     set_dag(state, changed, emit=record.paused != bool(cmd.paused), now=now)
     if not cmd.paused:
         state.task_queue.unblock(cmd.dag_id)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from raftsched.core import commands as c
 from raftsched.core import results as r
@@ -29,6 +29,7 @@ from raftsched.core.model import DagRecord, DagRun, OutboxKind, RunType, TaskIns
 from raftsched.core.results import Item, Result
 from raftsched.core.run_ending import CANCEL, end_active_runs
 from raftsched.core.run_table import LiveRun
+from raftsched.core.run_terms import noted
 from raftsched.core.slot_policy import (
     ending_refusal,
     max_active,
@@ -48,10 +49,13 @@ if TYPE_CHECKING:
 def apply_create_runs(
     state: SchedulerState, cmd: c.CreateRuns, now: datetime, index: int
 ) -> Result:
-    return Result.of_items([_create_run(state, d, now) for d in cmd.runs])
+    leader = getattr(cmd, "leader", ())
+    return Result.of_items([_create_run(state, d, now, leader) for d in cmd.runs])
 
 
-def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
+def _create_run(
+    state: SchedulerState, d: c.RunDecision, now: datetime, leader: tuple[Any, ...] = ()
+) -> Item:
     try:
         check_run_decision(d)
     except Exception as err:  # LimitExceeded; or a malformed value of another release
@@ -109,11 +113,9 @@ def _create_run(state: SchedulerState, d: c.RunDecision, now: datetime) -> Item:
     state.changes.touch_new_run(rec.key)
     if scheduled:
         counted = record.scheduled_runs + (record.spec.max_runs is not None)
-        set_dag(
-            state,
-            replace(record, last_logical_date=logical, scheduled_runs=counted),
-            emit=False,
-        )
+        terms = noted(record.terms, leader, logical)  # which term made it (run_terms)
+        changed = replace(record, last_logical_date=logical, scheduled_runs=counted, terms=terms)
+        set_dag(state, changed, emit=False)
     settle(state, rec, list(rec.tis), now)
     settle_run(state, rec, now)
     return Item(True, "", run_id)
@@ -136,7 +138,10 @@ def _skip_slots(
         return Item(False, r.RUN_EXISTS)
     if record.paused:
         return Item(False, r.PAUSED)
-    why_not = skip_refusal(record.spec, d.skip_reason, last, now, state.active_run_count(d.dag_id))
+    active = state.active_run_count(d.dag_id)
+    why_not = skip_refusal(
+        record.spec, d.skip_reason, last, now, active, first=first, gaps=record.gaps
+    )
     if why_not:
         return Item(False, r.POLICY, why_not)
     skips = record_skip(record.skipped, first, last, d.skipped_slots, d.skip_reason, now)

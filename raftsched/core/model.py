@@ -392,14 +392,14 @@ class DagRecord:
     paused: bool = False
     active: bool = True  # False once its file no longer defines it (history is kept)
     updated_at: datetime | None = None
-    # The newest *scheduled* run's logical date: the schedule resumes after it. Manual runs
-    # do not move it (as in Airflow).
+    # The newest *scheduled* run's logical date: the schedule resumes after it (not manual runs)
     last_logical_date: datetime | None = None
-    # Scheduled runs made while the spec sets max_runs; the newest skipped-slot ranges
-    # (slot_policy.SkippedSlots, bounded). Digested and snapshotted only when set.
+    # Runs counted for max_runs, newest skipped ranges; from here on: digested/snapshotted if set
     scheduled_runs: int = 0
     skipped: tuple[Any, ...] = ()
-    pause_note: str = ""  # why it is paused ("" when unpaused); digested only when set
+    pause_note: str = ""  # why it is paused ("" when unpaused)
+    gaps: tuple[Any, ...] = ()  # skip_causes.Gap: not parsed yet, paused (bounded)
+    terms: tuple[Any, ...] = ()  # run_terms.TermStart: the terms that made its runs
 
     @property
     def dag_id(self) -> str:

@@ -40,6 +40,8 @@ from raftsched.core.model import (
     parse_utc,
 )
 from raftsched.core.results import Item
+from raftsched.core.run_terms import TermStart
+from raftsched.core.skip_causes import Gap
 from raftsched.core.slot_policy import SkippedSlots
 from raftsched.core.snapshot import _DATACLASSES, _ENUMS, decode_value
 
@@ -156,6 +158,8 @@ class RestoreDecoder:
             scheduled_runs=int(data.get("scheduled_runs", 0)),
             skipped=tuple(SkippedSlots.from_dict(s) for s in data.get("skipped", ())),
             pause_note=str(data.get("pause_note", "")),
+            gaps=tuple(Gap.from_dict(g) for g in data.get("gaps", ())),
+            terms=tuple(TermStart.from_dict(t) for t in data.get("terms", ())),
         )
 
     def run(self, data: dict[str, Any]) -> DagRun:

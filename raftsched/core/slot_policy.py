@@ -44,7 +44,8 @@ from typing import Any
 from raftsched.core import limits as lim
 from raftsched.core.commands import RunDecision
 from raftsched.core.model import DagSpec, RunType, parse_utc, utc_iso
-from raftsched.core.timetable_base import Slot, Timetable
+from raftsched.core.skip_causes import CAUSES, Gap, cause_refusal, split
+from raftsched.core.timetable_base import IntervalTimetable, Slot, Timetable
 
 ALLOW_ALL = "allow_all"
 SKIP = "skip"
@@ -63,7 +64,10 @@ SKIP_OVERLAP = "overlap"
 SKIP_BUFFER_FULL = "buffer_full"
 SKIP_CATCHUP = "catchup"
 SKIP_CATCHUP_WINDOW = "catchup_window"
-SKIP_REASONS = frozenset({SKIP_OVERLAP, SKIP_BUFFER_FULL, SKIP_CATCHUP, SKIP_CATCHUP_WINDOW})
+# and why a catch-up skip's slots were missed (skip_causes): not parsed, paused, no leader
+SKIP_REASONS = frozenset(
+    {SKIP_OVERLAP, SKIP_BUFFER_FULL, SKIP_CATCHUP, SKIP_CATCHUP_WINDOW, *CAUSES}
+)
 
 _TICK = timedelta(microseconds=1)
 
@@ -137,13 +141,15 @@ def plan(
     scheduled_runs: int = 0,
     record_skips: bool = False,
     cancel_sent: bool = False,
+    gaps: tuple[Gap, ...] = (),
 ) -> list[RunDecision]:
     """The decisions for ``spec`` at ``now``: skips (oldest first) then runs, in slot order.
 
     ``last``: the logical date of its latest scheduled run or skip; ``room``: runs it may
     start now (``max_active`` minus its active runs, bounded by the caller); ``limit``: at
     most this many decisions; ``cancel_sent``: a cancel of the active run for the newest slot
-    was committed (it is not proposed again)."""
+    was committed (it is not proposed again); ``gaps``: why slots were missed (the DAG's
+    ``skip_causes.Gap`` records and the leader's leaderless stretch), to label catch-up skips."""
     left = runs_left(spec, scheduled_runs)
     if left is not None:
         room = min(room, left)
@@ -167,7 +173,7 @@ def plan(
         if before is None:  # cannot be (first is such a slot): plan nothing rather than raise
             return []
         reason = SKIP_CATCHUP if spec.catchup_window_seconds is None else SKIP_CATCHUP_WINDOW
-        out.append(_skip(spec, first, before, 0, reason))
+        out.extend(_caught_up(spec, timetable, first, before, reason, gaps))
         first = timetable.next_slot(before.logical_date)
         if first is None or first.logical_date > latest.logical_date:
             return out[:limit]  # every due slot is too old (a window shorter than the period)
@@ -204,10 +210,26 @@ def plan(
     return out[:limit]
 
 
-def skip_refusal(spec: DagSpec, reason: str, last: datetime, now: datetime, active: int) -> str:
+def skip_refusal(
+    spec: DagSpec,
+    reason: str,
+    last: datetime,
+    now: datetime,
+    active: int,
+    *,
+    first: datetime | None = None,
+    gaps: tuple[Gap, ...] = (),
+) -> str:
     """Why apply refuses to skip slots up to ``last`` for ``reason`` ("" : it may). Checked
-    against the committed spec, so a plan made from an older spec is not applied."""
+    against the committed spec, so a plan made from an older spec is not applied. A cause
+    (``skip_causes``) needs the catch-up policy to drop the slots and, for ``paused`` and
+    ``not_parsed``, a committed gap of the DAG holding them."""
     policy = spec.overlap or ALLOW_ALL
+    if reason in CAUSES:
+        caught = SKIP_CATCHUP if spec.catchup_window_seconds is None else SKIP_CATCHUP_WINDOW
+        return skip_refusal(spec, caught, last, now, active) or cause_refusal(
+            gaps, reason, last if first is None else first, last
+        )
     if reason == SKIP_OVERLAP:
         if (policy == SKIP and active > 0) or policy in NEWEST_WINS:
             return ""
@@ -276,6 +298,24 @@ def _buffer_start(timetable: Timetable, first: Slot, latest: Slot) -> datetime |
     return when if first.logical_date < when else None
 
 
+def _caught_up(
+    spec: DagSpec,
+    timetable: Timetable,
+    first: Slot,
+    last: Slot,
+    reason: str,
+    gaps: tuple[Gap, ...],
+) -> list[RunDecision]:
+    """The catch-up skip of slots first..last, one decision per cause (``skip_causes.split``:
+    a handful however long the range, each counted when that is cheap)."""
+    out = []
+    for a, b, label in split(first.logical_date, last.logical_date, reason, gaps):
+        lo, hi = timetable.next_slot(a - _TICK), timetable.latest_slot(b)
+        if lo is not None and hi is not None and lo.logical_date <= hi.logical_date:
+            out.append(_skip(spec, lo, hi, _count(timetable, lo, hi), label))
+    return out
+
+
 def _run(spec: DagSpec, slot: Slot) -> RunDecision:
     return RunDecision(
         dag_id=spec.dag_id,
@@ -288,7 +328,12 @@ def _run(spec: DagSpec, slot: Slot) -> RunDecision:
 
 def _count(timetable: Timetable, first: Slot, last: Slot) -> int:
     """How many slots first..last are, when at most MAX_COUNTED (0: more, not counted): a
-    range skipped while a run is active is short, a catch-up gap may be years of slots."""
+    range skipped while a run is active is short, a catch-up gap may be years of slots. A
+    fixed interval is counted by arithmetic, however many."""
+    if isinstance(timetable, IntervalTimetable):
+        return min(
+            lim.MAX_RUNS_LIMIT, (last.logical_date - first.logical_date) // timetable.interval + 1
+        )
     slots = timetable.slots_between(first.logical_date - _TICK, last.logical_date, _MAX_COUNTED)
     return len(slots) if slots and slots[-1].logical_date == last.logical_date else 0
 

@@ -166,6 +166,10 @@ def _policy_fields(record: DagRecord) -> dict:
         out["skipped"] = [s.to_dict() for s in record.skipped]
     if record.pause_note:
         out["pause_note"] = record.pause_note
+    if record.gaps:
+        out["gaps"] = [g.to_dict() for g in record.gaps]
+    if record.terms:
+        out["terms"] = [t.to_dict() for t in record.terms]
     return out
 
 

@@ -188,6 +188,8 @@ class SchedulerState(StateViews):
 
     # == digest, snapshot, restore ===========================================================
 
+    clock = property(lambda self: self._clock)  # newest command time applied (leader_gap)
+
     def digest(self) -> str:
         """Equal states give equal digests (O(1): maintained by apply)."""
         return self._finish_digest(self._sum.value)

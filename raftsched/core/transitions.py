@@ -31,6 +31,7 @@ from raftsched.core.model import (
 )
 from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger, next_retry_at
 from raftsched.core.run_table import LiveRun, RunKey
+from raftsched.core.skip_causes import paused_changed
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -194,7 +195,8 @@ def _pause_on_failure(state: SchedulerState, dag_id: str, run_id: str, now: date
     if record is None or record.paused or not record.spec.pause_on_failure:
         return
     note = f"paused after run {run_id} failed"[:MAX_PAUSE_NOTE_CHARS]
-    set_dag(state, replace(record, paused=True, pause_note=note), emit=True, now=now)
+    gaps = paused_changed(record.gaps, True, now, state.cluster_version)  # skip_causes
+    set_dag(state, replace(record, paused=True, pause_note=note, gaps=gaps), emit=True, now=now)
 
 
 def reopen_run(state: SchedulerState, rec: LiveRun) -> None:

@@ -38,6 +38,7 @@ from raftsched.core.model import (
     TaskState,
 )
 from raftsched.core.run_ending import ENDINGS
+from raftsched.core.run_terms import check_leader
 from raftsched.core.secret_reads import CHECKS as SECRET_READ_CHECKS
 from raftsched.core.slot_policy import SKIP_REASONS
 from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
@@ -168,6 +169,7 @@ def _create_runs(cmd: c.CreateRuns) -> None:
     refused alone, never the 49 good ones batched with it."""
     _actor(cmd)
     _tuple("runs", cmd.runs, lim.MAX_RUNS_PER_COMMAND)
+    check_leader(getattr(cmd, "leader", ()))
 
 
 def check_run_decision(d: object, field: str = "run") -> None:

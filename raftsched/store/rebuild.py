@@ -15,6 +15,9 @@ format of ``core.state``) plus the Raft index the new log starts at:
   Finished runs ended within the retention window, and finished manual runs on slots the
   scheduler has yet to reach, are kept too (what the live state keeps); finished runs of the
   last hour are remembered as taken slots (``evicted_slots``).
+- Each DAG's newest skipped-slot ranges (``rebuild_extras.read_skipped``); the schedule
+  goes on after the newest run or skipped range, whichever is later. A paused DAG's pause
+  began, at the latest, when its row last changed (a ``paused`` gap from then).
 - Import errors are empty (the leader parses the DAG folder again).
 - Variables and connections come back from the ``secret`` table, ciphertext as it was in the
   log (never decrypted here). Callback jobs come back from ``callback_job``: every open one
@@ -46,7 +49,7 @@ import sqlalchemy as sa
 from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import tables as t
-from raftsched.store.rebuild_extras import read_audit, read_callbacks, read_secrets
+from raftsched.store.rebuild_extras import read_audit, read_callbacks, read_secrets, read_skipped
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +98,14 @@ def build_state(
         base_index = max(highest_index(conn), watermark) + INDEX_MARGIN
         specs, dags = _dags(conn)
         last_sched = _last_scheduled(conn)
+        skipped = read_skipped(conn)
         for dag in dags:
             last = last_sched.get(dag["dag_id"])
+            kept = skipped.get(dag["dag_id"])
+            if kept:  # the schedule went on past its newest skipped range too
+                dag["skipped"] = kept
+                newest = datetime.fromisoformat(kept[-1]["last"])
+                last = newest if last is None else max(last, newest)
             dag["last_logical_date"] = _iso(last)
         runs = _runs(conn, now, run_retention_sec, last_sched, set(specs_by_dag(dags)))
         tis = _latest_attempts(conn, [(r.dag_id, r.run_id) for r in runs])
@@ -197,6 +206,10 @@ def _dags(conn: sa.Connection) -> tuple[dict[str, dict[str, Any]], list[dict[str
                 "last_logical_date": None,
             }
         )
+        if row.paused and row.updated_at is not None:
+            # paused since its row last changed, at the latest (core/skip_causes.py): explain
+            # says since when, and the slots it misses from then on are "paused"
+            dags[-1]["gaps"] = [{"cause": "paused", "start": _iso(row.updated_at)}]
     return specs, dags
 
 

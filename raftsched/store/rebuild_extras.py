@@ -4,6 +4,11 @@ The audit log's newest records (table ``audit_log``, ``core.audit``) come back a
 the state holds, so record ids go on after the DB's last one instead of starting again at 1
 (an insert-only row of a reused id would be dropped).
 
+Each DAG's newest skipped-slot ranges (table ``skipped_slots``, ``core/slot_policy.py``) come
+back as the ranges its record keeps (``limits.MAX_SKIP_RECORDS``), so ``dags explain`` answers
+as before the rebuild, and the schedule goes on after the newest one (a range after the last
+run is not decided again).
+
 Variables, connections and callback jobs reach the DB as outbox entries (``core.persisted``,
 tables ``secret`` and ``callback_job``); these read them back in the snapshot layout of
 ``core.secret_table`` and ``core.callback_table``. Ciphertext is copied as it is: nothing
@@ -13,7 +18,7 @@ here can (or tries to) decrypt.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,7 +31,7 @@ from raftsched.core.callback_table import (
     RUNNING,
     CallbackJob,
 )
-from raftsched.core.limits import MAX_AUDIT_RECORDS
+from raftsched.core.limits import MAX_AUDIT_RECORDS, MAX_SKIP_RECORDS
 from raftsched.core.model import utc_iso
 from raftsched.store import tables as t
 
@@ -91,3 +96,34 @@ def read_audit(conn: sa.Connection) -> list[list[Any]]:
     rows = list(conn.execute(query))[::-1]
     names = ("id", "log_index", "at", "actor", "action", "dag_id", "run_id", "detail")
     return [[utc_iso(row.at) if n == "at" else getattr(row, n) for n in names] for row in rows]
+
+
+def read_skipped(conn: sa.Connection) -> dict[str, list[dict[str, Any]]]:
+    """Each DAG's newest ``MAX_SKIP_RECORDS`` skipped ranges, oldest first, in the snapshot
+    layout of ``SkippedSlots.to_dict()`` (one windowed query: the table keeps every range)."""
+    s = t.skipped_slots
+    newest = (
+        sa.func.row_number().over(partition_by=s.c.dag_id, order_by=s.c.last_slot.desc())
+    ).label("newest")
+    ranked = sa.select(s, newest).subquery()
+    query = (
+        sa.select(ranked)
+        .where(ranked.c.newest <= MAX_SKIP_RECORDS)
+        .order_by(ranked.c.dag_id, ranked.c.last_slot)
+    )
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in conn.execute(query):
+        out.setdefault(row.dag_id, []).append(
+            {
+                "first": utc_iso(_aware(row.first_slot)),
+                "last": utc_iso(_aware(row.last_slot)),
+                "count": int(row.slots),
+                "reason": str(row.reason),
+                "at": utc_iso(_aware(row.decided_at)),
+            }
+        )
+    return out
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -198,3 +198,73 @@ def _key(run_id: str, task_id: str):  # type: ignore[no-untyped-def]
     from raftsched.core.model import TaskKey
 
     return TaskKey("d", run_id, task_id)
+
+
+def test_skipped_ranges_come_back_and_explain_answers_as_before(db_engine: sa.Engine) -> None:
+    """The DAG's newest 20 skipped ranges come back from the skipped_slots table (25 rows, the
+    newest after the last run): the schedule goes on after that one, and `dags explain` gives
+    the rebuilt record the answer the live one gave."""
+    from raftsched.core import explain as ex
+    from raftsched.core.limits import MAX_SKIP_RECORDS
+    from raftsched.core.model import DagRecord
+    from raftsched.core.slot_policy import SkippedSlots
+
+    spec = _spec()
+    reasons = ["paused", "leader_unavailable", "not_parsed", "overlap", "catchup"]
+    ranges = [
+        SkippedSlots(
+            NOW - (1000 - 10 * i) * S,
+            NOW - (995 - 10 * i) * S,
+            6,
+            reasons[i % len(reasons)],
+            NOW - (990 - 10 * i) * S,
+        )
+        for i in range(25)
+    ]
+    with db_engine.begin() as conn:
+        conn.execute(
+            sa.insert(t.dags),
+            [
+                {
+                    "dag_id": "d",
+                    "fileloc": spec.fileloc,
+                    "spec": spec.to_dict(),
+                    "spec_hash": spec.spec_hash,
+                    "paused": False,
+                    "active": True,
+                    "updated_at": NOW - 3000 * S,
+                }
+            ],
+        )
+        conn.execute(sa.insert(t.dag_run), [_run("r", NOW - 800 * S, "success", end=NOW)])
+        conn.execute(
+            sa.insert(t.skipped_slots),
+            [
+                {
+                    "dag_id": "d",
+                    "first_slot": r.first,
+                    "last_slot": r.last,
+                    "slots": r.count,
+                    "reason": r.reason,
+                    "decided_at": r.at,
+                }
+                for r in ranges
+            ],
+        )
+    state = SchedulerState.restore(build_state(db_engine, now=NOW).state)
+    record = state.dags["d"]
+    assert record.skipped == tuple(ranges[-MAX_SKIP_RECORDS:])
+    assert record.last_logical_date == ranges[-1].last  # past the newest range, not the run
+    live = DagRecord(spec, last_logical_date=ranges[-1].last, skipped=record.skipped)
+    for skipped in ranges[-3:]:
+        at = skipped.first + S
+        want = ex.explain(live, at, NOW)
+        got = ex.explain(record, at, NOW)
+        assert got == want and got.verdict == ex.SKIPPED and skipped.reason in got.detail
+    # a paused DAG comes back paused since its row last changed, and explain says so
+    with db_engine.begin() as conn:
+        conn.execute(sa.update(t.dags).values(paused=True, updated_at=NOW - 5 * S))
+    paused = SchedulerState.restore(build_state(db_engine, now=NOW).state).dags["d"]
+    answer = ex.explain(paused, NOW + 10 * S, NOW + 10 * S)
+    assert answer.verdict == ex.PAUSED
+    assert f"paused since {(NOW - 5 * S).isoformat()}" in answer.detail

@@ -131,6 +131,11 @@ def test_leader_creates_and_materializes_second_runs(tmp_path: Path, engine: sa.
             follower_status = runtime.status()
             assert follower_status["leader"] == leader.settings.self_address
 
+        # Runs created once the cluster version is 3 name this leader's term (core/run_terms)
+        record = leader.node.read(lambda state: state.dags["every_second"])  # type: ignore[union-attr]
+        mine = (leader.node.term, leader.settings.self_address)  # type: ignore[union-attr]
+        assert all((t.term, t.leader) == mine for t in record.terms), record.terms
+
         # Heartbeats land in the DB, one row per node.
         wait_for(lambda: len(list_heartbeats(engine)) == 3, timeout=20, what="3 heartbeat rows")
     finally:

@@ -59,3 +59,22 @@ def test_refusals_say_what_is_wrong(tmp_path: Path) -> None:
     journal.write_bytes(b"SOMETHING-ELSE\n")
     with pytest.raises(ReplayRefused, match="not a journal of this format"):
         replay(journal.parent, lambda _decision: None)
+
+
+def test_a_skip_decision_is_described_as_skipped_slots_not_as_a_run() -> None:
+    from datetime import UTC, datetime
+
+    from raftsched.cluster.replay import _describe
+    from raftsched.core.commands import CreateRuns, RunDecision
+    from raftsched.core.results import Item, Result
+
+    t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    skip = RunDecision("d", t1, t0, t1, skip_reason="paused", skipped_slots=525_600)
+    run = RunDecision("d", t1, t1, t1)
+    command = CreateRuns(request_id="r", now=t1, runs=(skip, run))
+    result = Result.of_items([Item(True, "", "paused"), Item(True, "", "scheduled__x")])
+    described = _describe(5, 2, command, result)
+    assert described.changes == (
+        f"slots skipped d {t0.isoformat()} to {t1.isoformat()} (paused)",
+        "run created d/scheduled__x",
+    )

@@ -114,3 +114,8 @@ def test_skipped_slots_count_once_per_applied_skip_by_dag_and_reason() -> None:
     sample = inst.registry.get_sample_value
     assert sample("raftsched_slots_skipped_total", {"dag": "d", "reason": "overlap"}) == 3
     assert sample("raftsched_slots_skipped_total", {"dag": "d", "reason": "catchup"}) == 1
+    # a year paused at one minute: one range, its slots counted (core/skip_causes.py)
+    year = RunDecision("d", T0, T0, T0, skip_reason="paused", skipped_slots=525_599)
+    paused = CreateRuns(request_id="p", now=T0, runs=(year,))
+    inst.on_apply(9, paused, Result.of_items([Item(True)]))
+    assert sample("raftsched_slots_skipped_total", {"dag": "d", "reason": "paused"}) == 525_599

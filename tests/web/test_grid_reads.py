@@ -4,9 +4,11 @@ list is read first, so without that a refresh could show every cell green beside
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from raftsched.web import grid
+from web_support import T0, login
 
 
 class _Gateway:
@@ -54,3 +56,40 @@ def test_a_mapped_tasks_instances_fold_into_one_cell() -> None:
             "mapped": "1000 mapped instances: 1 running, 998 success, 1 up for retry",
         }
     ]
+
+
+def test_skipped_ranges_are_columns_between_the_runs_they_fell_between() -> None:
+    day = timedelta(days=1)
+    runs = [{"run_id": f"r{i}", "logical_date": T0 + i * day} for i in range(3)]
+    skipped = [
+        {"first": T0 - 3 * day, "last": T0 - day, "count": 3, "reason": "catchup"},
+        {"first": T0 + day / 4, "last": T0 + day / 2, "count": 0, "reason": "paused"},
+        {"first": T0 + 3 * day, "last": T0 + 3 * day, "count": 1, "reason": "overlap"},
+    ]
+    cols = grid.columns(runs, skipped, full=True)  # the oldest range is before the grid
+    assert [c.get("run", c.get("skipped", {}).get("reason")) for c in cols] == [
+        0,
+        "paused",
+        1,
+        2,
+        "overlap",
+    ]
+    paused = cols[1]["skipped"]
+    assert paused["title"] == (
+        f"skipped (paused: slots from {(T0 + day / 4).isoformat()} to {(T0 + day / 2).isoformat()})"
+    )
+    assert len(grid.columns(runs, skipped, full=False)) == 6  # all runs shown: all ranges
+
+
+def test_dag_page_and_grid_json_show_skipped_slots_with_their_reason(client, canned) -> None:
+    login(client, "viewer")
+    canned.skipped["etl_daily"] = [
+        (T0 + timedelta(hours=6), T0 + timedelta(hours=18), 525_600, "leader_unavailable")
+    ]
+    page = client.get("/dags/etl_daily").get_data(as_text=True)
+    assert page.count('class="cell skipped-slots"') == 3  # one per task row
+    assert "skipped (leader unavailable: 525,600 slots from" in page
+    data = client.get("/dags/etl_daily/grid.json").json
+    kinds = [("run" if "run" in c else c["skipped"]["reason"]) for c in data["columns"]]
+    assert kinds == ["run", "leader_unavailable", "run", "run"]
+    assert data["columns"][1]["skipped"]["count"] == 525_600

@@ -63,6 +63,7 @@ class CannedCluster:
         self.calls: list[tuple[str, Any]] = []
         self.actors: list[str] = []  # the audit log's actor of each pause/unpause (api/auth.py)
         self.leaderless = False
+        self.skipped: dict[str, list[tuple[datetime, datetime, int, str]]] = {}  # by DAG
         self.paused: dict[str, bool] = {"etl_daily": False, "paused_dag": True}
         self.paused.update({f"bulk_{i:03d}": i % 2 == 0 for i in range(BULK)})
         self.users: dict[str, tuple[str, str, datetime]] = {}
@@ -121,6 +122,12 @@ class CannedCluster:
         )
         if not self.paused[dag_id]:
             dag.next_run.logical_date.CopyFrom(_ts(T0 + timedelta(days=4)))
+        for first, last, count, reason in self.skipped.get(dag_id, []):
+            dag.skipped.append(
+                dag_pb2.SkippedSlots(
+                    first=_ts(first), last=_ts(last), count=count, reason=reason, decided_at=_ts(T0)
+                )
+            )
         for run in reversed(self.runs.get(dag_id, [])[-recent:]):
             dag.recent_runs.append(
                 dag_pb2.RunSummary(

@@ -180,7 +180,12 @@ class SkippedSlots(Schema):
     first = fields.DateTime(metadata={"description": "logical date of the first slot"})
     last = fields.DateTime(metadata={"description": "logical date of the last slot"})
     count = fields.Integer(metadata={"description": "0: not counted"})
-    reason = fields.String(metadata={"description": "overlap, buffer_full, catchup, ..."})
+    reason = fields.String(
+        metadata={
+            "description": "overlap, buffer_full, catchup, catchup_window, not_parsed, paused,"
+            " leader_unavailable"
+        }
+    )
     decided_at = fields.DateTime()
 
 

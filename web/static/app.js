@@ -90,7 +90,16 @@
       const data = await getJSON(table.dataset.refresh);
       const headRow = el("tr");
       headRow.append(table.tHead.querySelector("th.corner"));  // keep the row header as rendered
-      for (const run of data.runs) {
+      const skippedHead = (s) => {  // a range of slots that got no run, with its reason
+        const th = el("th", { class: "run-col skipped-col", scope: "col", title: s.title });
+        const head = el("span", { class: "run-head" });
+        head.append(el("span", { class: "run-label" }, s.label), el("span", { class: "run-bar skipped-slots" }));
+        th.append(head);
+        return th;
+      };
+      for (const col of data.columns) {
+        if (col.skipped) { headRow.append(skippedHead(col.skipped)); continue; }
+        const run = data.runs[col.run];
         const th = el("th", { class: "run-col", scope: "col" });
         const when = run.logical_date ? ` · ${fmt(run.logical_date)} UTC` : "";
         const a = el("a", { class: "run-head", title: `${run.run_id} · ${run.state || "none"}${when}` });
@@ -106,8 +115,14 @@
       const rows = data.tasks.map((taskId) => {
         const tr = el("tr");
         tr.append(el("th", { class: "task-col", scope: "row" }, taskId));
-        data.cells[taskId].forEach((cell, i) => {
+        data.columns.forEach((col) => {
           const td = el("td");
+          if (col.skipped) {
+            td.append(el("span", { class: "cell skipped-slots", title: col.skipped.title }));
+            tr.append(td);
+            return;
+          }
+          const i = col.run, cell = data.cells[taskId][i];
           if (cell) {
             const run = data.runs[i];
             const a = el("a", { class: "cell " + stateClass(cell.state),
