@@ -13,8 +13,8 @@ refused with what to do instead. The operators:
   whose callable is called with ``op_args``, ``op_kwargs`` and the context it declares
   (:mod:`raftsched.airflow._callables`); ``op_args``, ``op_kwargs`` and ``templates_dict``
   are templated and must be JSON.
-- ``EmptyOperator``: a bash task running ``:``. It still takes a worker slot for a moment
-  (raftsched has no task that the scheduler finishes by itself yet).
+- ``EmptyOperator`` (``DummyOperator``): an ``EmptyTask``, which the scheduler finishes
+  itself when its trigger rule is met: no worker, no slot, no process.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from raftsched.airflow._context import mark_callbacks
 from raftsched.airflow._unsupported import refuse
 from raftsched.dags import task_groups
 from raftsched.dags.dag import DAG, _context
+from raftsched.dags.empty import EmptyTask
 from raftsched.dags.taskflow import TaskFlowTask
 from raftsched.dags.tasks import BashTask
 from raftsched.errors import DagDefinitionError
@@ -274,13 +275,15 @@ class ShortCircuitOperator(_PythonBase):
     mode = _callables.SHORT_CIRCUIT
 
 
-class EmptyOperator(BashTask):
-    """Does nothing: a bash task running ``:`` (it takes a worker slot for a moment)."""
+class EmptyOperator(EmptyTask):
+    """Does nothing: the scheduler finishes it when its trigger rule is met (no worker)."""
 
     def __init__(self, *, task_id: str, dag: DAG | None = None, **kwargs: Any) -> None:
         owner = current_dag(dag)
         options = task_options(owner, task_groups.qualify(task_id), kwargs)
-        super().__init__(task_id, command=":", dag=owner, **options)
+        options.pop("secrets", None)  # it reads nothing
+        options.pop("connections", None)
+        super().__init__(task_id, dag=owner, **options)
 
 
 DummyOperator = EmptyOperator  # Airflow 1/2's name

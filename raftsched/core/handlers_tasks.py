@@ -26,6 +26,7 @@ from raftsched.core.ready import Verdict
 from raftsched.core.results import Item, LeaseGrant, Result
 from raftsched.core.run_table import LiveRun
 from raftsched.core.transitions import (
+    EMPTY_KIND,
     fail_attempt,
     find,
     finish_task,
@@ -68,12 +69,14 @@ def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) 
     elif ti.state is TaskState.NONE:
         if ti.map_count is not None:  # expanded: its instances are queued themselves
             return Item(False, r.NOT_READY)
-        if mapping.is_instance(ti.key.task_id) or rec.topo.tasks[ti.key.task_id].expand_json:
+        task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
+        if mapping.is_instance(ti.key.task_id) or task.expand_json or task.kind == EMPTY_KIND:
             if not mapping.is_instance(ti.key.task_id) and (
                 trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY
             ):
                 return Item(False, r.NOT_READY)
-            settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task
+            settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task,
+            # finishes an empty one
             settle_run(state, rec, now)
             return Item(True)
         if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:

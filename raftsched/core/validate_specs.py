@@ -30,7 +30,8 @@ from raftsched.core.timetable import check_cron
 from raftsched.core.timetable_dst import DST_REPEATED, DST_SKIPPED
 from raftsched.errors import LimitExceeded
 
-TASK_KINDS = frozenset({"bash", "python"})
+# "empty": finished by the scheduler when ready, never leased (core/transitions.settle)
+TASK_KINDS = frozenset({"bash", "python", "empty"})
 HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
@@ -152,7 +153,7 @@ def _task(field: str, task: object) -> None:
     check_id(f"{field}.task_id", task.task_id)
     field = f"{field}[{task.task_id}]"
     if not isinstance(task.kind, str) or task.kind not in TASK_KINDS:
-        raise LimitExceeded(f"{field}.kind", "must be 'bash' or 'python'")
+        raise LimitExceeded(f"{field}.kind", "must be 'bash', 'python' or 'empty'")
     if task.command is not None:
         check_text(f"{field}.command", task.command, lim.MAX_COMMAND_CHARS)
     for i, pair in enumerate(tuple_field(f"{field}.env", task.env, lim.MAX_ENV_VARS)):

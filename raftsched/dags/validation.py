@@ -292,9 +292,9 @@ def _check_task_spec(task: TaskSpec, dag_id: str) -> None:
         return bounded(fn, *args, where=where, dag_id=dag_id, task_id=task_id)
 
     check(limits.check_id, "task_id", task.task_id)
-    if task.kind not in ("bash", "python"):
+    if task.kind not in ("bash", "python", "empty"):
         raise DagDefinitionError(
-            f"{where}: kind {str(task.kind)[:40]!r} is not 'bash' or 'python'",
+            f"{where}: kind {str(task.kind)[:40]!r} is not 'bash', 'python' or 'empty'",
             dag_id=dag_id,
             task_id=task_id,
         )
