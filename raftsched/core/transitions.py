@@ -54,6 +54,7 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
         return
     state.task_queue.leave(ti, old)
     if old is TaskState.RUNNING:
+        state.pools.release(ti.key)  # its pool slots are free (core/pool_table.py)
         ti.lease = None
         if new is not TaskState.QUEUED:  # a released lease keeps its resume for the next one
             ti.resume_json = None
@@ -66,7 +67,9 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
         rec.unfinished += -1 if is_done else 1
     ti.state = new
     task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
-    state.task_queue.enter(ti, new, task.priority_weight, task.queue)
+    if new is TaskState.RUNNING:
+        state.pools.occupy(ti.key, task)
+    state.task_queue.enter(ti, new, task.priority_weight, task.queue, task.pool)
 
 
 def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:

@@ -22,6 +22,7 @@ from raftsched.core import limits as lim
 from raftsched.core import versions as vs
 from raftsched.core import xcom
 from raftsched.core.handlers_callbacks import CHECKS as CALLBACK_CHECKS
+from raftsched.core.handlers_pools import CHECKS as POOL_CHECKS
 from raftsched.core.handlers_triggers import CHECKS as TRIGGER_CHECKS
 from raftsched.core.limits import (
     check_conf,
@@ -345,5 +346,6 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.Batch: _batch,
     **CALLBACK_CHECKS,
     **TRIGGER_CHECKS,
+    **POOL_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }

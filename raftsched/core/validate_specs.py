@@ -25,6 +25,7 @@ from raftsched.core.limits import (
     check_text,
 )
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from raftsched.core.pool_table import MAX_POOL_SLOTS
 from raftsched.core.slot_policy import OVERLAP_POLICIES
 from raftsched.core.timetable import check_cron
 from raftsched.core.timetable_dst import DST_REPEATED, DST_SKIPPED
@@ -185,6 +186,9 @@ def _task(field: str, task: object) -> None:
     enum_field(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
     cb.check_callbacks(f"{field}.callbacks", task.callbacks, cb.TASK_EVENTS)
     check_id(f"{field}.queue", task.queue)  # a queue name: the charset and size of an id
+    if getattr(task, "pool", ""):  # a pool name, as a queue's ("": default_pool)
+        check_id(f"{field}.pool", task.pool)
+    check_int(f"{field}.pool_slots", getattr(task, "pool_slots", 1), 1, MAX_POOL_SLOTS)
     _mapping(field, task)
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)
