@@ -90,3 +90,13 @@ def read_audit(conn: sa.Connection) -> list[list[Any]]:
     rows = list(conn.execute(query))[::-1]
     names = ("id", "log_index", "at", "actor", "action", "dag_id", "run_id", "detail")
     return [[utc_iso(row.at) if n == "at" else getattr(row, n) for n in names] for row in rows]
+
+
+def read_pools(conn: sa.Connection) -> list[list[Any]]:
+    """The pools as ``PoolTable.to_list()`` makes them (core/pool_table.py), by name."""
+    p = t.pool
+    return [
+        [row.name, int(row.slots), row.description or "", utc_iso(row.updated_at)]
+        for row in conn.execute(sa.select(p).order_by(p.c.name))
+        if row.updated_at is not None
+    ]
