@@ -47,6 +47,8 @@ NATIVE = (
     "priority_weight",
     "trigger_rule",
     "queue",
+    "pool",  # pools are set with `raftsched pools set NAME SLOTS` (README, Pools)
+    "pool_slots",
     "on_failure_callback",
     "on_success_callback",
     "on_retry_callback",
@@ -72,7 +74,6 @@ DROPPED = frozenset(
         "outlets",
         "executor_config",
         "resources",
-        "pool_slots",
         "ui_color",
         "ui_fgcolor",
         "start_date",  # the DAG's start_date decides; a task's own is ignored
@@ -86,7 +87,6 @@ REFUSED = {
     "depends_on_past": "not supported yet; max_active_runs=1 keeps runs one at a time",
     "wait_for_downstream": "not supported yet; max_active_runs=1 keeps runs one at a time",
     "ignore_first_depends_on_past": "depends_on_past is not supported yet",
-    "pool": "pools are not supported yet; use max_active_tasks or a queue with its own workers",
     "sla": "use DAG(deadline=timedelta(...), on_deadline_callback=...)",
     "on_execute_callback": "call the code at the start of the task",
     "on_skipped_callback": "use on_success_callback or a DAG callback",
@@ -96,7 +96,6 @@ REFUSED = {
     "executor": "use queue= and a worker for that queue",
 }
 _FALSE_OK = ("depends_on_past", "wait_for_downstream", "ignore_first_depends_on_past")
-_DEFAULT_POOL = "default_pool"
 
 
 # {{ var.value.NAME }}, {{ var.json.NAME }}, {{ var.value.get("NAME") }} in a template
@@ -144,9 +143,7 @@ def task_options(dag: DAG, task_id: str, given: Mapping[str, Any]) -> dict[str, 
         elif name in DROPPED:
             continue
         elif name in REFUSED:
-            allowed = (name in _FALSE_OK and not value) or (
-                name == "pool" and value in (None, _DEFAULT_POOL)
-            )
+            allowed = name in _FALSE_OK and not value
             if not allowed and not (name == "sla" and value is None):
                 refuse(f"{name}={value!r}", REFUSED[name], dag_id=dag.dag_id, task_id=task_id)
         else:

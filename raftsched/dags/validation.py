@@ -32,6 +32,8 @@ from raftsched.dags.task_checks import (
     check_env_pairs,
     check_kwargs,
     check_kwargs_json,
+    check_pool,
+    check_pool_slots,
     check_queue,
     check_trigger_rule,
     resolve_callable,
@@ -61,6 +63,8 @@ __all__ = [
     "check_id",
     "check_kwargs",
     "check_kwargs_json",
+    "check_pool",
+    "check_pool_slots",
     "check_queue",
     "check_spec",
     "check_tags",
@@ -314,4 +318,7 @@ def _check_task_spec(task: TaskSpec, dag_id: str) -> None:
     weight = limits.MAX_PRIORITY_WEIGHT
     check(limits.check_int, "priority_weight", task.priority_weight, -weight, weight)
     check_queue(task.queue, dag_id=dag_id, task_id=task_id)
+    if task.pool:
+        check_pool(task.pool, dag_id=dag_id, task_id=task_id)
+    check_pool_slots(task.pool_slots, dag_id=dag_id, task_id=task_id)
     check(limits.check_ids, "upstream", task.upstream, limits.MAX_TASKS_PER_DAG)

@@ -223,3 +223,28 @@ def test_a_pool_never_holds_more_slots_than_it_has(ops: list[tuple], size: int) 
         held = used(sim.state).get("p", 0)
         assert held <= slots
         assert sim.state.pools.used("p") == held
+
+
+def test_native_tasks_name_a_pool_and_a_spec_without_one_hashes_as_before() -> None:
+    from datetime import datetime
+
+    import pytest
+
+    from raftsched import BashTask
+    from raftsched.dags.dag import DAG
+    from raftsched.errors import DagDefinitionError
+
+    start = datetime(2024, 1, 1)
+    with DAG("d", schedule=None, start_date=start) as plain:
+        BashTask("a", command="true")
+    with DAG("d", schedule=None, start_date=start) as named_default:
+        BashTask("a", command="true", pool="default_pool", pool_slots=1)
+    assert plain.to_spec().spec_hash == named_default.to_spec().spec_hash
+    assert "pool" not in plain.to_spec().to_dict()["tasks"][0]
+    with DAG("d", schedule=None, start_date=start) as pooled_dag:
+        BashTask("a", command="true", pool="etl", pool_slots=4)
+    spec = pooled_dag.to_spec().task("a")
+    assert (spec.pool, spec.pool_slots) == ("etl", 4)
+    for bad in ({"pool": "no spaces"}, {"pool_slots": 0}, {"pool_slots": True}):
+        with DAG("e", schedule=None, start_date=start), pytest.raises(DagDefinitionError):
+            BashTask("a", command="true", **bad)
