@@ -24,6 +24,7 @@ from raftsched.core.pool_table import (
     DEFAULT_POOL,
     MAX_POOL_DESCRIPTION_CHARS,
     MAX_POOL_SLOTS,
+    pool_of,
 )
 from raftsched.core.results import Result
 from raftsched.dags.value_checks import ID_PATTERN
@@ -53,6 +54,28 @@ def pool_rows(st: Any) -> list[dict[str, Any]]:
         row["running_slots"] = st.pools.used(row["name"])
         row["queued_tasks"] = queued.get(row["name"], 0)
     return sorted(rows.values(), key=lambda row: (row["name"] != DEFAULT_POOL, row["name"]))
+
+
+def pool_waiting(st: Any, name: str) -> str:
+    """Why a QUEUED task of pool ``name`` waits now ("" when its pool has room): the
+    "waiting" note of ListTaskInstances, as a worker's queue has one (§15)."""
+    room = st.pools.room(name)
+    pool = st.pools.get(name)
+    if room is None or room > 0:
+        return ""
+    if pool is None:
+        return f"pool {name!r} does not exist: create it with `raftsched pools set {name} SLOTS`"
+    return f"pool {name!r} is full: {st.pools.used(name)} of {pool.slots} slots in use"
+
+
+def pool_notes(ctx: ApiContext, record: Any) -> dict[str, str]:
+    """Why a queued task of each pool a DAG's tasks name waits ("": it need not), for
+    ListTaskInstances (``record``: the DAG's, None when it is gone)."""
+    names = {pool_of(t) for t in record.spec.tasks} if record is not None else set()
+    if names <= {DEFAULT_POOL}:  # the common case: no pool named, nothing to read
+        return {}
+    notes, _ = ctx.read(lambda st: {name: pool_waiting(st, name) for name in names})
+    return notes
 
 
 class PoolServicer(pool_pb2_grpc.PoolServiceServicer):
@@ -131,4 +154,4 @@ def _raise(result: Result, name: str) -> None:
     raise StatusError(Code.FAILED_PRECONDITION, f"pool {name}: {result.reason}: {result.value}")
 
 
-__all__ = ["UNLIMITED", "PoolServicer", "pool_rows"]
+__all__ = ["UNLIMITED", "PoolServicer", "pool_notes", "pool_rows", "pool_waiting"]
