@@ -248,3 +248,20 @@ def test_native_tasks_name_a_pool_and_a_spec_without_one_hashes_as_before() -> N
     for bad in ({"pool": "no spaces"}, {"pool_slots": 0}, {"pool_slots": True}):
         with DAG("e", schedule=None, start_date=start), pytest.raises(DagDefinitionError):
             BashTask("a", command="true", **bad)
+
+
+def test_who_set_or_deleted_a_pool_is_in_the_audit_log() -> None:
+    sim = Sim()
+    assert sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=vs.RELEASE)).ok
+    for command in (
+        pc.SetPool(request_id=sim.rid(), now=T0, name="etl", slots=4, actor="ops"),
+        pc.SetPool(request_id=sim.rid(), now=T0, name="etl", slots=4, actor="ops"),
+        pc.DeletePool(request_id=sim.rid(), now=T0, name="etl", actor="admin"),
+    ):
+        assert sim.apply(command).ok
+    records = [(a["actor"], a["action"], a["detail"]) for a in sim.outbox("audit")]
+    assert records == [
+        ("ops", "set_pool", "etl 4 slots"),
+        ("ops", "set_pool", "etl 4 slots unchanged"),
+        ("admin", "delete_pool", "etl"),
+    ]
