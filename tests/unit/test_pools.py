@@ -265,3 +265,20 @@ def test_who_set_or_deleted_a_pool_is_in_the_audit_log() -> None:
         ("ops", "set_pool", "etl 4 slots unchanged"),
         ("admin", "delete_pool", "etl"),
     ]
+
+
+def test_a_waiting_tasks_note_says_what_its_pool_lacks() -> None:
+    from raftsched.api.servicers.pools import pool_rows, pool_waiting
+
+    sim = sim_with(pooled("a"), pooled("b"), pooled("big", slots=3), pooled("lost", pool="gone"))
+    assert set_pool(sim, "p", 1).ok
+    sim.lease(n=1, now=at(1))
+    st = sim.state
+    assert pool_waiting(st, DEFAULT_POOL) == ""
+    assert pool_waiting(st, "p") == "pool 'p' is full: 1 of 1 slots in use"
+    assert pool_waiting(st, "p", 3) == "needs 3 slots of pool 'p', which has 1: raise it"
+    assert pool_waiting(st, "gone").startswith("pool 'gone' does not exist: create it with")
+    rows = {row["name"]: row for row in pool_rows(st)}
+    assert next(iter(rows)) == DEFAULT_POOL and rows[DEFAULT_POOL]["slots"] == -1
+    assert (rows["p"]["running_slots"], rows["p"]["queued_tasks"]) == (1, 2)
+    assert (rows["gone"]["slots"], rows["gone"]["queued_tasks"]) == (0, 1)

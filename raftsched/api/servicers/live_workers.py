@@ -30,7 +30,7 @@ from raftsched.cluster.workers_seen import (
 )
 from raftsched.core import mapping
 from raftsched.core.model import DEFAULT_QUEUE
-from raftsched.core.pool_table import pool_of
+from raftsched.core.pool_table import pool_of, slots_of
 from raftsched.errors import StoreUnavailable
 from raftsched.store.heartbeats import list_heartbeats
 
@@ -107,7 +107,7 @@ class LiveWorkers:
         tasks = {t.task_id: t for t in record.spec.tasks} if record is not None else {}
         served: frozenset[str] | None = None
         looked = False
-        notes: dict[str, str] | None = None
+        notes: dict[tuple[str, int], str] | None = None
         for ti in task_instances:
             task = tasks.get(mapping.task_of(ti.key.task_id))
             ti.queue = task.queue if task is not None else DEFAULT_QUEUE
@@ -119,4 +119,4 @@ class LiveWorkers:
             ti.waiting = waiting_note(ti.queue, served)
             if not ti.waiting and task is not None:
                 notes = pool_notes(self.ctx, record) if notes is None else notes
-                ti.waiting = notes.get(pool_of(task), "")
+                ti.waiting = notes.get((pool_of(task), slots_of(task)), "")

@@ -25,6 +25,7 @@ from raftsched.core.pool_table import (
     MAX_POOL_DESCRIPTION_CHARS,
     MAX_POOL_SLOTS,
     pool_of,
+    slots_of,
 )
 from raftsched.core.results import Result
 from raftsched.dags.value_checks import ID_PATTERN
@@ -56,25 +57,28 @@ def pool_rows(st: Any) -> list[dict[str, Any]]:
     return sorted(rows.values(), key=lambda row: (row["name"] != DEFAULT_POOL, row["name"]))
 
 
-def pool_waiting(st: Any, name: str) -> str:
-    """Why a QUEUED task of pool ``name`` waits now ("" when its pool has room): the
-    "waiting" note of ListTaskInstances, as a worker's queue has one (§15)."""
+def pool_waiting(st: Any, name: str, slots: int = 1) -> str:
+    """Why a QUEUED task of pool ``name`` taking ``slots`` slots waits now ("" when its pool
+    has room for it): the "waiting" note of ListTaskInstances, as a worker's queue has one
+    (§15)."""
     room = st.pools.room(name)
     pool = st.pools.get(name)
-    if room is None or room > 0:
+    if room is None or room >= slots:
         return ""
     if pool is None:
         return f"pool {name!r} does not exist: create it with `raftsched pools set {name} SLOTS`"
+    if slots > pool.slots:
+        return f"needs {slots} slots of pool {name!r}, which has {pool.slots}: raise it"
     return f"pool {name!r} is full: {st.pools.used(name)} of {pool.slots} slots in use"
 
 
-def pool_notes(ctx: ApiContext, record: Any) -> dict[str, str]:
-    """Why a queued task of each pool a DAG's tasks name waits ("": it need not), for
-    ListTaskInstances (``record``: the DAG's, None when it is gone)."""
-    names = {pool_of(t) for t in record.spec.tasks} if record is not None else set()
-    if names <= {DEFAULT_POOL}:  # the common case: no pool named, nothing to read
+def pool_notes(ctx: ApiContext, record: Any) -> dict[tuple[str, int], str]:
+    """Why a queued task waits, by (pool, pool_slots) of the DAG's tasks ("": it need not),
+    for ListTaskInstances (``record``: the DAG's, None when it is gone)."""
+    wants = {(pool_of(t), slots_of(t)) for t in record.spec.tasks} if record is not None else set()
+    if {name for name, _ in wants} <= {DEFAULT_POOL}:  # the common case: nothing to read
         return {}
-    notes, _ = ctx.read(lambda st: {name: pool_waiting(st, name) for name in names})
+    notes, _ = ctx.read(lambda st: {want: pool_waiting(st, *want) for want in wants})
     return notes
 
 
