@@ -282,3 +282,21 @@ def test_a_waiting_tasks_note_says_what_its_pool_lacks() -> None:
     assert next(iter(rows)) == DEFAULT_POOL and rows[DEFAULT_POOL]["slots"] == -1
     assert (rows["p"]["running_slots"], rows["p"]["queued_tasks"]) == (1, 2)
     assert (rows["gone"]["slots"], rows["gone"]["queued_tasks"]) == (0, 1)
+
+
+def test_pool_gauges_show_slots_in_use_and_waiting_tasks() -> None:
+    from raftsched.cluster import metrics
+
+    sim = sim_with(pooled("a"), pooled("b"), task("free"), pools={"p": 1})
+    sim.lease(n=5, now=at(1))
+    rows = metrics._pools(sim.state)
+    assert rows == [(DEFAULT_POOL, None, 1, 0), ("p", 1, 1, 1)]
+    families = {f.name: f for f in metrics._pool_families(rows)}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items())), s.value)
+        for f in families.values()
+        for s in f.samples
+    }
+    assert ("raftsched_pool_slots", (("pool", "p"), ("state", "total")), 1.0) in samples
+    assert ("raftsched_pool_queued_tasks", (("pool", "p"),), 1.0) in samples
+    assert not any(s[1] == (("pool", DEFAULT_POOL), ("state", "total")) for s in samples)
