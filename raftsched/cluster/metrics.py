@@ -234,7 +234,7 @@ class _NodeCollector(Collector):
 def _pools(state: Any) -> list[tuple[str, int | None, int, int]]:
     """(pool, slots or None: unlimited, slots in use, tasks queued): every pool set, any a
     queued task names, and default_pool always (core/pool_table.py)."""
-    queued = {name or DEFAULT_POOL: n for name, n in state.task_queue.queued_by_pool().items()}
+    queued = state.task_queue.queued_by_pool(DEFAULT_POOL)
     names = {DEFAULT_POOL, *queued, *(pool.name for pool in state.pools.pools())}
     out = []
     for name in sorted(names):

@@ -21,6 +21,7 @@ from datetime import datetime
 
 from raftsched.core import digest as dg
 from raftsched.core.model import DEFAULT_QUEUE, Lease, TaskInstance, TaskKey, TaskState
+from raftsched.core.pool_table import DEFAULT_POOL
 from raftsched.core.ready import ReadyQueue, TimeIndex
 
 Lane = tuple[str, str]  # (queue name, pool name): where a QUEUED task waits
@@ -130,12 +131,13 @@ class TaskQueue:
                 out[name] = out.get(name, 0) + len(ready)
         return out
 
-    def queued_by_pool(self) -> dict[str, int]:
-        """How many tasks wait in each pool ("": default_pool) (the pools with any)."""
+    def queued_by_pool(self, default: str = DEFAULT_POOL) -> dict[str, int]:
+        """How many tasks wait in each pool (the pools with any; a task naming none counts
+        in ``default``)."""
         out: dict[str, int] = {}
         for (_, pool), ready in sorted(self._ready.items()):
             if len(ready):
-                out[pool] = out.get(pool, 0) + len(ready)
+                out[pool or default] = out.get(pool or default, 0) + len(ready)
         return out
 
     def pop_ready(

@@ -36,7 +36,7 @@ UNLIMITED = -1  # Pool.slots of default_pool while it is not set
 
 def pool_rows(st: Any) -> list[dict[str, Any]]:
     """Every pool as the list shows it (read under the node's lock): default_pool first."""
-    queued = {name or DEFAULT_POOL: n for name, n in st.task_queue.queued_by_pool().items()}
+    queued = st.task_queue.queued_by_pool(DEFAULT_POOL)
     rows: dict[str, dict[str, Any]] = {}
     for pool in st.pools.pools():
         rows[pool.name] = {
