@@ -43,7 +43,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from raftsched.core import audit, restore_decode, snapshot_share
+from raftsched.core import audit, restore_decode, secret_reads, snapshot_share
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
@@ -89,8 +89,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class SchedulerState(StateViews):
     def __init__(self) -> None:
         self.applied_index = 0
-        # The digest's running sum: each owner below adds and removes its entities' shares
-        self._sum = dg.DigestSum()
+        self._sum = dg.DigestSum()  # the digest's sum: each owner below adds its shares
         self.catalog = DagCatalog()
         self.run_table = RunTable(self._sum)
         self.task_queue = TaskQueue(self._sum, self.task_instance)
@@ -396,5 +395,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     **hc.HANDLERS,
     **htr.HANDLERS,
     **hp.HANDLERS,
+    **secret_reads.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

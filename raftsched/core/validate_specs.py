@@ -186,7 +186,7 @@ def _task(field: str, task: object) -> None:
     enum_field(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
     cb.check_callbacks(f"{field}.callbacks", task.callbacks, cb.TASK_EVENTS)
     check_id(f"{field}.queue", task.queue)  # a queue name: the charset and size of an id
-    if getattr(task, "pool", ""):  # a pool name, as a queue's ("": default_pool)
+    if getattr(task, "pool", "") != "":  # a pool name, as a queue's ("": default_pool)
         check_id(f"{field}.pool", task.pool)
     check_int(f"{field}.pool_slots", getattr(task, "pool_slots", 1), 1, MAX_POOL_SLOTS)
     _mapping(field, task)

@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import limits as lim
+from raftsched.core import pool_commands as pc
 from raftsched.core import results as r
+from raftsched.core import secret_reads as sr
 from raftsched.core import versions as vs
 from raftsched.core import xcom
 from raftsched.core.callback_table import RUNNING
@@ -176,11 +178,16 @@ TASK_VALID = {
             (("success", "raftsched:webhook", '{"url": "http://x"}'), ("retry", "notify", "")),
         ]
     ),
+    "pool": st.sampled_from(["", "p", "default_pool", "nope"]),
+    "pool_slots": st.sampled_from([1, 2, 5]),
 }
+TASK_KINDS = st.sampled_from(["bash"] * 6 + ["empty"] * 3 + ["EMPTY", None, 3])
 TASK_HOSTILE = {
     "queue": st.one_of(IDS, NOT_TEXT),
     "skip_on_exit_code": EXIT_CODES,
     "callbacks": CALLBACKS,
+    "pool": st.one_of(IDS, NOT_TEXT),
+    "pool_slots": st.sampled_from([0, -1, 1_000_001, 2**70, True, "2", 2.0, None]),
 }
 DAG_VALID = {
     "params_json": st.sampled_from(["", '{"p": {"default": 1, "type": ["integer", "null"]}}']),
@@ -200,7 +207,8 @@ DAG_HOSTILE = {
 
 def _hostile_spec(draw: Draw) -> Any:
     def one_task(task_id: str, *upstream: str) -> Any:
-        return task(task_id, *upstream, **_fields(draw, TASK_VALID, TASK_HOSTILE))
+        spec = task(task_id, *upstream, **_fields(draw, TASK_VALID, TASK_HOSTILE))
+        return replace(spec, kind=draw(TASK_KINDS))  # empty: finished by apply itself
 
     tasks = [one_task(draw(TASK_IDS))]
     if draw(st.booleans()):  # a second task after the first: branches and trigger rules
@@ -337,6 +345,7 @@ BUILDERS: dict[type, Builder] = {
                 "ciphertext": st.just("gAAAAAabc="),
                 "description": st.just(""),
                 "expected": st.sampled_from([None, "gAAAAAabc=", "gAAAAAxyz="]),
+                "dags": st.sampled_from([(), ("d",), ("d", "e")]),  # core/secret_policy.py
             },
             {
                 "kind": st.sampled_from(["bogus", None, ""]),
@@ -344,6 +353,12 @@ BUILDERS: dict[type, Builder] = {
                 "ciphertext": st.sampled_from(["clear text", "gAAAAA" + "a" * 90_000, ""]),
                 "description": st.one_of(HOSTILE_TEXT, NOT_TEXT),
                 "expected": st.one_of(HOSTILE_TEXT, NOT_TEXT),
+                "dags": st.one_of(
+                    st.sampled_from([("e", "d"), ("d", "d"), ["d"], "d", (None,), ("",)]),
+                    st.just(tuple(f"d{i}" for i in range(60))),
+                    st.tuples(IDS),
+                    NOT_TEXT,
+                ),
             },
         ),
     ),
@@ -489,6 +504,83 @@ def any_hostile_command(draw: Draw, sim: Sim, rid: str) -> c.Command:
     now = draw(st.one_of(fine, fine, fine, fine, DATES))
     kind = draw(st.sampled_from(sorted(BUILDERS, key=lambda k: k.__name__)))
     return BUILDERS[kind](draw, sim, rid, now)
+
+
+# -- on-demand reads of variables and connections (core/secret_reads.py) ----------------------
+
+
+def _read_secrets(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    live = sim.state.leases()
+    lease = draw(st.sampled_from(live)) if live else None
+    return sr.ReadSecrets(
+        request_id=rid,
+        now=now,
+        **_fields(
+            draw,
+            {
+                "key": st.just(lease.key) if lease else st.builds(lambda: _key(draw)),
+                "token": st.just(lease.token) if lease else st.just(1),
+                "worker_id": st.just(lease.worker_id) if lease else st.just("w1"),
+                "kind": st.sampled_from(["variable", "connection"]),
+                "names": st.sampled_from([("K",), ("K", "L"), ("NOT_SET",)]),
+            },
+            {
+                "key": st.sampled_from([None, "d/r/a", ("d", "r", "a")]),
+                "token": st.builds(lambda: _token(draw, sim)),
+                "worker_id": st.one_of(st.sampled_from(["w2", "", "w\n"]), NOT_TEXT),
+                "kind": st.sampled_from(["bogus", None, "", "token"]),
+                "names": st.one_of(
+                    st.sampled_from([(), ["K"], "K", ("1bad",), ("K" * 200,), (None,)]),
+                    st.just(tuple(f"N{i}" for i in range(20))),
+                    NOT_TEXT,
+                ),
+            },
+        ),
+    )
+
+
+BUILDERS[sr.ReadSecrets] = _read_secrets
+
+
+# -- pools (core/pool_commands.py, core/handlers_pools.py) ------------------------------------
+
+POOL_NAMES = st.sampled_from(["p", "default_pool", "etl"])
+POOL_NAMES_HOSTILE = st.one_of(st.sampled_from(["", "a\nb", "x" * 300, "a\x00b"]), NOT_TEXT)
+POOL_SLOTS_HOSTILE = st.sampled_from([-1, 1_000_001, 2**70, True, "2", 2.0, None])
+ACTORS = st.sampled_from(["", "ops"])
+ACTORS_HOSTILE = st.one_of(st.sampled_from(["a\nb", "x" * 300]), NOT_TEXT)
+
+
+def _set_pool(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    fields = _fields(
+        draw,
+        {
+            "name": POOL_NAMES,
+            "slots": st.integers(0, 5),
+            "description": st.sampled_from(["", "loads"]),
+            "actor": ACTORS,
+        },
+        {
+            "name": POOL_NAMES_HOSTILE,
+            "slots": POOL_SLOTS_HOSTILE,
+            "description": st.one_of(st.sampled_from(["x" * 1_001, "a\x00b"]), NOT_TEXT),
+            "actor": ACTORS_HOSTILE,
+        },
+    )
+    return pc.SetPool(request_id=rid, now=now, **fields)
+
+
+def _delete_pool(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    fields = _fields(
+        draw,
+        {"name": POOL_NAMES, "actor": ACTORS},
+        {"name": POOL_NAMES_HOSTILE, "actor": ACTORS_HOSTILE},
+    )
+    return pc.DeletePool(request_id=rid, now=now, **fields)
+
+
+BUILDERS[pc.SetPool] = _set_pool
+BUILDERS[pc.DeletePool] = _delete_pool
 
 
 # -- deferred tasks and triggers (core/handlers_triggers.py) ----------------------------------
@@ -727,13 +819,16 @@ def test_every_command_with_hostile_fields_never_breaks_apply(
 
 
 def test_every_command_class_has_a_hostile_builder() -> None:
-    """A command added to core/commands.py must be added to BUILDERS (with hostile values in
-    its new fields), or it goes into the log untested."""
+    """A command added to core/commands.py, or in a module of its own that the state handles
+    (core/secret_reads.py), must be added to BUILDERS (with hostile values in its new fields),
+    or it goes into the log untested."""
+    from raftsched.core import state as state_module
+
     commands = {
         obj
         for _, obj in inspect.getmembers(c, inspect.isclass)
         if issubclass(obj, c.Command) and obj is not c.Command and obj.__module__ == c.__name__
-    }
+    } | set(state_module._HANDLERS)
     missing = sorted(k.__name__ for k in commands - set(BUILDERS))
     assert not missing, f"no hostile builder in {__name__} for: {missing}"
     assert set(BUILDERS) <= commands
