@@ -13,6 +13,7 @@ __version__ = "0.3.0"
 __all__ = [
     "DAG",
     "BashTask",
+    "EmptyTask",
     "Param",
     "PythonTask",
     "TaskSkipped",
@@ -22,13 +23,14 @@ __all__ = [
     "task",
 ]
 _AUTHORING = frozenset(
-    {"DAG", "BashTask", "PythonTask", "Param", "TaskSkipped", "chain", "dag", "task"}
+    {"DAG", "BashTask", "EmptyTask", "PythonTask", "Param", "TaskSkipped", "chain", "dag", "task"}
 )
 
 if TYPE_CHECKING:
     from raftsched.dags.authoring import (
         DAG,
         BashTask,
+        EmptyTask,
         Param,
         PythonTask,
         TaskSkipped,

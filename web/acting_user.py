@@ -15,7 +15,7 @@ from raftsched.api.auth import USER_METADATA
 AUDITED_CALLS = frozenset(
     {
         *("PauseDag", "UnpauseDag", "TriggerDag", "BackfillDag", "ClearTasks", "MarkTasks"),
-        *("SetSecret", "DeleteSecret"),
+        *("SetSecret", "DeleteSecret", "SetPool", "DeletePool"),
     }
 )
 

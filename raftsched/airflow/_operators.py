@@ -13,8 +13,8 @@ refused with what to do instead. The operators:
   whose callable is called with ``op_args``, ``op_kwargs`` and the context it declares
   (:mod:`raftsched.airflow._callables`); ``op_args``, ``op_kwargs`` and ``templates_dict``
   are templated and must be JSON.
-- ``EmptyOperator``: a bash task running ``:``. It still takes a worker slot for a moment
-  (raftsched has no task that the scheduler finishes by itself yet).
+- ``EmptyOperator`` (``DummyOperator``): an ``EmptyTask``, which the scheduler finishes
+  itself when its trigger rule is met: no worker, no slot, no process.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from raftsched.airflow._context import mark_callbacks
 from raftsched.airflow._unsupported import refuse
 from raftsched.dags import task_groups
 from raftsched.dags.dag import DAG, _context
+from raftsched.dags.empty import EmptyTask
 from raftsched.dags.taskflow import TaskFlowTask
 from raftsched.dags.tasks import BashTask
 from raftsched.dags.template_connections import named_connections
@@ -47,6 +48,8 @@ NATIVE = (
     "priority_weight",
     "trigger_rule",
     "queue",
+    "pool",  # pools are set with `raftsched pools set NAME SLOTS` (README, Pools)
+    "pool_slots",
     "on_failure_callback",
     "on_success_callback",
     "on_retry_callback",
@@ -72,7 +75,6 @@ DROPPED = frozenset(
         "outlets",
         "executor_config",
         "resources",
-        "pool_slots",
         "ui_color",
         "ui_fgcolor",
         "start_date",  # the DAG's start_date decides; a task's own is ignored
@@ -86,7 +88,6 @@ REFUSED = {
     "depends_on_past": "not supported yet; max_active_runs=1 keeps runs one at a time",
     "wait_for_downstream": "not supported yet; max_active_runs=1 keeps runs one at a time",
     "ignore_first_depends_on_past": "depends_on_past is not supported yet",
-    "pool": "pools are not supported yet; use max_active_tasks or a queue with its own workers",
     "sla": "use DAG(deadline=timedelta(...), on_deadline_callback=...)",
     "on_execute_callback": "call the code at the start of the task",
     "on_skipped_callback": "use on_success_callback or a DAG callback",
@@ -96,7 +97,6 @@ REFUSED = {
     "executor": "use queue= and a worker for that queue",
 }
 _FALSE_OK = ("depends_on_past", "wait_for_downstream", "ignore_first_depends_on_past")
-_DEFAULT_POOL = "default_pool"
 
 
 # {{ var.value.NAME }}, {{ var.json.NAME }}, {{ var.value.get("NAME") }} in a template
@@ -148,9 +148,7 @@ def task_options(dag: DAG, task_id: str, given: Mapping[str, Any]) -> dict[str, 
         elif name in DROPPED:
             continue
         elif name in REFUSED:
-            allowed = (name in _FALSE_OK and not value) or (
-                name == "pool" and value in (None, _DEFAULT_POOL)
-            )
+            allowed = name in _FALSE_OK and not value
             if not allowed and not (name == "sla" and value is None):
                 refuse(f"{name}={value!r}", REFUSED[name], dag_id=dag.dag_id, task_id=task_id)
         else:
@@ -279,13 +277,15 @@ class ShortCircuitOperator(_PythonBase):
     mode = _callables.SHORT_CIRCUIT
 
 
-class EmptyOperator(BashTask):
-    """Does nothing: a bash task running ``:`` (it takes a worker slot for a moment)."""
+class EmptyOperator(EmptyTask):
+    """Does nothing: the scheduler finishes it when its trigger rule is met (no worker)."""
 
     def __init__(self, *, task_id: str, dag: DAG | None = None, **kwargs: Any) -> None:
         owner = current_dag(dag)
         options = task_options(owner, task_groups.qualify(task_id), kwargs)
-        super().__init__(task_id, command=":", dag=owner, **options)
+        options.pop("secrets", None)  # it reads nothing
+        options.pop("connections", None)
+        super().__init__(task_id, dag=owner, **options)
 
 
 DummyOperator = EmptyOperator  # Airflow 1/2's name

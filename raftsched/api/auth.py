@@ -72,6 +72,7 @@ _D = "/raftsched.v1.DagService/"
 _W = "/raftsched.v1.WorkerService/"
 _U = "/raftsched.v1.UserService/"
 _S = "/raftsched.v1.SecretService/"
+_P = "/raftsched.v1.PoolService/"
 
 METHOD_ROLES: Mapping[str, Role] = {
     _C + "GetStatus": Role.VIEWER,
@@ -119,6 +120,9 @@ METHOD_ROLES: Mapping[str, Role] = {
     _S + "DeleteSecret": Role.ADMIN,
     _S + "RotateSecrets": Role.ADMIN,
     _S + "ResolveSecrets": Role.WORKER,
+    _P + "ListPools": Role.VIEWER,
+    _P + "SetPool": Role.OPERATOR,
+    _P + "DeletePool": Role.OPERATOR,
 }
 
 # Services anyone may call without a token.

@@ -74,6 +74,8 @@ from raftsched.api.gen import (
     cluster_pb2_grpc,
     dag_pb2,
     dag_pb2_grpc,
+    pool_pb2,
+    pool_pb2_grpc,
     secret_pb2,
     secret_pb2_grpc,
     user_pb2,
@@ -182,6 +184,7 @@ class RaftschedClient:
         self.workers = _Service(self, worker_pb2, "WorkerService")
         self.users = _Service(self, user_pb2, "UserService")
         self.secrets = _Service(self, secret_pb2, "SecretService")
+        self.pools = _Service(self, pool_pb2, "PoolService")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -346,4 +349,5 @@ _STUB_CLASSES: dict[str, Callable[[grpc.Channel], Any]] = {
     "WorkerService": worker_pb2_grpc.WorkerServiceStub,
     "UserService": user_pb2_grpc.UserServiceStub,
     "SecretService": secret_pb2_grpc.SecretServiceStub,
+    "PoolService": pool_pb2_grpc.PoolServiceStub,
 }

@@ -41,6 +41,8 @@ from raftsched.api.gen import (
     cluster_pb2_grpc,
     dag_pb2,
     dag_pb2_grpc,
+    pool_pb2,
+    pool_pb2_grpc,
     secret_pb2,
     secret_pb2_grpc,
     user_pb2,
@@ -81,6 +83,11 @@ SERVICES: tuple[tuple[type, Any, str], ...] = (
         secret_pb2_grpc.SecretServiceServicer,
         secret_pb2_grpc.add_SecretServiceServicer_to_server,
         secret_pb2.DESCRIPTOR.services_by_name["SecretService"].full_name,
+    ),
+    (
+        pool_pb2_grpc.PoolServiceServicer,
+        pool_pb2_grpc.add_PoolServiceServicer_to_server,
+        pool_pb2.DESCRIPTOR.services_by_name["PoolService"].full_name,
     ),
 )
 

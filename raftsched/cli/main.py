@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "dags_cmd",
     "debug_cmd",
     "db_cmd",
+    "pools_cmd",
     "runs_cmd",
     "standalone_cmd",
     "tasks_cmd",

@@ -41,6 +41,7 @@ from prometheus_client.registry import Collector
 # re-exported: the node, the proposer and the parse thread import them from here
 from raftsched.cluster.dag_metrics import DAG_METRIC_NAMES, DagCollector
 from raftsched.cluster.instruments import NodeInstruments, of
+from raftsched.core.pool_table import DEFAULT_POOL
 
 __all__ = ["METRIC_NAMES", "NodeInstruments", "NodeMetrics", "of"]
 
@@ -135,6 +136,8 @@ METRIC_NAMES: tuple[str, ...] = (
     "raftsched_trigger_firings_total",
     "raftsched_trigger_errors_total",
     "raftsched_triggers_running",
+    "raftsched_pool_slots",
+    "raftsched_pool_queued_tasks",
     "raftsched_dag_parse_errors_total",
     "raftsched_snapshot_failures_total",
     *DAG_METRIC_NAMES,
@@ -225,6 +228,39 @@ class _NodeCollector(Collector):
         )
         running.add_metric([], float(node.read(_triggers_running)))
         yield running
+        yield from _pool_families(node.read(_pools))
+
+
+def _pools(state: Any) -> list[tuple[str, int | None, int, int]]:
+    """(pool, slots or None: unlimited, slots in use, tasks queued): every pool set, any a
+    queued task names, and default_pool always (core/pool_table.py)."""
+    queued = state.task_queue.queued_by_pool(DEFAULT_POOL)
+    names = {DEFAULT_POOL, *queued, *(pool.name for pool in state.pools.pools())}
+    out = []
+    for name in sorted(names):
+        pool = state.pools.get(name)
+        slots = pool.slots if pool is not None else (None if name == DEFAULT_POOL else 0)
+        out.append((name, slots, state.pools.used(name), queued.get(name, 0)))
+    return out
+
+
+def _pool_families(pools: list[tuple[str, int | None, int, int]]) -> Iterator[Metric]:
+    slots = GaugeMetricFamily(
+        "raftsched_pool_slots",
+        "A pool's slots (state total; absent: unlimited) and those its running attempts hold"
+        " (state running).",
+        labels=["pool", "state"],
+    )
+    queued = GaugeMetricFamily(
+        "raftsched_pool_queued_tasks", "Tasks waiting (QUEUED) in a pool.", labels=["pool"]
+    )
+    for name, total, running, waiting in pools:
+        if total is not None:
+            slots.add_metric([name, "total"], float(total))
+        slots.add_metric([name, "running"], float(running))
+        queued.add_metric([name], float(waiting))
+    yield slots
+    yield queued
 
 
 def _triggers_running(state: Any) -> int:

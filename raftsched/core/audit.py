@@ -28,6 +28,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import limits as lim
 from raftsched.core import persisted
+from raftsched.core import pool_commands as pc
 from raftsched.core import results as r
 from raftsched.core.changes import emit_entry
 from raftsched.core.model import OutboxKind, RunType, TaskState
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 # Backfill runs are manual runs named so (api/servicers/backfill.py backfill_run_id)
 BACKFILL_PREFIX = "backfill__"
 AUDITED = (c.SetPaused, c.CreateRuns, c.ClearTasks, c.MarkTasks, c.SetSecret, c.DeleteSecret)
+AUDITED += (pc.SetPool, pc.DeletePool)
 ACTIONS = (
     "trigger",
     "backfill",
@@ -54,6 +56,8 @@ ACTIONS = (
     "delete_connection",
     "read_variable",  # an attempt read it undeclared (core/secret_reads.py)
     "read_connection",
+    "set_pool",
+    "delete_pool",
 )
 
 
@@ -150,6 +154,11 @@ def _what(cmd: Any, result: Result) -> list[tuple[str, str, str, str]]:
             return [("clear", cmd.dag_id, cmd.run_id, f"{tasks}{downstream}")]
         state = TaskState(cmd.state).value
         return [(f"mark_{state}", cmd.dag_id, cmd.run_id, tasks)]
+    if isinstance(cmd, pc.SetPool):  # detail: "etl 4 slots" ("unchanged" when it was so)
+        unchanged = " unchanged" if result.reason == r.UNCHANGED else ""
+        return [("set_pool", "", "", f"{cmd.name} {cmd.slots} slots{unchanged}")]
+    if isinstance(cmd, pc.DeletePool):
+        return [("delete_pool", "", "", cmd.name)]
     verb = "set" if isinstance(cmd, c.SetSecret) else "delete"
     detail = "unchanged" if result.reason == r.UNCHANGED else ""
     return [(f"{verb}_{cmd.kind}", "", "", f"{cmd.key}{' ' if detail else ''}{detail}")]

@@ -22,10 +22,12 @@ from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
 from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
+from raftsched.core.pool_table import DEFAULT_POOL, pool_of, slots_of
 from raftsched.core.ready import Verdict
 from raftsched.core.results import Item, LeaseGrant, Result
 from raftsched.core.run_table import LiveRun
 from raftsched.core.transitions import (
+    EMPTY_KIND,
     fail_attempt,
     find,
     finish_task,
@@ -68,12 +70,14 @@ def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) 
     elif ti.state is TaskState.NONE:
         if ti.map_count is not None:  # expanded: its instances are queued themselves
             return Item(False, r.NOT_READY)
-        if mapping.is_instance(ti.key.task_id) or rec.topo.tasks[ti.key.task_id].expand_json:
+        task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
+        if mapping.is_instance(ti.key.task_id) or task.expand_json or task.kind == EMPTY_KIND:
             if not mapping.is_instance(ti.key.task_id) and (
                 trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY
             ):
                 return Item(False, r.NOT_READY)
-            settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task
+            settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task,
+            # finishes an empty one
             settle_run(state, rec, now)
             return Item(True)
         if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:
@@ -109,17 +113,25 @@ def apply_lease_tasks(
         return Result(False, r.OUTBOX_FULL, state.outbox_size)
     expires_at = now + timedelta(seconds=cmd.lease_ttl_seconds)
     grants = []
-    fenced: list[tuple[LiveRun, TaskInstance]] = []
+    fenced: list[tuple[LiveRun, TaskInstance]] = []  # and those too big for their pool now
     can_take = partial(_can_take, state)
     queues = getattr(cmd, "queues", ())  # absent in entries of older releases
+    short: set[str] = set()  # pools whose head needs more slots than they have free now
+    pool_open = partial(_pool_open, state, short)
     while len(grants) < cmd.max_tasks:
-        key = state.task_queue.pop_ready(can_take, queues)
+        key = state.task_queue.pop_ready(can_take, queues, pool_open)
         if key is None:
             break
         rec, ti = find(state, key) or (None, None)
         assert rec is not None and ti is not None
         if state.task_queue.still_fenced(key, now):
             fenced.append((rec, ti))
+            continue
+        task = rec.topo.tasks[mapping.task_of(key.task_id)]
+        room = state.pools.room(pool_of(task))
+        if room is not None and slots_of(task) > room:  # back in line; its pool is passed
+            fenced.append((rec, ti))  # over for the rest of this command (Airflow skips it)
+            short.add(pool_of(task))
             continue
         touch_ti(state, ti)
         ti.try_number += 1
@@ -152,6 +164,13 @@ def apply_lease_tasks(
         weight = rec.topo.tasks[mapping.task_of(ti.key.task_id)].priority_weight
         state.task_queue.requeue(ti.key, weight, ti.queued_at)
     return Result(True, value=tuple(grants))
+
+
+def _pool_open(state: SchedulerState, short: set[str], pool: str) -> bool:
+    """Whether a lane of ``pool`` ("": default_pool) may grant another task now: the pool
+    has a free slot (never more than its slots are held: core/pool_table.py)."""
+    name = pool or DEFAULT_POOL
+    return name not in short and state.pools.has_room(name)
 
 
 def _can_take(state: SchedulerState, dag_id: str) -> bool:

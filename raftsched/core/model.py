@@ -122,15 +122,15 @@ class TaskSpec:
     priority_weight: int = 1
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     upstream: tuple[str, ...] = ()  # sorted task ids this task depends on
-    # Only workers serving this queue lease the task (`raftsched worker --queues`).
-    queue: str = added_field(DEFAULT_QUEUE)
-    # bash: this exit code ends the attempt SKIPPED instead of FAILED (None: no such code)
-    skip_on_exit_code: int | None = added_field(None)
+    queue: str = added_field(DEFAULT_QUEUE)  # leased by workers serving it (worker --queues)
+    skip_on_exit_code: int | None = added_field(None)  # bash: this exit code ends it SKIPPED
     # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
     # the DAG file or a built-in notifier ("raftsched:webhook"), see core/callbacks.py
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
     max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
+    pool: str = added_field("")  # the pool its attempts take slots of ("": default_pool)
+    pool_slots: int = added_field(1)  # slots one attempt takes (core/pool_table.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +150,7 @@ class DagSpec:
     description: str = ""
     tasks: tuple[TaskSpec, ...] = ()  # sorted by task_id
     spec_hash: str = ""
-    # The DAG's params as canonical JSON text ("" = none), see raftsched.dags.params
-    params_json: str = added_field("")
+    params_json: str = added_field("")  # canonical JSON text ("": none), dags/params.py
     # Run-level callbacks (event "failure" | "success" | "deadline"), as TaskSpec.callbacks
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     # A run not done by its logical date plus this many seconds fires its "deadline" callbacks
@@ -361,7 +360,7 @@ class OutboxKind(StrEnum):
     TASK_LOG       insert task_log row: {dag_id, run_id, task_id, try_number, chunk_seq,
                    stream ("stdout"|"stderr"), text, created_at}
     IMPORT_ERRORS  the import_error table: {errors: [{fileloc, message, traceback}], updated_at}
-    SECRET, CALLBACK_JOB, AUDIT  rows.SecretRow, CallbackJobRow (core.persisted), AuditRow
+    SECRET, CALLBACK_JOB, AUDIT, POOL  SecretRow, CallbackJobRow, AuditRow, handlers_pools
     SKIPPED_SLOTS  upsert skipped_slots row by (dag_id, last): {dag_id, first, last, count,
                    reason, at} (core/slot_policy.py; written only from release 3 on)
     """
@@ -375,6 +374,7 @@ class OutboxKind(StrEnum):
     CALLBACK_JOB = "callback_job"
     AUDIT = "audit"
     SKIPPED_SLOTS = "skipped_slots"
+    POOL = "pool"
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
 from raftsched.core import handlers_dags as hd
 from raftsched.core import handlers_marks as hm
+from raftsched.core import handlers_pools as hp
 from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
@@ -63,6 +64,7 @@ from raftsched.core.changes import ChangeFeed, ChangeSet, flush
 from raftsched.core.handlers_tasks import LOG_STREAMS
 from raftsched.core.model import FINISHED_RUN_STATES, ImportErrorRecord, TaskKey, TaskState
 from raftsched.core.outbox import Outbox
+from raftsched.core.pool_table import PoolTable
 from raftsched.core.request_memory import DEDUP_CAPACITY, RequestMemory
 from raftsched.core.restore_decode import RestoreDecoder
 from raftsched.core.results import Result
@@ -87,8 +89,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class SchedulerState(StateViews):
     def __init__(self) -> None:
         self.applied_index = 0
-        # The digest's running sum: each owner below adds and removes its entities' shares
-        self._sum = dg.DigestSum()
+        self._sum = dg.DigestSum()  # the digest's sum: each owner below adds its shares
         self.catalog = DagCatalog()
         self.run_table = RunTable(self._sum)
         self.task_queue = TaskQueue(self._sum, self.task_instance)
@@ -99,12 +100,10 @@ class SchedulerState(StateViews):
         self.callbacks = CallbackTable(self._sum)
         self.triggers = TriggerTable(self._sum)
         self.audit = audit.AuditLog(self._sum)  # who changed what (core/audit.py)
+        self.pools = PoolTable(self._sum)  # pools and their slots in use (core/pool_table.py)
         self._dedup = RequestMemory(self._sum)
-        # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
-        # on every replica alike, until a release with the fix replays the log.
-        self.halted: str | None = None
-        # The latest command time applied (commands' ``now`` raised to it): the state's clock
-        self._clock = _EPOCH
+        self.halted: str | None = None  # a handler raised (a bug): what failed (§3, apply)
+        self._clock = _EPOCH  # the latest command time applied (``now`` raised to it)
         # The newest release whose commands every node can apply (core/versions.py); raised
         # only by SetClusterVersion. At FIRST_RELEASE (1: release 1 had none) it is in no
         # digest and no snapshot, so a state is the same as every older release's; past it,
@@ -236,6 +235,7 @@ class SchedulerState(StateViews):
             *self.callbacks.fingerprints(),
             *self.triggers.fingerprints(),
             *self.audit.fingerprints(),
+            *self.pools.fingerprints(),
         ):
             acc.add(fingerprint)
         return acc.value
@@ -250,8 +250,9 @@ class SchedulerState(StateViews):
         for name, table in (("callbacks", self.callbacks), ("triggers", self.triggers)):
             if table:  # only then: a state without any snapshots as before
                 data[name] = table.to_dict()
-        if self.audit:  # only once the cluster runs release 3 (core/audit.py, core/persisted.py)
-            data["audit"] = self.audit.to_list()
+        for name, held in (("audit", self.audit), ("pools", self.pools)):
+            if held:  # only once the cluster runs release 3 (core/audit.py, pool_table.py)
+                data[name] = held.to_list()
         if self.cluster_version > vs.FIRST_RELEASE:  # a release-1 node refuses this one
             data["schema_version"] = vs.SNAPSHOT_SCHEMA_VERSION
             data["cluster_version"] = self.cluster_version
@@ -342,7 +343,7 @@ class SchedulerState(StateViews):
             (TaskKey(dag_id, run_id, task_id), sn.parse_utc(until))
             for dag_id, run_id, task_id, until in data.get("fences", ())
         )
-        for name in ("secrets", "callbacks", "triggers", "audit"):  # None: from before it
+        for name in ("secrets", "callbacks", "triggers", "audit", "pools"):  # None: before it
             getattr(state, name).load(data.get(name))
         state.cluster_version = cluster_version
         state._sum.value = state._entity_sum(state.outbox.digest_share)
@@ -395,6 +396,7 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.Batch: _apply_batch,
     **hc.HANDLERS,
     **htr.HANDLERS,
+    **hp.HANDLERS,
     **secret_reads.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

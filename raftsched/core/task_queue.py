@@ -1,7 +1,8 @@
 """The task queue: where task instances wait and run, and the indexes that find them fast.
 
-Owns the ready queues (QUEUED tasks by priority, one per task queue name: a worker leases
-from the queues it serves), the running set with its per-DAG counts
+Owns the ready queues (QUEUED tasks by priority, one per lane: a task queue name and a pool
+name; a worker leases from the queues it serves, a full pool's lanes are passed over), the
+running set with its per-DAG counts
 and the lease-expiry index, the retry index (UP_FOR_RETRY tasks by next_retry_at), and the
 fences (tasks cleared or marked while they ran -> when their revoked lease ends; they are not
 leased again before). The task instances themselves live in their runs (``run_table``).
@@ -20,7 +21,14 @@ from datetime import datetime
 
 from raftsched.core import digest as dg
 from raftsched.core.model import DEFAULT_QUEUE, Lease, TaskInstance, TaskKey, TaskState
+from raftsched.core.pool_table import DEFAULT_POOL
 from raftsched.core.ready import ReadyQueue, TimeIndex
+
+Lane = tuple[str, str]  # (queue name, pool name): where a QUEUED task waits
+
+
+def _any_pool(pool: str) -> bool:
+    return True
 
 
 class TaskQueue:
@@ -43,9 +51,9 @@ class TaskQueue:
         """``find`` looks a task instance up in the live runs (the retry index's check)."""
         self._sum = digest_sum
         self._find = find
-        # queue name -> its ready queue (none kept empty); each QUEUED task's queue name
-        self._ready: dict[str, ReadyQueue] = {}
-        self._queue_of: dict[TaskKey, str] = {}
+        # lane -> its ready queue (none kept empty); each QUEUED task's lane
+        self._ready: dict[Lane, ReadyQueue] = {}
+        self._queue_of: dict[TaskKey, Lane] = {}
         self._running: dict[TaskKey, TaskInstance] = {}
         self._running_by_dag: dict[str, int] = {}
         self._n_retry = 0
@@ -66,7 +74,7 @@ class TaskQueue:
     def leave(self, ti: TaskInstance, old: TaskState) -> None:
         """``ti`` leaves state ``old``: out of the index that holds it."""
         if old is TaskState.QUEUED:
-            name = self._queue_of.pop(ti.key, DEFAULT_QUEUE)
+            name = self._queue_of.pop(ti.key, (DEFAULT_QUEUE, ""))
             ready = self._ready.get(name)
             if ready is not None:
                 ready.discard(ti.key)
@@ -81,14 +89,19 @@ class TaskQueue:
             self._n_retry -= 1
 
     def enter(
-        self, ti: TaskInstance, new: TaskState, priority_weight: int, queue: str = DEFAULT_QUEUE
+        self,
+        ti: TaskInstance,
+        new: TaskState,
+        priority_weight: int,
+        queue: str = DEFAULT_QUEUE,
+        pool: str = "",
     ) -> None:
         """``ti`` (already in state ``new``, with what it needs set) into its index; a QUEUED
-        one into the ready queue of its task's ``queue``."""
+        one into the ready queue of its task's ``queue`` and ``pool``."""
         if new is TaskState.QUEUED:
             assert ti.queued_at is not None
-            self._queue_of[ti.key] = queue
-            self._ready_queue(queue).push(ti.key, priority_weight, ti.queued_at)
+            lane = self._queue_of[ti.key] = (queue, pool)
+            self._ready_queue(lane).push(ti.key, priority_weight, ti.queued_at)
         elif new is TaskState.RUNNING:
             dag_id = ti.key.dag_id
             self._running[ti.key] = ti
@@ -100,7 +113,7 @@ class TaskQueue:
 
     # -- the ready queue --------------------------------------------------------------------
 
-    def _ready_queue(self, name: str) -> ReadyQueue:
+    def _ready_queue(self, name: Lane) -> ReadyQueue:
         ready = self._ready.get(name)
         if ready is None:
             ready = self._ready[name] = ReadyQueue()
@@ -112,20 +125,39 @@ class TaskQueue:
 
     def queued_by_queue(self) -> dict[str, int]:
         """How many tasks wait in each queue (the queues with any)."""
-        return {name: len(ready) for name, ready in sorted(self._ready.items()) if len(ready)}
+        out: dict[str, int] = {}
+        for (name, _), ready in sorted(self._ready.items()):
+            if len(ready):
+                out[name] = out.get(name, 0) + len(ready)
+        return out
+
+    def queued_by_pool(self, default: str = DEFAULT_POOL) -> dict[str, int]:
+        """How many tasks wait in each pool (the pools with any; a task naming none counts
+        in ``default``)."""
+        out: dict[str, int] = {}
+        for (_, pool), ready in sorted(self._ready.items()):
+            if len(ready):
+                out[pool or default] = out.get(pool or default, 0) + len(ready)
+        return out
 
     def pop_ready(
-        self, can_take: Callable[[str], bool], queues: Collection[str] = ()
+        self,
+        can_take: Callable[[str], bool],
+        queues: Collection[str] = (),
+        pool_open: Callable[[str], bool] = _any_pool,
     ) -> TaskKey | None:
         """The next QUEUED task of ``queues`` (none: the default queue) of a DAG that
-        ``can_take`` one; None if none. The best of the queues' heads in the one order
-        (priority_weight desc, queued_at, key), whatever order the queues are listed in."""
-        best: tuple[tuple[int, datetime, TaskKey], str] | None = None
-        for name in sorted(set(queues or (DEFAULT_QUEUE,))):
-            ready = self._ready.get(name)
-            head = ready.peek(can_take) if ready is not None else None
+        ``can_take`` one, in a pool that is ``pool_open``; None if none. The best of the
+        lanes' heads in the one order (priority_weight desc, queued_at, key), whatever order
+        the queues are listed in."""
+        wanted = set(queues or (DEFAULT_QUEUE,))
+        best: tuple[tuple[int, datetime, TaskKey], Lane] | None = None
+        for lane in self._ready:  # the order does not matter: the best head wins
+            if lane[0] not in wanted or not pool_open(lane[1]):
+                continue
+            head = self._ready[lane].peek(can_take)
             if head is not None and (best is None or head < best[0]):
-                best = (head, name)
+                best = (head, lane)
         if best is None:
             return None
         return self._ready[best[1]].pop(can_take)

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
 ENDED_MESSAGE = "ended by the DAG's overlap policy"  # core/run_ending.py: not a failure
+EMPTY_KIND = "empty"  # a task the scheduler finishes itself (docs/architecture.md §19)
+EMPTY_MESSAGE = "finished by the scheduler: an empty task runs nothing"
 
 __all__ = ["LiveRun", "RunKey", "find", "set_state", "settle", "settle_run"]
 
@@ -53,6 +55,7 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
         return
     state.task_queue.leave(ti, old)
     if old is TaskState.RUNNING:
+        state.pools.release(ti.key)  # its pool slots are free (core/pool_table.py)
         ti.lease = None
         if new is not TaskState.QUEUED:  # a released lease keeps its resume for the next one
             ti.resume_json = None
@@ -65,7 +68,9 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
         rec.unfinished += -1 if is_done else 1
     ti.state = new
     task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
-    state.task_queue.enter(ti, new, task.priority_weight, task.queue)
+    if new is TaskState.RUNNING:
+        state.pools.occupy(ti.key, task)
+    state.task_queue.enter(ti, new, task.priority_weight, task.queue, task.pool)
 
 
 def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
@@ -90,7 +95,7 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
         if ti.state is not TaskState.NONE:
             continue
         if mapping.is_instance(ti.key.task_id):  # exists once its task is ready (cleared)
-            queue(state, rec, ti, now)
+            _make_ready(state, rec, ti, now, work)
             continue
         if ti.map_count is not None:  # expanded: its instances decide (after_finish)
             continue
@@ -99,12 +104,34 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
             if not expand(state, rec, ti, now):
                 work.extend(rec.topo.downstream[ti.key.task_id])
         elif verdict is Verdict.READY:
-            queue(state, rec, ti, now)
+            _make_ready(state, rec, ti, now, work)
         elif verdict is not Verdict.WAIT:
             touch_ti(state, ti)
             ti.end_date = now
             set_state(state, rec, ti, TaskState(verdict.value))
             work.extend(rec.topo.downstream[ti.key.task_id])
+
+
+def _make_ready(
+    state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime, work: deque[str]
+) -> None:
+    """Queue the ready ``ti``; an empty task (kind "empty", Airflow's EmptyOperator) is not
+    queued but finished SUCCESS in this same apply, so it never takes a worker, a slot or a
+    lease, and ``work`` goes on with what depends on it (a loop, not recursion: a chain of
+    1,000 empty tasks settles in one apply)."""
+    task_id = mapping.task_of(ti.key.task_id)
+    if rec.topo.tasks[task_id].kind != EMPTY_KIND:
+        queue(state, rec, ti, now)
+        return
+    touch_ti(state, ti)
+    ti.queued_at = ti.start_date = ti.end_date = now
+    ti.next_retry_at = None
+    ti.try_number += 1  # its DB row is that try's, as an attempt's
+    ti.message = EMPTY_MESSAGE
+    set_state(state, rec, ti, TaskState.SUCCESS)
+    cb.on_task_end(state, rec, ti, now)
+    if not mapping.is_instance(ti.key.task_id) or _finish_mapped(state, rec, task_id, now):
+        work.extend(rec.topo.downstream[task_id])
 
 
 def expand(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> bool:
@@ -142,18 +169,25 @@ def after_finish(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: dat
     if index < 0:
         settle(state, rec, rec.topo.downstream[task_id], now)
         return
+    if _finish_mapped(state, rec, task_id, now):
+        settle(state, rec, rec.topo.downstream[task_id], now)
+
+
+def _finish_mapped(state: SchedulerState, rec: LiveRun, task_id: str, now: datetime) -> bool:
+    """The mapped task ``task_id`` takes its instances' joint state once the last is done
+    (True: it did, its downstream is to be settled)."""
     parent = rec.tis.get(task_id)
     if parent is None or parent.state is not TaskState.NONE or parent.map_count is None:
-        return
+        return False
     joint = mapping.joint_state(rec, task_id)
     if joint is None:
-        return
+        return False
     touch_ti(state, parent)
     parent.end_date = now
     # its outcome stands in for an attempt (as MarkTasks does): its DB row is that try's
     parent.try_number += 0 if joint is TaskState.SKIPPED else 1
     set_state(state, rec, parent, joint)
-    settle(state, rec, rec.topo.downstream[task_id], now)
+    return True
 
 
 def finish_task(

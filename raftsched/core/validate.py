@@ -22,6 +22,7 @@ from raftsched.core import limits as lim
 from raftsched.core import secret_policy, xcom
 from raftsched.core import versions as vs
 from raftsched.core.handlers_callbacks import CHECKS as CALLBACK_CHECKS
+from raftsched.core.handlers_pools import CHECKS as POOL_CHECKS
 from raftsched.core.handlers_triggers import CHECKS as TRIGGER_CHECKS
 from raftsched.core.limits import (
     check_conf,
@@ -349,6 +350,7 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.Batch: _batch,
     **CALLBACK_CHECKS,
     **TRIGGER_CHECKS,
+    **POOL_CHECKS,
     **SECRET_READ_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }

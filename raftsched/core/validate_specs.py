@@ -25,12 +25,14 @@ from raftsched.core.limits import (
     check_text,
 )
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from raftsched.core.pool_table import MAX_POOL_SLOTS
 from raftsched.core.slot_policy import OVERLAP_POLICIES
 from raftsched.core.timetable import check_cron
 from raftsched.core.timetable_dst import DST_REPEATED, DST_SKIPPED
 from raftsched.errors import LimitExceeded
 
-TASK_KINDS = frozenset({"bash", "python"})
+# "empty": finished by the scheduler when ready, never leased (core/transitions.settle)
+TASK_KINDS = frozenset({"bash", "python", "empty"})
 HOST_ZONES = frozenset({"localtime", "posixrules", "Factory"})
 
 
@@ -152,7 +154,7 @@ def _task(field: str, task: object) -> None:
     check_id(f"{field}.task_id", task.task_id)
     field = f"{field}[{task.task_id}]"
     if not isinstance(task.kind, str) or task.kind not in TASK_KINDS:
-        raise LimitExceeded(f"{field}.kind", "must be 'bash' or 'python'")
+        raise LimitExceeded(f"{field}.kind", "must be 'bash', 'python' or 'empty'")
     if task.command is not None:
         check_text(f"{field}.command", task.command, lim.MAX_COMMAND_CHARS)
     for i, pair in enumerate(tuple_field(f"{field}.env", task.env, lim.MAX_ENV_VARS)):
@@ -184,6 +186,9 @@ def _task(field: str, task: object) -> None:
     enum_field(f"{field}.trigger_rule", task.trigger_rule, TriggerRule)
     cb.check_callbacks(f"{field}.callbacks", task.callbacks, cb.TASK_EVENTS)
     check_id(f"{field}.queue", task.queue)  # a queue name: the charset and size of an id
+    if getattr(task, "pool", "") != "":  # a pool name, as a queue's ("": default_pool)
+        check_id(f"{field}.pool", task.pool)
+    check_int(f"{field}.pool_slots", getattr(task, "pool_slots", 1), 1, MAX_POOL_SLOTS)
     _mapping(field, task)
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)

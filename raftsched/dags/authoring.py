@@ -1,4 +1,5 @@
-"""The authoring API of DAG files: ``DAG``, ``BashTask``, ``PythonTask`` and ``>>``/``<<``.
+"""The authoring API of DAG files: ``DAG``, its tasks (``BashTask``, ``PythonTask``,
+``EmptyTask``) and ``>>``/``<<``.
 
     from datetime import datetime
     from raftsched import DAG, BashTask
@@ -25,6 +26,7 @@ from raftsched.dags import validation as v  # noqa: F401  (re-exported: reached 
 from raftsched.dags.callbacks import DeadlineAlert, DeadlineReference
 from raftsched.dags.dag import DAG, collect_dags, set_catchup_default
 from raftsched.dags.decorators import chain, dag, task
+from raftsched.dags.empty import EmptyTask
 from raftsched.dags.params import Param
 from raftsched.dags.task_groups import TaskGroup
 from raftsched.dags.taskflow import XComArg
@@ -36,6 +38,7 @@ __all__ = [
     "BashTask",
     "DeadlineAlert",
     "DeadlineReference",
+    "EmptyTask",
     "Param",
     "PythonTask",
     "Task",

@@ -1,4 +1,4 @@
-"""Checks on a task's own options: trigger rule, env, command, callable and kwargs.
+"""Checks on a task's own options: trigger rule, pool, env, command, callable and kwargs.
 
 Used by the constructors of ``BashTask`` and ``PythonTask`` (:mod:`raftsched.dags.tasks`) and
 by :func:`raftsched.dags.validation.check_spec` on a whole spec; ``validation`` re-exports
@@ -14,6 +14,7 @@ from typing import Any
 from raftsched.core import limits
 from raftsched.core.limits import MAX_CALLABLE_CHARS, MAX_ENV_NAME_CHARS
 from raftsched.core.model import TriggerRule
+from raftsched.core.pool_table import DEFAULT_POOL, MAX_POOL_SLOTS
 from raftsched.core.xcom import TASKFLOW_PREFIX
 from raftsched.dags.value_checks import ID_PATTERN, bounded, short_repr
 from raftsched.errors import DagDefinitionError
@@ -32,6 +33,36 @@ def check_trigger_rule(value: object, *, dag_id: str, task_id: str) -> TriggerRu
             dag_id=dag_id,
             task_id=task_id,
         ) from None
+
+
+def check_pool(value: object, *, dag_id: str, task_id: str) -> str:
+    """A task's ``pool=``: a pool name as a queue's ("" for None and ``default_pool``, so a
+    spec that names the default pool keeps its hash). Whether the pool exists is the
+    cluster's business: a task of an unknown pool waits, queued, until it is created."""
+    if value is None or value == DEFAULT_POOL:
+        return ""
+    if not isinstance(value, str) or not ID_PATTERN.fullmatch(value):
+        raise DagDefinitionError(
+            f"invalid pool {short_repr(value)} of task {task_id!r} in DAG {dag_id!r}: use 1 to"
+            " 250 letters, digits, '_', '.' and '-'",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    return value
+
+
+def check_pool_slots(value: object, *, dag_id: str, task_id: str) -> int:
+    """A task's ``pool_slots=``: how many slots of its pool one attempt takes (1 or more)."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_POOL_SLOTS:
+        raise DagDefinitionError(
+            f"pool_slots of task {task_id!r} in DAG {dag_id!r} must be an integer from 1 to"
+            f" {MAX_POOL_SLOTS:,}, got {short_repr(value)}",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    return value
 
 
 def check_queue(value: object, *, dag_id: str, task_id: str = "") -> str:

@@ -55,6 +55,8 @@ class Task:
         priority_weight: int = 1,
         trigger_rule: str | TriggerRule = "all_success",
         queue: str | None = None,
+        pool: str | None = None,
+        pool_slots: int | None = None,
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
@@ -97,6 +99,9 @@ class Task:
         self.trigger_rule = v.check_trigger_rule(trigger_rule, **ids)
         # Only workers serving this queue lease it (None: the DAG's default_queue)
         self.queue = dag.default_queue if queue is None else v.check_queue(queue, **ids)
+        # Attempts take pool_slots slots of this pool (None, "default_pool": the default one)
+        self.pool = v.check_pool(pool, **ids)
+        self.pool_slots = v.check_pool_slots(pool_slots, **ids)
         self.upstream: set[str] = set()
         self.callbacks = task_callbacks(
             callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
@@ -167,6 +172,8 @@ class Task:
             trigger_rule=self.trigger_rule,
             upstream=tuple(sorted(self.upstream)),
             queue=self.queue,
+            pool=self.pool,
+            pool_slots=self.pool_slots,
             callbacks=self.callbacks,
             **self._spec_fields(),
             **self._mapping_fields(),

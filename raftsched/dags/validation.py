@@ -32,6 +32,8 @@ from raftsched.dags.task_checks import (
     check_env_pairs,
     check_kwargs,
     check_kwargs_json,
+    check_pool,
+    check_pool_slots,
     check_queue,
     check_trigger_rule,
     resolve_callable,
@@ -61,6 +63,8 @@ __all__ = [
     "check_id",
     "check_kwargs",
     "check_kwargs_json",
+    "check_pool",
+    "check_pool_slots",
     "check_queue",
     "check_spec",
     "check_tags",
@@ -292,9 +296,9 @@ def _check_task_spec(task: TaskSpec, dag_id: str) -> None:
         return bounded(fn, *args, where=where, dag_id=dag_id, task_id=task_id)
 
     check(limits.check_id, "task_id", task.task_id)
-    if task.kind not in ("bash", "python"):
+    if task.kind not in ("bash", "python", "empty"):
         raise DagDefinitionError(
-            f"{where}: kind {str(task.kind)[:40]!r} is not 'bash' or 'python'",
+            f"{where}: kind {str(task.kind)[:40]!r} is not 'bash', 'python' or 'empty'",
             dag_id=dag_id,
             task_id=task_id,
         )
@@ -314,4 +318,7 @@ def _check_task_spec(task: TaskSpec, dag_id: str) -> None:
     weight = limits.MAX_PRIORITY_WEIGHT
     check(limits.check_int, "priority_weight", task.priority_weight, -weight, weight)
     check_queue(task.queue, dag_id=dag_id, task_id=task_id)
+    if task.pool:
+        check_pool(task.pool, dag_id=dag_id, task_id=task_id)
+    check_pool_slots(task.pool_slots, dag_id=dag_id, task_id=task_id)
     check(limits.check_ids, "upstream", task.upstream, limits.MAX_TASKS_PER_DAG)

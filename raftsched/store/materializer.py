@@ -238,6 +238,11 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
             gone = [row for row in rows if row["ciphertext"] is None]
             rows = [row for row in rows if row["ciphertext"] is not None]
             _delete_secrets(conn, gone)
+        if kind is OutboxKind.POOL:  # a deleted pool: its row goes
+            gone = [row for row in rows if row["slots"] is None]
+            rows = [row for row in rows if row["slots"] is not None]
+            for row in gone:
+                conn.execute(sa.delete(t.pool).where(t.pool.c.name == row["name"]))
         if not (bulk_ok and bulk.write(conn, table, rows, update=True)):
             upsert(conn, table, rows)
     logs = _last_per_key((log_row(e.data) for e in by_kind[OutboxKind.TASK_LOG]), t.task_log)
@@ -325,6 +330,16 @@ def skipped_row(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def pool_row(d: dict[str, Any]) -> dict[str, Any]:
+    """A POOL entry's row (core/handlers_pools.pool_row; slots None: deleted)."""
+    return {
+        "name": d["name"],
+        "slots": None if d.get("slots") is None else int(d["slots"]),
+        "description": str(d.get("description") or ""),
+        "updated_at": parse_utc(d.get("updated_at")),
+    }
+
+
 RowBuilder = Callable[[dict[str, Any]], dict[str, Any]]
 
 # Kinds applied as upserts, in this order (parents before children, for readers' sake).
@@ -335,4 +350,5 @@ UPSERTS: dict[OutboxKind, tuple[sa.Table, RowBuilder]] = {
     OutboxKind.SECRET: (t.secret, secret_row),  # ciphertext None: the row is deleted
     OutboxKind.CALLBACK_JOB: (t.callback_job, callback_job_row),
     OutboxKind.SKIPPED_SLOTS: (t.skipped_slots, skipped_row),
+    OutboxKind.POOL: (t.pool, pool_row),  # slots None: the row is deleted
 }

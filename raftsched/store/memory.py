@@ -84,6 +84,8 @@ class MemoryMaterializer:
         kind = OutboxKind(entry.kind)
         if kind is OutboxKind.SECRET and entry.data.get("ciphertext") is None:
             self._tables[t.secret.name].pop((entry.data["kind"], entry.data["key"]), None)
+        elif kind is OutboxKind.POOL and entry.data.get("slots") is None:
+            self._tables[t.pool.name].pop((entry.data["name"],), None)
         elif kind in UPSERTS:
             self._put(UPSERTS[kind][0], upsert_row(entry), replace=True)
         elif kind is OutboxKind.TASK_LOG:

@@ -25,6 +25,8 @@ format of ``core.state``) plus the Raft index the new log starts at:
   finished ones of the last hour (so a repeat of their event stays a no-op), and the creation
   counter past every job the DB saw (a new job's log chunks never meet an old one's). A
   deadline job of a kept run marks that run alerted.
+- Pools come back from the ``pool`` table (their slots in use are derived from the running
+  tasks, and a rebuilt state has none).
 - The outbox continues the DB: ``acked_seq = last_seq = watermark``, so the first new entry
   is ``watermark + 1``; the rows that close lost attempts are its first entries.
 - Fencing tokens are Raft log indices. The new log starts at ``base_index`` =
@@ -49,7 +51,13 @@ import sqlalchemy as sa
 from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import tables as t
-from raftsched.store.rebuild_extras import read_audit, read_callbacks, read_secrets, read_skipped
+from raftsched.store.rebuild_extras import (
+    read_audit,
+    read_callbacks,
+    read_pools,
+    read_secrets,
+    read_skipped,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +119,7 @@ def build_state(
         tis = _latest_attempts(conn, [(r.dag_id, r.run_id) for r in runs])
         slots = _recent_slots(conn, now, {(r.dag_id, r.run_id) for r in runs})
         secrets = read_secrets(conn)
+        pools = read_pools(conn)
         audit = read_audit(conn)
         callbacks = read_callbacks(conn, now, {(r.dag_id, r.run_id) for r in runs})
     spec_of = specs_by_dag(dags)
@@ -151,6 +160,7 @@ def build_state(
     counts["dags"] = len(dags)
     counts["slots_remembered"] = len(slots)
     counts["secrets"] = len(secrets)
+    counts["pools"] = len(pools)
     if callbacks is not None:
         counts["callbacks_open"] = len(callbacks["open"])
     state = {
@@ -176,6 +186,8 @@ def build_state(
         state["callbacks"] = callbacks
     if audit:
         state["audit"] = audit
+    if pools:
+        state["pools"] = pools
     return RebuildPlan(state=state, base_index=base_index, watermark=watermark, counts=dict(counts))
 
 

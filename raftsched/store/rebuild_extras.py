@@ -127,3 +127,13 @@ def read_skipped(conn: sa.Connection) -> dict[str, list[dict[str, Any]]]:
 
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def read_pools(conn: sa.Connection) -> list[list[Any]]:
+    """The pools as ``PoolTable.to_list()`` makes them (core/pool_table.py), by name."""
+    p = t.pool
+    return [
+        [row.name, int(row.slots), row.description or "", utc_iso(row.updated_at)]
+        for row in conn.execute(sa.select(p).order_by(p.c.name))
+        if row.updated_at is not None
+    ]

@@ -265,3 +265,15 @@ audit_log = sa.Table(
 sa.Index("ix_audit_log_at", audit_log.c.at)
 sa.Index("ix_audit_log_dag_id_id", audit_log.c.dag_id, audit_log.c.id)
 sa.Index("ix_audit_log_actor_id", audit_log.c.actor, audit_log.c.id)
+
+# Pools (core/pool_table.py, docs/architecture.md §19) as an operator last set them; a deleted
+# pool's row goes. ``cluster rebuild --from-db`` restores them.
+pool = sa.Table(
+    "pool",
+    metadata,
+    sa.Column("name", sa.String(250), primary_key=True),
+    sa.Column("slots", sa.BigInteger, nullable=False),
+    sa.Column("description", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", UTCDateTime, nullable=True),
+    sa.Column("outbox_seq", sa.BigInteger, nullable=True),
+)

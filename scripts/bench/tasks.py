@@ -15,6 +15,10 @@ d. The chains again (``--kill-steps`` steps each); once a third has run, kill -9
    first chain and for every chain (the one whose step the dead worker held waits for its
    lease to expire); then checks that no task has two attempts overlapping in time and that
    none succeeded twice.
+e. Empty tasks (``EmptyTask``, Airflow's ``EmptyOperator``): ``--empty`` empty branches joined
+   by one ``BashTask("true")``, then ``--empty`` bash branches joined by one empty task: the
+   attempts leased to a worker (each is a lease and a task process) against the tasks that
+   finished, and the scheduler nodes' CPU (the empty ones are finished by the scheduler).
 m. Dynamic task mapping: a ``@task`` returns ``--map`` commands (``true``) and a
    ``BashTask.partial(...).expand(command=...)`` maps over them (one task instance each):
    trigger -> run success, and the list's commit -> the last instance's end; then checks that
@@ -27,6 +31,7 @@ and PostgreSQL (the whole server: the postmaster and its backends, other users' 
 
     .venv/bin/python scripts/bench/tasks.py                      # 1000 tasks, 4 x 250 chains
     .venv/bin/python scripts/bench/tasks.py --phases m --map 1000  # the mapping phase alone
+    .venv/bin/python scripts/bench/tasks.py --phases e --empty 1000  # empty tasks alone
     .venv/bin/python scripts/bench/tasks.py --tasks 200 --steps 50 --kill-steps 30
 
 A database of its own on $RAFTSCHED_TEST_PG_URL's server (default 127.0.0.1:5432/test),
@@ -112,7 +117,22 @@ def dag_files(args: argparse.Namespace) -> dict[str, str]:
             BashTask.partial(task_id="m").expand(command=commands())
         """
     )
+    empty_head = head.replace("BashTask,", "BashTask, EmptyTask,")
+    empty_fan = empty_head + textwrap.dedent(
+        f"""\
+        with DAG("b_empty_fan", {common}) as dag:
+            [EmptyTask(f"e{{i}}") for i in range({args.empty})] >> BashTask("join", command="true")
+        """
+    )
+    empty_join = empty_head + textwrap.dedent(
+        f"""\
+        with DAG("b_empty_join", {common}) as dag:
+            [BashTask(f"t{{i}}", command="true") for i in range({args.empty})] >> EmptyTask("join")
+        """
+    )
     return {
+        "b_empty_fan.py": empty_fan,
+        "b_empty_join.py": empty_join,
         "b_map.py": mapped,
         "b_bash.py": bash,
         "b_python.py": python,
@@ -430,6 +450,28 @@ def map_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> N
     print_cpu(cpu, args.map)
 
 
+def empty_phase(cluster: ApiCluster, client: Any, meter: CpuMeter, args: Any) -> None:
+    for dag_id, what in (
+        ("b_empty_fan", f"{args.empty} empty branches -> 1 bash join"),
+        ("b_empty_join", f"{args.empty} bash branches -> 1 empty join"),
+    ):
+        run_id, row, cpu = phase_run(cluster, client, meter, dag_id, args.limit)
+        rows = attempts(cluster.engine, dag_id, run_id)
+        ok = sum(1 for r in rows if r.state == "success")
+        leased = sum(1 for r in rows if r.worker_id)
+        if row is None or row.end_date is None:
+            print(f"  {dag_id}: not finished within {args.limit:.0f}s ({ok} tasks succeeded)")
+        else:
+            took = (row.end_date - row.created_at).total_seconds()
+            print(f"  {dag_id}: {what}, trigger -> run {row.state} {took:.1f}s")
+        entries = lease_entries(cluster.engine, dag_id, run_id)
+        print(
+            f"    tasks succeeded {ok}; attempts leased to a worker (a lease and a task process"
+            f" each): {leased}; LeaseTasks entries that granted: {entries}"
+        )
+        print_cpu(cpu, ok)
+
+
 def _descendants(pid: int) -> list[int]:
     stats = _all_stats()
     kids: dict[int, list[int]] = defaultdict(list)
@@ -483,13 +525,14 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=250, help="phase c: steps per chain")
     parser.add_argument("--kill-steps", type=int, default=60, help="phase d: steps per chain")
     parser.add_argument("--map", type=int, default=1000, help="phase m: mapped instances")
+    parser.add_argument("--empty", type=int, default=1000, help="phase e: branches")
     parser.add_argument("--slots", type=int, default=32)
     parser.add_argument("--lease-ttl", type=float, default=5.0)
     parser.add_argument("--limit", type=float, default=600, help="max seconds per phase")
     parser.add_argument(
         "--phases",
-        default="abcdm",
-        help="which phases to run, e.g. 'ab' (default: abcdm; i, idle, only when named)",
+        default="abcdem",
+        help="which phases to run, e.g. 'ab' (default: abcdem; i, idle, only when named)",
     )
     parser.add_argument("--idle", type=float, default=10.0, help="phase i: seconds")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs)")
@@ -511,6 +554,7 @@ def main() -> int:
             cluster.wait_leader(timeout=90)
             client = cluster.client()
             dag_ids = {"b_bash", "b_python", "b_chains", "b_kill", "b_map"}
+            dag_ids |= {"b_empty_fan", "b_empty_join"}
             cluster.wait_dags(client, dag_ids, timeout=180)
             cluster.start_worker("w1", concurrency=args.slots)
             meter = CpuMeter(cluster, admin, name)
@@ -529,6 +573,8 @@ def main() -> int:
                 chains(cluster, client, meter, args)
             if "d" in args.phases:
                 kill_phase(cluster, client, meter, args)
+            if "e" in args.phases:
+                empty_phase(cluster, client, meter, args)
             if "m" in args.phases:
                 map_phase(cluster, client, meter, args)
             sys.stdout.flush()

@@ -7,6 +7,13 @@ queue (the attempt's worker id says which, live and in the DB rows); the "gpu" t
 QUEUED, never leased, and `raftsched tasks list` and its task page in the web say that no live
 worker serves queue 'gpu'; a worker for "gpu" starts and runs it, and the run succeeds.
 
+The same cluster runs a DAG whose six one-second tasks share a pool of 2 slots (set with
+`raftsched pools set`), between two empty tasks the scheduler finishes itself, and one task of
+a pool nobody created: never more than 2 of the six run at once, though the leader is killed
+-9 while they run (sampled live, and proved on the DB's attempt rows), the empty tasks never
+reach a worker, the task of the unknown pool waits with that said, until the REST API
+creates its pool (docs/architecture.md §19).
+
 The same cluster serves the admin pages for variables and connections (a webserver in this
 process): an admin sets a variable there, and neither that answer, nor any page after it, nor
 any process's log holds the value (tests/web/test_secret_pages.py covers roles and CSRF).
@@ -24,6 +31,7 @@ import re
 import secrets
 import socket
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
@@ -31,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_harness import ADMIN, ApiCluster
+from api_harness import ADMIN, OPERATOR, ApiCluster
+from api_harness import VIEWER as VIEWER_TOKEN
 from cryptography.fernet import Fernet
 from harness import wait_for
 from test_rest_api import _database
@@ -62,6 +71,14 @@ with DAG("metered_dag", schedule=None):
         queue="metered",
     )
 """
+POOLS_SOURCE = """
+from raftsched import DAG, BashTask, EmptyTask
+
+with DAG("pools_dag", schedule=None, default_args={"queue": "pooled"}):
+    work = [BashTask(f"w{i}", command="sleep 1", pool="two") for i in range(6)]
+    EmptyTask("start") >> work >> EmptyTask("end")
+    BashTask("elsewhere", command="true", pool="nope")
+"""
 RUN_ID = "q1"
 UNSERVED = "no live worker serves queue 'gpu'"
 VIEWER, VIEWER_PASSWORD = "queue-viewer", "queue-viewer-pass"
@@ -81,7 +98,7 @@ def cluster(
         ApiCluster(
             workdir / "cluster",
             url,
-            dags={"queues.py": DAG_SOURCE, "metered.py": METERED_SOURCE},
+            dags={"queues.py": DAG_SOURCE, "metered.py": METERED_SOURCE, "pools.py": POOLS_SOURCE},
             config={"secrets": {"fernet_key": Fernet.generate_key().decode()}},
         ) as harness,
     ):
@@ -252,3 +269,83 @@ def test_a_worker_serves_its_metrics_while_it_runs_a_task(cluster: ApiCluster) -
     assert done["raftsched_worker_attempts_running"] == 0
     assert done['raftsched_worker_attempts_finished_total{outcome="failed"}'] == 0
     assert done["raftsched_worker_supervisor_restarts_total"] == 0
+
+
+def _cli(cluster: ApiCluster, *argv: str, token: str = ADMIN) -> str:
+    with redirect_stdout(io.StringIO()) as out:
+        assert cli(["--config", str(cluster.config_path), "--token", token, *argv]) == 0
+    return out.getvalue()
+
+
+def test_a_pool_of_two_never_runs_more_than_two_and_empty_tasks_need_no_worker(
+    cluster: ApiCluster,
+) -> None:
+    from raftsched.api.gen import pool_pb2
+
+    client = cluster.client()
+    cluster.wait_dags(client, {"pools_dag"}, timeout=60)  # once the cluster runs release 3
+    said = _cli(cluster, "pools", "set", "two", "2", "--description", "e2e", token=OPERATOR)
+    assert "pool 'two' set: 2 slot(s)" in said
+    cluster.start_worker("w-pooled", queues="pooled", concurrency=6)
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="pools_dag", run_id="p1"))
+    running = common_pb2.TASK_STATE_RUNNING
+    most, killed = 0, None
+    for _ in range(300):  # at most ~60 s: six 1 s tasks, two at a time
+        tis = cluster.current(client, "pools_dag", "p1")
+        if killed is None and any(ti.state == running for ti in tis.values()):
+            killed = cluster.leader()  # kill -9 the leader while the pool is in use
+            assert killed is not None
+            cluster.kill(killed)
+            cluster.wait_leader(exclude=[killed])
+            cluster.start_node(killed)
+            continue
+        pools = {p.name: p for p in client.pools.ListPools(pool_pb2.ListPoolsRequest()).pools}
+        now = sum(1 for t, ti in tis.items() if t.startswith("w") and ti.state == running)
+        assert now <= 2 and pools["two"].running_slots <= 2, (now, pools["two"])
+        most = max(most, now)
+        done = [t for t, ti in tis.items() if t.startswith("w")]
+        if len(done) == 6 and all(tis[t].state == common_pb2.TASK_STATE_SUCCESS for t in done):
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"the pooled tasks did not finish: {tis}")
+    assert most >= 1 and killed is not None
+    # the task of a pool nobody created waits, and says why
+    waiting = cluster.current(client, "pools_dag", "p1")["elsewhere"]
+    assert waiting.state == common_pb2.TASK_STATE_QUEUED and waiting.try_number == 0
+    assert "pool 'nope' does not exist" in waiting.waiting
+    listing = _cli(cluster, "pools", "list", token=VIEWER_TOKEN)
+    assert "default_pool" in listing and "unlimited" in listing and "e2e" in listing
+
+    with _web(cluster, VIEWER, VIEWER_PASSWORD) as web:
+        viewer = {"Authorization": f"Bearer {VIEWER_TOKEN}"}
+        operator = {"Authorization": f"Bearer {OPERATOR}"}
+        got = web.get("/api/v1/pools", headers=viewer).get_json()
+        by_name = {p["name"]: p for p in got["pools"]}
+        assert by_name["two"]["slots"] == 2 and by_name["default_pool"]["slots"] is None
+        assert (by_name["nope"]["slots"], by_name["nope"]["queued_tasks"]) == (0, 1)
+        denied = web.put("/api/v1/pools/nope", json={"slots": 1}, headers=viewer)
+        assert denied.status_code == 403
+        assert web.put("/api/v1/pools/nope", json={"slots": 1}, headers=operator).status_code == 200
+        page = web.get("/pools").get_data(as_text=True)
+        assert 'data-pool="two"' in page and 'data-pool="nope"' in page
+    assert cluster.wait_run(client, "pools_dag", "p1").state == common_pb2.RUN_STATE_SUCCESS
+    with _web(cluster, VIEWER, VIEWER_PASSWORD) as web:
+        operator = {"Authorization": f"Bearer {OPERATOR}"}
+        assert web.delete("/api/v1/pools/nope", headers=operator).status_code == 200
+        assert web.delete("/api/v1/pools/nope", headers=operator).status_code == 404
+    assert "pool 'two' deleted" in _cli(cluster, "pools", "delete", "two", token=OPERATOR)
+
+    # the DB's attempt rows: never three of the pool's attempts at once; no empty one leased
+    cluster.wait_caught_up(timeout=60)
+    rows = queries.list_task_instances(cluster.engine, "pools_dag", "p1")
+    spans = [(r.start_date, r.end_date) for r in rows if r.task_id.startswith("w")]
+    assert len(spans) == 6 and all(start and end for start, end in spans)
+    edges = sorted([(end, -1) for _, end in spans] + [(start, 1) for start, _ in spans])
+    held = peak = 0
+    for _, step in edges:  # an end before a start at the same instant: its slot was free
+        held += step
+        peak = max(peak, held)
+    assert peak <= 2
+    empty = {r.task_id: (r.state, r.worker_id) for r in rows if r.task_id in ("start", "end")}
+    assert empty == {"start": ("success", None), "end": ("success", None)}

@@ -96,11 +96,10 @@ def test_a_task_groups_default_args_apply_inside_it() -> None:
 @pytest.mark.parametrize(
     ("build", "says"),
     [
-        (lambda: BashOperator(task_id="x", bash_command="true", pool="etl"), "pools"),
         (lambda: BashOperator(task_id="x", bash_command="true", depends_on_past=True), "max_act"),
         (lambda: TriggerRule.ALWAYS, "ALL_DONE"),
         (lambda: task.virtualenv, "install the packages"),
-        (lambda: __import__("raftsched.airflow.models", fromlist=["Pool"]).Pool, "pools"),
+        (lambda: __import__("raftsched.airflow.models", fromlist=["Pool"]).Pool, "pools set"),
         (lambda: __import__("raftsched.airflow.models").airflow.models.Variable.set("a", 1), "set"),
     ],
 )
@@ -281,3 +280,23 @@ def test_only_this_layers_python_tasks_get_the_upstream_values_for_xcom_pull() -
     kwargs = {t.task_id: t.kwargs_json for t in d.to_spec().tasks}
     assert kwargs["b"] == "{}"  # a native function would not expect the extra argument
     assert kwargs["c"] == '{"__airflow_upstream__":{"a":{"__raftsched_xcom__":"a"}}}'
+
+
+def test_pool_and_pool_slots_reach_the_spec_from_arguments_and_default_args() -> None:
+    from raftsched.airflow.operators.python import PythonOperator
+
+    args = {"pool": "etl", "pool_slots": 2}
+    with DAG("p", schedule=None, start_date=START, default_args=args) as d:
+        BashOperator(task_id="a", bash_command="true")
+        BashOperator(task_id="b", bash_command="true", pool="default_pool", pool_slots=1)
+        PythonOperator(task_id="c", python_callable=print, pool="io")
+
+        @task(pool="gpu", pool_slots=3)
+        def tf() -> None:
+            pass
+
+        tf()
+    specs = {t.task_id: (t.pool, t.pool_slots) for t in d.to_spec().tasks}
+    assert specs == {"a": ("etl", 2), "b": ("", 1), "c": ("io", 2), "tf": ("gpu", 3)}
+    with DAG("q", schedule=None, start_date=START), pytest.raises(DagDefinitionError, match="pool"):
+        BashOperator(task_id="x", bash_command="true", pool_slots=0)

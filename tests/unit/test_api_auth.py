@@ -24,6 +24,7 @@ from raftsched.api.gen import (
     common_pb2,
     dag_pb2,
     dag_pb2_grpc,
+    pool_pb2,
     secret_pb2,
     user_pb2,
     worker_pb2,
@@ -191,6 +192,7 @@ def test_every_rpc_has_a_role():
             "UserService": user_pb2,
             "SecretService": secret_pb2,
             "WorkerService": worker_pb2,
+            "PoolService": pool_pb2,
         }[service]
         for method in module.DESCRIPTOR.services_by_name[service].methods:
             methods.add(f"/{name}/{method.name}")

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import limits as lim
+from raftsched.core import pool_commands as pc
 from raftsched.core import results as r
 from raftsched.core import secret_reads as sr
 from raftsched.core import versions as vs
@@ -177,11 +178,16 @@ TASK_VALID = {
             (("success", "raftsched:webhook", '{"url": "http://x"}'), ("retry", "notify", "")),
         ]
     ),
+    "pool": st.sampled_from(["", "p", "default_pool", "nope"]),
+    "pool_slots": st.sampled_from([1, 2, 5]),
 }
+TASK_KINDS = st.sampled_from(["bash"] * 6 + ["empty"] * 3 + ["EMPTY", None, 3])
 TASK_HOSTILE = {
     "queue": st.one_of(IDS, NOT_TEXT),
     "skip_on_exit_code": EXIT_CODES,
     "callbacks": CALLBACKS,
+    "pool": st.one_of(IDS, NOT_TEXT),
+    "pool_slots": st.sampled_from([0, -1, 1_000_001, 2**70, True, "2", 2.0, None]),
 }
 DAG_VALID = {
     "params_json": st.sampled_from(["", '{"p": {"default": 1, "type": ["integer", "null"]}}']),
@@ -201,7 +207,8 @@ DAG_HOSTILE = {
 
 def _hostile_spec(draw: Draw) -> Any:
     def one_task(task_id: str, *upstream: str) -> Any:
-        return task(task_id, *upstream, **_fields(draw, TASK_VALID, TASK_HOSTILE))
+        spec = task(task_id, *upstream, **_fields(draw, TASK_VALID, TASK_HOSTILE))
+        return replace(spec, kind=draw(TASK_KINDS))  # empty: finished by apply itself
 
     tasks = [one_task(draw(TASK_IDS))]
     if draw(st.booleans()):  # a second task after the first: branches and trigger rules
@@ -533,6 +540,47 @@ def _read_secrets(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
 
 
 BUILDERS[sr.ReadSecrets] = _read_secrets
+
+
+# -- pools (core/pool_commands.py, core/handlers_pools.py) ------------------------------------
+
+POOL_NAMES = st.sampled_from(["p", "default_pool", "etl"])
+POOL_NAMES_HOSTILE = st.one_of(st.sampled_from(["", "a\nb", "x" * 300, "a\x00b"]), NOT_TEXT)
+POOL_SLOTS_HOSTILE = st.sampled_from([-1, 1_000_001, 2**70, True, "2", 2.0, None])
+ACTORS = st.sampled_from(["", "ops"])
+ACTORS_HOSTILE = st.one_of(st.sampled_from(["a\nb", "x" * 300]), NOT_TEXT)
+
+
+def _set_pool(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    fields = _fields(
+        draw,
+        {
+            "name": POOL_NAMES,
+            "slots": st.integers(0, 5),
+            "description": st.sampled_from(["", "loads"]),
+            "actor": ACTORS,
+        },
+        {
+            "name": POOL_NAMES_HOSTILE,
+            "slots": POOL_SLOTS_HOSTILE,
+            "description": st.one_of(st.sampled_from(["x" * 1_001, "a\x00b"]), NOT_TEXT),
+            "actor": ACTORS_HOSTILE,
+        },
+    )
+    return pc.SetPool(request_id=rid, now=now, **fields)
+
+
+def _delete_pool(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    fields = _fields(
+        draw,
+        {"name": POOL_NAMES, "actor": ACTORS},
+        {"name": POOL_NAMES_HOSTILE, "actor": ACTORS_HOSTILE},
+    )
+    return pc.DeletePool(request_id=rid, now=now, **fields)
+
+
+BUILDERS[pc.SetPool] = _set_pool
+BUILDERS[pc.DeletePool] = _delete_pool
 
 
 # -- deferred tasks and triggers (core/handlers_triggers.py) ----------------------------------

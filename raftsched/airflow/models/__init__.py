@@ -1,5 +1,6 @@
 """``airflow.models``: ``DAG``, ``Param``, ``BaseOperator``, ``Variable`` (declared ones);
-``Connection``, ``XCom`` and ``Pool`` are not supported yet (the error says what to use)."""
+``Connection``, ``XCom`` and ``Pool`` (a task's ``pool=`` names one; the CLI, REST API and web
+page manage them) are not here (the error says what to use)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ __getattr__ = missing_names(
     {
         "Connection": "declare it with connections=['ID'] and read RAFTSCHED_CONN_ID",
         "XCom": "pass the output of a @task call as an argument",
-        "Pool": "pools are not supported yet; use max_active_tasks or a queue",
+        "Pool": "name a pool with pool= on the task; create it with `raftsched pools set`",
         "DagRun": "read the run from the context (dag_run)",
         "TaskInstance": "read the attempt from the context (ti)",
     },

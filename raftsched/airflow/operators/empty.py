@@ -1,4 +1,4 @@
-"""``airflow.operators.empty``: ``EmptyOperator`` (a bash task running ``:``)."""
+"""``airflow.operators.empty``: ``EmptyOperator`` (finished by the scheduler, no worker)."""
 
 from __future__ import annotations
 

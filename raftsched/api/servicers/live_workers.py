@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftsched.api.gen import common_pb2
+from raftsched.api.servicers.pools import pool_notes
 from raftsched.cluster.workers_seen import (
     EXTRA_KEY,
     LOST_KEY,
@@ -29,6 +30,7 @@ from raftsched.cluster.workers_seen import (
 )
 from raftsched.core import mapping
 from raftsched.core.model import DEFAULT_QUEUE
+from raftsched.core.pool_table import pool_of, slots_of
 from raftsched.errors import StoreUnavailable
 from raftsched.store.heartbeats import list_heartbeats
 
@@ -101,10 +103,11 @@ class LiveWorkers:
     def annotate(self, record: Any, task_instances: list[Any]) -> None:
         """Set ``queue`` on each TaskInstance message (from the DAG's current spec,
         ``record``: None when the DAG is gone) and ``waiting`` on each QUEUED one whose
-        queue no live worker serves."""
+        queue no live worker serves, else whose pool grants nothing now (``pools.py``)."""
         tasks = {t.task_id: t for t in record.spec.tasks} if record is not None else {}
         served: frozenset[str] | None = None
         looked = False
+        notes: dict[tuple[str, int], str] | None = None
         for ti in task_instances:
             task = tasks.get(mapping.task_of(ti.key.task_id))
             ti.queue = task.queue if task is not None else DEFAULT_QUEUE
@@ -114,3 +117,6 @@ class LiveWorkers:
                 workers, looked = self.workers(), True
                 served = served_queues(workers) if workers is not None else None
             ti.waiting = waiting_note(ti.queue, served)
+            if not ti.waiting and task is not None:
+                notes = pool_notes(self.ctx, record) if notes is None else notes
+                ti.waiting = notes.get((pool_of(task), slots_of(task)), "")
