@@ -43,17 +43,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from raftsched.core import audit, restore_decode, secret_reads, snapshot_share
+from raftsched.core import audit, restore_decode, snapshot_share
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
-from raftsched.core import handlers_callbacks as hc
-from raftsched.core import handlers_dags as hd
-from raftsched.core import handlers_marks as hm
-from raftsched.core import handlers_pools as hp
-from raftsched.core import handlers_runs as hr
-from raftsched.core import handlers_secrets as hs
-from raftsched.core import handlers_tasks as ht
-from raftsched.core import handlers_triggers as htr
 from raftsched.core import model as _model
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
@@ -61,6 +53,7 @@ from raftsched.core import versions as vs
 from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeFeed, ChangeSet, flush
+from raftsched.core.command_table import HANDLERS as _HANDLERS
 from raftsched.core.handlers_tasks import LOG_STREAMS
 from raftsched.core.model import FINISHED_RUN_STATES, ImportErrorRecord, TaskKey, TaskState
 from raftsched.core.outbox import Outbox
@@ -367,36 +360,3 @@ class SchedulerState(StateViews):
     def __reduce__(self) -> tuple[Callable[..., SchedulerState], tuple[dict[str, Any]]]:
         """Pickling (pysyncobj's snapshots) goes through the versioned snapshot dict."""
         return (SchedulerState.restore, (self.snapshot(),))
-
-
-def _apply_batch(state: SchedulerState, cmd: c.Batch, now: datetime, index: int) -> Result:
-    results = tuple(state._apply(sub, index) for sub in cmd.commands)
-    failed = next((res.reason for res in results if not res.ok), "")
-    return Result(not failed, failed, results)
-
-
-_HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = {
-    c.RegisterDags: hd.apply_register_dags,
-    c.RemoveDags: hd.apply_remove_dags,
-    c.SetImportErrors: hd.apply_set_import_errors,
-    c.SetPaused: hd.apply_set_paused,
-    c.CreateRuns: hr.apply_create_runs,
-    c.QueueTasks: ht.apply_queue_tasks,
-    c.LeaseTasks: ht.apply_lease_tasks,
-    c.HeartbeatLeases: ht.apply_heartbeat_leases,
-    c.CompleteAttempt: ht.apply_complete_attempt,
-    c.ReleaseLeases: ht.apply_release_leases,
-    c.ExpireLeases: ht.apply_expire_leases,
-    c.AppendLogs: ht.apply_append_logs,
-    c.ClearTasks: hm.apply_clear_tasks,
-    c.MarkTasks: hm.apply_mark_tasks,
-    c.AckMaterialized: hr.apply_ack_materialized,
-    c.SetSecret: hs.apply_set_secret,
-    c.DeleteSecret: hs.apply_delete_secret,
-    c.Batch: _apply_batch,
-    **hc.HANDLERS,
-    **htr.HANDLERS,
-    **hp.HANDLERS,
-    **secret_reads.HANDLERS,
-    c.SetClusterVersion: vs.apply_set_cluster_version,
-}

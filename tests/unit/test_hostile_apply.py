@@ -273,14 +273,14 @@ def test_a_handler_that_raises_stops_the_state_and_nothing_changes_after() -> No
     def broken(*_: object) -> None:
         raise RuntimeError("a bug")
 
-    from raftsched.core import state as state_module
+    from raftsched.core import command_table
 
-    original = state_module._HANDLERS[c.SetPaused]
-    state_module._HANDLERS[c.SetPaused] = broken
+    original = command_table.HANDLERS[c.SetPaused]
+    command_table.HANDLERS[c.SetPaused] = broken
     try:
         result = sim.apply(c.SetPaused(request_id="p", now=T0, dag_id="d", paused=True))
     finally:
-        state_module._HANDLERS[c.SetPaused] = original
+        command_table.HANDLERS[c.SetPaused] = original
     assert result.reason == r.INTERNAL_ERROR and "RuntimeError: a bug" in result.value
     frozen = (sim.state.applied_index, sim.state.digest())
     later = sim.apply(c.SetPaused(request_id="q", now=T0, dag_id="d", paused=True))
