@@ -122,8 +122,7 @@ class TaskSpec:
     priority_weight: int = 1
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     upstream: tuple[str, ...] = ()  # sorted task ids this task depends on
-    # Only workers serving this queue lease the task (`raftsched worker --queues`).
-    queue: str = added_field(DEFAULT_QUEUE)
+    queue: str = added_field(DEFAULT_QUEUE)  # only workers serving it lease the task
     # bash: this exit code ends the attempt SKIPPED instead of FAILED (None: no such code)
     skip_on_exit_code: int | None = added_field(None)
     # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
@@ -131,6 +130,7 @@ class TaskSpec:
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
     max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
+    past_deps: str = added_field("")  # depends_on_past & co (core/past_deps.py); "": none
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from raftsched.core.limits import (
     check_text,
 )
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from raftsched.core.past_deps import PAST_DEPS
 from raftsched.core.slot_policy import OVERLAP_POLICIES
 from raftsched.core.timetable import check_cron
 from raftsched.core.timetable_dst import DST_REPEATED, DST_SKIPPED
@@ -185,6 +186,8 @@ def _task(field: str, task: object) -> None:
     cb.check_callbacks(f"{field}.callbacks", task.callbacks, cb.TASK_EVENTS)
     check_id(f"{field}.queue", task.queue)  # a queue name: the charset and size of an id
     _mapping(field, task)
+    if getattr(task, "past_deps", "") not in PAST_DEPS:
+        raise LimitExceeded(f"{field}.past_deps", f"must be one of {sorted(PAST_DEPS)}")
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)
     ):

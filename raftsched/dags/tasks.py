@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from raftsched.core import limits
+from raftsched.core import limits, past_deps
 from raftsched.core.model import TaskSpec, TriggerRule
 from raftsched.dags import mapping, task_groups
 from raftsched.dags import validation as v
@@ -55,6 +55,9 @@ class Task:
         priority_weight: int = 1,
         trigger_rule: str | TriggerRule = "all_success",
         queue: str | None = None,
+        depends_on_past: bool = False,
+        wait_for_downstream: bool = False,
+        ignore_first_depends_on_past: bool = False,
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
@@ -97,6 +100,10 @@ class Task:
         self.trigger_rule = v.check_trigger_rule(trigger_rule, **ids)
         # Only workers serving this queue lease it (None: the DAG's default_queue)
         self.queue = dag.default_queue if queue is None else v.check_queue(queue, **ids)
+        # Ready only once the previous run's instance (and its downstream) did (core/past_deps.py)
+        self.past_deps = past_deps.rule(
+            bool(depends_on_past), bool(wait_for_downstream), bool(ignore_first_depends_on_past)
+        )
         self.upstream: set[str] = set()
         self.callbacks = task_callbacks(
             callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
@@ -168,6 +175,7 @@ class Task:
             upstream=tuple(sorted(self.upstream)),
             queue=self.queue,
             callbacks=self.callbacks,
+            past_deps=self.past_deps,
             **self._spec_fields(),
             **self._mapping_fields(),
         )

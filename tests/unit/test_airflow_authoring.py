@@ -93,11 +93,26 @@ def test_a_task_groups_default_args_apply_inside_it() -> None:
     assert (specs["g.a"].retries, specs["out"].retries) == (4, 1)
 
 
+def test_depends_on_past_and_friends_from_task_and_default_args() -> None:
+    args = {"depends_on_past": True, "ignore_first_depends_on_past": True}
+    with DAG("past", schedule="@daily", start_date=START, default_args=args) as d:
+        a = BashOperator(task_id="a", bash_command="true")
+        b = BashOperator(task_id="b", bash_command="true", wait_for_downstream=True)
+        c = BashOperator(task_id="c", bash_command="true", depends_on_past=False)
+
+        @task(depends_on_past=True, ignore_first_depends_on_past=False)
+        def t() -> None:
+            pass
+
+        a >> b >> c >> t()
+    specs = {x.task_id: x.past_deps for x in d.to_spec().tasks}
+    assert specs == {"a": "past", "b": "downstream", "c": "", "t": "past_strict"}
+
+
 @pytest.mark.parametrize(
     ("build", "says"),
     [
         (lambda: BashOperator(task_id="x", bash_command="true", pool="etl"), "pools"),
-        (lambda: BashOperator(task_id="x", bash_command="true", depends_on_past=True), "max_act"),
         (lambda: TriggerRule.ALWAYS, "ALL_DONE"),
         (lambda: task.virtualenv, "install the packages"),
         (lambda: __import__("raftsched.airflow.models", fromlist=["Pool"]).Pool, "pools"),
