@@ -18,6 +18,7 @@ test_taskflow_e2e.py and test_params_e2e.py.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,7 +32,7 @@ from webstack import WebStack
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-DAG_IDS = ("tutorial", "tutorial_taskflow_api", "unchanged")
+DAG_IDS = ("tutorial", "tutorial_taskflow_api", "unchanged", "past_runs")
 
 
 def _tasks(stack: WebStack, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
@@ -66,6 +67,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
         .replace('"/nonexistent"', repr(str(scheduled))),
         "taskflow_etl.py": (FIXTURES / "airflow_dags" / "taskflow_etl.py").read_text(),
         "unchanged.py": (FIXTURES / "airflow_unchanged" / "unchanged.py").read_text(),
+        "past_runs.py": (FIXTURES / "airflow_dags" / "past_runs.py").read_text(),
     }
     config = {"core": {"airflow_imports": "true"}}
     with (
@@ -82,10 +84,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
         yield web
 
 
-def _trigger(stack: WebStack, dag_id: str, run_id: str, out: Path) -> None:
-    out.mkdir()
+def _trigger(stack: WebStack, dag_id: str, run_id: str, out: Path, *more: str) -> None:
+    out.mkdir(exist_ok=True)
     conf = json.dumps({"out": str(out)})
-    done = stack.cli("dags", "trigger", dag_id, "--run-id", run_id, "--conf", conf)
+    done = stack.cli("dags", "trigger", dag_id, "--run-id", run_id, "--conf", conf, *more)
     assert done.returncode == 0, done.stderr
 
 
@@ -135,3 +137,28 @@ def test_the_scheduled_tutorial_run_sees_airflow_2s_ds(stack: WebStack) -> None:
     # ds: the interval's start (the run is named by its end), ds_add: a week later
     assert first[1] == start.strftime("%Y-%m-%d")
     assert first[2] == (start + timedelta(days=7)).strftime("%Y-%m-%d")
+
+
+def test_depends_on_past_holds_a_run_until_the_previous_one_is_done(stack: WebStack) -> None:
+    """Two runs of past_runs: the later one's extract (depends_on_past, wait_for_downstream)
+    starts only after the earlier run's extract and load succeeded, although its own go-file
+    is there from the start; report (depends_on_past=False) is not held back."""
+    out = stack.workdir / "past"
+    _trigger(stack, "past_runs", "p1", out, "--logical-date", "2024-03-01T00:00:00")
+    _trigger(stack, "past_runs", "p2", out, "--logical-date", "2024-03-02T00:00:00")
+    (out / "go-20240302").touch()  # p2's extract could finish at once, were it started
+    wait_for(
+        lambda: _tasks(stack, "past_runs", "p1")["extract"]["state"] == "running",
+        timeout=60,
+        what="p1's extract running",
+        interval=0.3,
+    )
+    for _ in range(6):  # a few looks over ~2 s: p2's extract is not started
+        assert _tasks(stack, "past_runs", "p2")["extract"]["state"] in ("none", None, "")
+        time.sleep(0.3)
+    (out / "go-20240301").touch()
+    assert _finished(stack, "past_runs", "p1") == "success"
+    assert _finished(stack, "past_runs", "p2") == "success"
+    order = (out / "order").read_text().splitlines()
+    assert order.index("extract 2024-03-01") < order.index("load 2024-03-01")
+    assert order.index("load 2024-03-01") < order.index("extract 2024-03-02")

@@ -208,3 +208,15 @@ def test_a_mapped_task_past_its_bound_fails_saying_why(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert states(done.stdout) == {"three": "success", "too_many": "failed"}
     assert "3 instances, past its max_map_length of 2" in done.stdout
+
+
+def test_depends_on_past_lets_the_first_run_through(tmp_path: Path) -> None:
+    # one run: nothing before it, so depends_on_past and wait_for_downstream hold nothing back
+    (tmp_path / "go-20240302").touch()
+    done = dags_test("past_runs", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines(tmp_path / "order") == [
+        "extract 2024-03-02",
+        "load 2024-03-02",
+        "report 2024-03-02",
+    ]
