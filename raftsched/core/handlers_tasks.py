@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
-from raftsched.core import mapping, xcom
+from raftsched.core import dagrun_trigger, mapping, xcom
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
@@ -201,6 +201,9 @@ def apply_complete_attempt(
     ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, message
     result_json, follow = getattr(cmd, "result_json", ""), getattr(cmd, "follow", None)
     refusal = xcom.outcome_refusal(rec, ti, result_json, follow) if cmd.success else ""
+    if cmd.success and not refusal and not getattr(cmd, "skipped", False) and _triggers(rec, ti):
+        result_json = dagrun_trigger.trigger(state, result_json, now)  # creates the run
+        refusal = result_json[1:] if result_json.startswith("!") else ""
     if refusal:  # a return value past the run's bound, a branch to a stranger: it fails
         ti.message = clean_text(refusal[:MAX_MESSAGE_CHARS])
         fail_attempt(state, rec, ti, now)
@@ -214,6 +217,11 @@ def apply_complete_attempt(
     else:
         fail_attempt(state, rec, ti, now)
     return Result(True, value=ti.state)
+
+
+def _triggers(rec: LiveRun, ti: TaskInstance) -> bool:
+    """Is ``ti`` a TriggerDagRunOperator's (its success creates a run)?"""
+    return getattr(rec.topo.tasks[mapping.task_of(ti.key.task_id)], "trigger_dagrun", False)
 
 
 def apply_release_leases(

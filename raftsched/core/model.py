@@ -125,12 +125,12 @@ class TaskSpec:
     queue: str = added_field(DEFAULT_QUEUE)  # only workers serving it lease the task
     # bash: this exit code ends the attempt SKIPPED instead of FAILED (None: no such code)
     skip_on_exit_code: int | None = added_field(None)
-    # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
-    # the DAG file or a built-in notifier ("raftsched:webhook"), see core/callbacks.py
-    callbacks: tuple[tuple[str, str, str], ...] = added_field(())
+    # (event "failure"|"success"|"retry", DAG file name or "raftsched:...", kwargs JSON)
+    callbacks: tuple[tuple[str, str, str], ...] = added_field(())  # core/callbacks.py
     expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
     max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
     past_deps: str = added_field("")  # depends_on_past & co (core/past_deps.py); "": none
+    trigger_dagrun: bool = added_field(False)  # its outcome creates a run (core/dagrun_trigger)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,8 +152,7 @@ class DagSpec:
     spec_hash: str = ""
     # The DAG's params as canonical JSON text ("" = none), see raftsched.dags.params
     params_json: str = added_field("")
-    # Run-level callbacks (event "failure" | "success" | "deadline"), as TaskSpec.callbacks
-    callbacks: tuple[tuple[str, str, str], ...] = added_field(())
+    callbacks: tuple[tuple[str, str, str], ...] = added_field(())  # "failure"|"success"|"deadline"
     # A run not done by its logical date plus this many seconds fires its "deadline" callbacks
     deadline_seconds: float | None = added_field(None)
     # Schedule policies, see core/slot_policy.py ("" = allow_all; None: no window, no end)
@@ -164,6 +163,7 @@ class DagSpec:
     pause_on_failure: bool = added_field(False)  # a failed run pauses the DAG, with a note
     dst_repeated: str = added_field("")  # core/timetable_dst.py ("": once)
     dst_skipped: str = added_field("")  # ("": shift)
+    dagrun_timeout_seconds: float | None = added_field(None)  # core/run_timeout.py
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:

@@ -98,6 +98,8 @@ def check_spec(spec: object, field: str = "spec") -> None:
     lim.check_params_json(f"{field}.params_json", spec.params_json)
     cb.check_callbacks(f"{field}.callbacks", spec.callbacks, cb.DAG_EVENTS)
     cb.check_deadline(f"{field}.deadline_seconds", spec.deadline_seconds)
+    timeout = getattr(spec, "dagrun_timeout_seconds", None)  # core/run_timeout.py
+    duration_field(f"{field}.dagrun_timeout_seconds", timeout, optional=True, positive=True)
     if spec.overlap not in OVERLAP_POLICIES:
         policies = ", ".join(p for p in OVERLAP_POLICIES if p)
         raise LimitExceeded(f"{field}.overlap", f"must be one of {policies}")
@@ -188,6 +190,9 @@ def _task(field: str, task: object) -> None:
     _mapping(field, task)
     if getattr(task, "past_deps", "") not in PAST_DEPS:
         raise LimitExceeded(f"{field}.past_deps", f"must be one of {sorted(PAST_DEPS)}")
+    bool_field(f"{field}.trigger_dagrun", getattr(task, "trigger_dagrun", False))
+    if getattr(task, "trigger_dagrun", False) and task.kind != "python":
+        raise LimitExceeded(f"{field}.trigger_dagrun", "is for python tasks (its return value)")
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)
     ):

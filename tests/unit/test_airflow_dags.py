@@ -220,3 +220,15 @@ def test_depends_on_past_lets_the_first_run_through(tmp_path: Path) -> None:
         "load 2024-03-02",
         "report 2024-03-02",
     ]
+
+
+def test_trigger_dagrun_renders_its_request_and_checks_the_target(tmp_path: Path) -> None:
+    done = dags_test("trigger_controller", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "would trigger DAG 'trigger_target'" in done.stdout
+    # the templated conf rendered on the "worker"; downstream pulls the request
+    assert lines(tmp_path / "order")[1] == "after trigger_target"
+    assert '"message":"from trigger_controller"' in done.stdout
+    unknown = dags_test("trigger_controller", tmp_path, target="nope")
+    assert unknown.returncode == 1
+    assert "no DAG 'nope' in the DAGs folder" in unknown.stdout

@@ -1,1 +1,1 @@
-"""``airflow.operators``: ``bash``, ``python``, ``empty``, ``trigger_dagrun`` (not yet)."""
+"""``airflow.operators``: ``bash``, ``python``, ``empty``, ``trigger_dagrun``."""
