@@ -32,7 +32,14 @@ from webstack import WebStack
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-DAG_IDS = ("tutorial", "tutorial_taskflow_api", "unchanged", "past_runs")
+DAG_IDS = (
+    "tutorial",
+    "tutorial_taskflow_api",
+    "unchanged",
+    "past_runs",
+    "trigger_controller",
+    "trigger_target",
+)
 
 
 def _tasks(stack: WebStack, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
@@ -68,6 +75,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
         "taskflow_etl.py": (FIXTURES / "airflow_dags" / "taskflow_etl.py").read_text(),
         "unchanged.py": (FIXTURES / "airflow_unchanged" / "unchanged.py").read_text(),
         "past_runs.py": (FIXTURES / "airflow_dags" / "past_runs.py").read_text(),
+        "trigger_dagrun.py": (FIXTURES / "airflow_dags" / "trigger_dagrun.py").read_text(),
     }
     config = {"core": {"airflow_imports": "true"}}
     with (
@@ -84,9 +92,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
         yield web
 
 
-def _trigger(stack: WebStack, dag_id: str, run_id: str, out: Path, *more: str) -> None:
+def _trigger(
+    stack: WebStack, dag_id: str, run_id: str, out: Path, *more: str, **params: Any
+) -> None:
     out.mkdir(exist_ok=True)
-    conf = json.dumps({"out": str(out)})
+    conf = json.dumps({"out": str(out), **params})
     done = stack.cli("dags", "trigger", dag_id, "--run-id", run_id, "--conf", conf, *more)
     assert done.returncode == 0, done.stderr
 
@@ -162,3 +172,57 @@ def test_depends_on_past_holds_a_run_until_the_previous_one_is_done(stack: WebSt
     order = (out / "order").read_text().splitlines()
     assert order.index("extract 2024-03-01") < order.index("load 2024-03-01")
     assert order.index("load 2024-03-01") < order.index("extract 2024-03-02")
+
+
+def _triggered(stack: WebStack, parent: str) -> list[dict[str, Any]]:
+    """The runs of trigger_target whose conf names ``parent`` (the controller's run)."""
+    status, page = stack.rest("GET", "/dags/trigger_target/runs?page_size=100")
+    assert status == 200, page
+    return [r for r in page["runs"] if (r.get("conf") or {}).get("parent") == parent]
+
+
+def test_trigger_dagrun_creates_the_target_run_with_its_rendered_conf(stack: WebStack) -> None:
+    out = stack.workdir / "trigger"
+    _trigger(stack, "trigger_controller", "t1", out)
+    assert _finished(stack, "trigger_controller", "t1") == "success"
+    (made,) = _triggered(stack, "t1")
+    assert made["run_type"] == "manual"
+    assert _finished(stack, "trigger_target", made["run_id"]) == "success"
+    assert (out / "target-t1").read_text() == "from trigger_controller\n"
+    xcom = json.loads(_tasks(stack, "trigger_controller", "t1")["trigger"]["result_json"])
+    assert xcom["trigger_run_id"] == made["run_id"]
+    # an unknown target: the task fails with the reason, and no run is made anywhere
+    _trigger(stack, "trigger_controller", "t2", out, target="no_such_dag")
+    assert _finished(stack, "trigger_controller", "t2") == "failed"
+    failed = _tasks(stack, "trigger_controller", "t2")["trigger"]
+    assert failed["state"] == "failed"
+    assert "no DAG 'no_such_dag' is registered" in json.dumps(failed)
+
+
+def test_a_leader_killed_around_the_trigger_leaves_exactly_one_triggered_run(
+    stack: WebStack,
+) -> None:
+    """Last in the module (it kills a node): the controller's `before` ends and its trigger
+    task runs while the leader dies; the trigger is decided once, whatever the retries."""
+    out = stack.workdir / "failover"
+    _trigger(stack, "trigger_controller", "f1", out, hold=True)
+    wait_for(
+        lambda: _tasks(stack, "trigger_controller", "f1")["before"]["state"] == "running",
+        timeout=60,
+        what="before running",
+        interval=0.2,
+    )
+    cluster = stack.cluster
+    leader = cluster.wait_leader(timeout=30)
+    (out / "go").touch()
+    time.sleep(0.2)  # before ends; its outcome and the trigger's lease race the kill
+    cluster.kill(leader)
+    cluster.wait_leader(timeout=45, exclude=(leader,))
+    try:
+        assert _finished(stack, "trigger_controller", "f1", timeout=120) == "success"
+        made = _triggered(stack, "f1")
+        assert len(made) == 1, made
+        assert _finished(stack, "trigger_target", made[0]["run_id"], timeout=90) == "success"
+        assert (out / "target-f1").read_text() == "from trigger_controller\n"
+    finally:
+        cluster.start_node(leader)
