@@ -1,9 +1,8 @@
 """The domain model shared by every layer: DAG specs, runs, task instances, outbox entries.
 
 Pure data. Datetimes are timezone-aware UTC everywhere inside raftsched; a DAG's own time
-zone matters only for computing its schedule (see ``core.timetable``). Every type here
-pickles small (it travels in Raft commands and snapshots) and converts to and from plain
-JSON-able dicts (it travels to the parser's parent process, the DB and the API).
+zone matters only for its schedule (``core.timetable``). Every type pickles small (Raft
+commands, snapshots) and converts to and from JSON-able dicts (parser, DB, API).
 """
 
 from __future__ import annotations
@@ -243,6 +242,7 @@ _POLICY_FIELDS = (
     "pause_on_failure",
     "dst_repeated",
     "dst_skipped",
+    "dagrun_timeout_seconds",
 )
 
 

@@ -55,6 +55,7 @@ from raftsched.core import handlers_tasks as ht
 from raftsched.core import handlers_triggers as htr
 from raftsched.core import model as _model
 from raftsched.core import results as r
+from raftsched.core import run_timeout as rt
 from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
 from raftsched.core.callback_table import CallbackTable
@@ -77,7 +78,7 @@ from raftsched.core.validate import check_command
 from raftsched.errors import ReleaseTooOld, SnapshotVersionError
 
 # Entries pickled by an older release lack the fields added since: they take their defaults.
-vs.install_tolerant_unpickling((c, _model))
+vs.install_tolerant_unpickling((c, _model, rt))
 
 __all__ = ["DEDUP_CAPACITY", "LOG_STREAMS", "RunKey", "SchedulerState"]
 
@@ -393,5 +394,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.Batch: _apply_batch,
     **hc.HANDLERS,
     **htr.HANDLERS,
+    **rt.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -182,13 +182,14 @@ def finish_task(
     settle_run(state, rec, now)
 
 
-def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
-    """A run whose tasks are all finished is FAILED if a leaf failed, else SUCCESS."""
+def settle_run(state: SchedulerState, rec: LiveRun, now: datetime, failed: bool = False) -> None:
+    """A run whose tasks are all finished is FAILED if a leaf failed (or ``failed``: a
+    dagrun_timeout, core/run_timeout.py), else SUCCESS."""
     if rec.unfinished:
         return
     run = rec.run
     bad = (TaskState.FAILED, TaskState.UPSTREAM_FAILED)
-    failed = any(rec.tis[t].state in bad for t in rec.topo.leaves)
+    failed = failed or any(rec.tis[t].state in bad for t in rec.topo.leaves)
     new = RunState.FAILED if failed else RunState.SUCCESS
     if run.state is new:
         return

@@ -38,6 +38,7 @@ from raftsched.core.model import (
     TaskState,
 )
 from raftsched.core.run_ending import ENDINGS
+from raftsched.core.run_timeout import CHECKS as TIMEOUT_CHECKS
 from raftsched.core.slot_policy import SKIP_REASONS
 from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
 from raftsched.core.validate_specs import bool_field as _bool
@@ -345,5 +346,6 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.Batch: _batch,
     **CALLBACK_CHECKS,
     **TRIGGER_CHECKS,
+    **TIMEOUT_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import wait_for
+from harness import alive, wait_for
 from test_rest_api import _database
 from webstack import WebStack
 
@@ -39,6 +39,7 @@ DAG_IDS = (
     "past_runs",
     "trigger_controller",
     "trigger_target",
+    "run_timeout",
 )
 
 
@@ -76,6 +77,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
         "unchanged.py": (FIXTURES / "airflow_unchanged" / "unchanged.py").read_text(),
         "past_runs.py": (FIXTURES / "airflow_dags" / "past_runs.py").read_text(),
         "trigger_dagrun.py": (FIXTURES / "airflow_dags" / "trigger_dagrun.py").read_text(),
+        "run_timeout.py": (FIXTURES / "airflow_dags" / "run_timeout.py").read_text(),
     }
     config = {"core": {"airflow_imports": "true"}}
     with (
@@ -172,6 +174,21 @@ def test_depends_on_past_holds_a_run_until_the_previous_one_is_done(stack: WebSt
     order = (out / "order").read_text().splitlines()
     assert order.index("extract 2024-03-01") < order.index("load 2024-03-01")
     assert order.index("load 2024-03-01") < order.index("extract 2024-03-02")
+
+
+def test_a_run_past_its_dagrun_timeout_fails_and_its_attempt_is_killed(
+    stack: WebStack,
+) -> None:
+    out = stack.workdir / "timeout"
+    _trigger(stack, "run_timeout", "rt1", out, sleep=60)
+    assert _finished(stack, "run_timeout", "rt1", timeout=60) == "failed"
+    tasks = _tasks(stack, "run_timeout", "rt1")
+    assert tasks["slow"]["state"] == tasks["after"]["state"] == "skipped"
+    assert "dagrun_timeout" in json.dumps(tasks["slow"])
+    pid = int((out / "slow.pid").read_text())
+    # the revoked lease: the worker's next heartbeat is refused and it kills the attempt
+    wait_for(lambda: not alive(pid), timeout=30, what="the timed-out attempt killed", interval=0.3)
+    assert not (out / "slow.done").exists() and not (out / "after.done").exists()
 
 
 def _triggered(stack: WebStack, parent: str) -> list[dict[str, Any]]:

@@ -232,3 +232,10 @@ def test_trigger_dagrun_renders_its_request_and_checks_the_target(tmp_path: Path
     unknown = dags_test("trigger_controller", tmp_path, target="nope")
     assert unknown.returncode == 1
     assert "no DAG 'nope' in the DAGs folder" in unknown.stdout
+
+
+def test_a_dag_with_dagrun_timeout_runs_within_it(tmp_path: Path) -> None:
+    # dags test does not time runs out (the cluster's leader does): the DAG just runs
+    done = dags_test("run_timeout", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "slow.done").exists() and (tmp_path / "after.done").exists()
