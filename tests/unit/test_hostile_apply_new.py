@@ -752,11 +752,14 @@ def test_each_hostile_spec_field_alone_is_refused_or_taken_and_replays(
         "params_json": PARAMS,
         "callbacks": CALLBACKS,
         "deadline_seconds": DEADLINES,
+        "dagrun_timeout_seconds": DEADLINES,
     }
     task_values: dict[str, st.SearchStrategy[Any]] = {
         "queue": st.one_of(IDS, NOT_TEXT, st.just("q2")),
         "skip_on_exit_code": EXIT_CODES,
         "callbacks": CALLBACKS,
+        "past_deps": st.one_of(st.sampled_from(["past", "downstream_strict", "nope"]), NOT_TEXT),
+        "trigger_dagrun": st.one_of(st.booleans(), NOT_TEXT, NUMBERS),
     }
     if data.draw(st.booleans()):
         name = data.draw(st.sampled_from(sorted(field_values)))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_state_harness import T0, Sim, at, dag, run_id, task
 
 from raftsched.core import commands as c
@@ -98,3 +100,25 @@ def test_a_malformed_timeout_runs_is_refused_before_it_changes_anything() -> Non
     bad = TimeoutRuns(request_id="z", now=at(61), runs=(("d",),))  # type: ignore[arg-type]
     assert sim.apply(bad).reason == r.INVALID
     assert sim.run().state != "failed"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    runs=st.one_of(
+        st.lists(
+            st.tuples(st.sampled_from(["d", "", "x" * 300]), st.sampled_from([run_id(), "r"])),
+            max_size=3,
+        ).map(tuple),
+        st.sampled_from([None, "d", (("d",),), ((None, None),), [("d", run_id())], 7]),
+    ),
+    seconds=st.floats(-1e9, 1e9),
+)
+def test_hostile_timeout_runs_never_break_apply(runs: Any, seconds: float) -> None:
+    sim = sim_of()
+    try:
+        now = at(seconds)
+    except OverflowError:
+        return
+    result = sim.apply(TimeoutRuns(request_id=sim.rid(), now=now, runs=runs))
+    assert result.reason != r.HALTED and not sim.state.halted
+    assert sim.state.digest() == sim.state.recompute_digest()
