@@ -239,3 +239,10 @@ def test_a_dag_with_dagrun_timeout_runs_within_it(tmp_path: Path) -> None:
     done = dags_test("run_timeout", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "slow.done").exists() and (tmp_path / "after.done").exists()
+
+
+def test_xcom_arg_map_transforms_each_item_on_the_worker(tmp_path: Path) -> None:
+    done = dags_test("xcom_map_demo", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines(tmp_path / "loaded") == ["/DATA/A.CSV", "/DATA/B.CSV", "/DATA/C.CSV"]
+    assert (tmp_path / "total").read_text() == "/DATA/A.CSV,/DATA/B.CSV,/DATA/C.CSV"
