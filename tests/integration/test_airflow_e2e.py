@@ -40,6 +40,7 @@ DAG_IDS = (
     "trigger_controller",
     "trigger_target",
     "run_timeout",
+    "xcom_map_demo",
 )
 
 
@@ -78,6 +79,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebStack]:
         "past_runs.py": (FIXTURES / "airflow_dags" / "past_runs.py").read_text(),
         "trigger_dagrun.py": (FIXTURES / "airflow_dags" / "trigger_dagrun.py").read_text(),
         "run_timeout.py": (FIXTURES / "airflow_dags" / "run_timeout.py").read_text(),
+        "xcom_map.py": (FIXTURES / "airflow_dags" / "xcom_map.py").read_text(),
     }
     config = {"core": {"airflow_imports": "true"}}
     with (
@@ -174,6 +176,15 @@ def test_depends_on_past_holds_a_run_until_the_previous_one_is_done(stack: WebSt
     order = (out / "order").read_text().splitlines()
     assert order.index("extract 2024-03-01") < order.index("load 2024-03-01")
     assert order.index("load 2024-03-01") < order.index("extract 2024-03-02")
+
+
+def test_xcom_arg_map_runs_on_the_worker_per_mapped_instance(stack: WebStack) -> None:
+    out = stack.workdir / "xcom_map"
+    _trigger(stack, "xcom_map_demo", "x1", out)
+    assert _finished(stack, "xcom_map_demo", "x1") == "success"
+    assert (out / "total").read_text() == "/DATA/A.CSV,/DATA/B.CSV,/DATA/C.CSV"
+    tasks = _tasks(stack, "xcom_map_demo", "x1")
+    assert tasks["load[2]"]["result_json"] == '"/DATA/C.CSV"'
 
 
 def test_a_run_past_its_dagrun_timeout_fails_and_its_attempt_is_killed(
