@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
-from raftsched.core import dagrun_trigger, mapping, xcom
+from raftsched.core import dagrun_trigger, mapping, past_deps, xcom
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
@@ -76,7 +76,9 @@ def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) 
             settle(state, rec, [ti.key.task_id], now)  # queues an instance, expands a task
             settle_run(state, rec, now)
             return Item(True)
-        if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:
+        if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY or not (
+            past_deps.met(state.run_table, rec, ti.key.task_id)  # depends_on_past & co
+        ):
             return Item(False, r.NOT_READY)
     else:
         return Item(False, r.INVALID)

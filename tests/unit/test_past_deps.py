@@ -236,3 +236,12 @@ def test_no_instance_starts_before_its_previous_one_is_done(
                 if how == "downstream":
                     assert before["b"] in ("success", "skipped"), (k, before, now_a)
     check_replicas_agree(sim)
+
+
+def test_a_queue_decision_for_a_task_held_by_the_past_is_refused() -> None:
+    sim = sim_of(past("a"))
+    ti = sim.ti("a", run=R2)
+    decision = c.QueueDecision(ti.key, ti.state, ti.try_number)
+    result = sim.apply(c.QueueTasks(request_id=sim.rid(), now=at(1), items=(decision,)))
+    assert not result.value[0].ok
+    assert sim.states(run=R2)["a"] == "none"
