@@ -109,6 +109,18 @@ def met(table: RunTable, rec: LiveRun, task_id: str) -> bool:
     return True
 
 
+WAITING = "waiting for the previous run: "  # the message of an instance held back
+
+
+def why_waiting(table: RunTable, rec: LiveRun, task_id: str) -> str:
+    """The message of ``task_id`` of ``rec`` while :func:`met` holds it back."""
+    before = previous_run(table, rec)
+    how = getattr(rec.topo.tasks[task_id], "past_deps", "")
+    which = f"{task_id!r} of run {before.run.run_id}" if before else repr(task_id)
+    downstream = " and its direct downstream tasks" if how.startswith(DOWNSTREAM) else ""
+    return f"{WAITING}{which}{downstream} must succeed or be skipped (depends_on_past)"[:500]
+
+
 def waiting_on(rec: LiveRun, task_id: str) -> list[str]:
     """The tasks of the run after ``rec`` that a change of ``task_id`` in ``rec`` may free:
     the task itself (depends_on_past) and its direct upstream (wait_for_downstream)."""

@@ -71,6 +71,8 @@ def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) 
     touch_ti(state, ti)
     ti.queued_at = now
     ti.next_retry_at = None
+    if ti.message.startswith(past_deps.WAITING):  # no longer held back by the previous run
+        ti.message = ""
     set_state(state, rec, ti, TaskState.QUEUED)
 
 
@@ -95,6 +97,10 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
             continue
         verdict = trigger_verdict(state, rec, ti.key.task_id)
         if verdict is Verdict.READY and not past_deps.met(state.run_table, rec, ti.key.task_id):
+            why = past_deps.why_waiting(state.run_table, rec, ti.key.task_id)
+            if ti.message != why:  # said once: the task page and `tasks list` show why
+                touch_ti(state, ti)
+                ti.message = why
             continue  # the previous run holds it back; its change settles it (after_finish)
         if verdict is Verdict.READY and rec.topo.tasks[ti.key.task_id].expand_json:
             if not expand(state, rec, ti, now):

@@ -68,7 +68,12 @@ def test_the_first_run_is_exempt_and_the_second_waits_for_the_first() -> None:
     sim = sim_of(past("a"), task("b", "a"))
     assert sim.states(run=R1)["a"] == "queued"
     assert sim.states(run=R2)["a"] == "none"  # its trigger rule is met, the past is not
+    assert sim.ti("a", run=R2).message == (
+        f"waiting for the previous run: 'a' of run {R1} must succeed or be skipped"
+        " (depends_on_past)"
+    )
     finish(sim, R1, "a")
+    assert sim.ti("a", run=R2).message == ""
     # the apply that committed run 1's outcome queued run 2's instance
     assert sim.states(run=R2)["a"] == "queued"
     check_replicas_agree(sim)
