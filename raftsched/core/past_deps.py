@@ -127,11 +127,12 @@ def waiting_on(rec: LiveRun, task_id: str) -> list[str]:
     return [task_id, *rec.topo.upstream.get(task_id, ())]
 
 
-def keeps(table: RunTable, rec: LiveRun) -> bool:
+def keeps(table: RunTable, rec: LiveRun, current: DagSpec | None) -> bool:
     """Must the finished run ``rec`` stay in memory for the past dependencies of the run
-    after it? While it is its DAG's newest run (the next scheduled run will ask for it) or
-    the run after it is unfinished."""
-    following = next_run(table, rec)
-    if not (uses_past(rec.spec) or (following is not None and uses_past(following.spec))):
+    after it (its spec or its DAG's ``current`` one uses them)? While it is its DAG's newest
+    run (the next scheduled run will ask for it) or the run after it is unfinished. O(1) for
+    DAGs that do not use them: every eviction asks."""
+    if not (uses_past(rec.spec) or uses_past(current)):
         return False
+    following = next_run(table, rec)
     return following is None or following.run.state not in FINISHED_RUN_STATES
