@@ -4,7 +4,8 @@
 The task runs on a worker as a Python task so its templated fields (``trigger_dag_id``,
 ``trigger_run_id``, ``logical_date``, ``conf``) render there, as in Airflow; it returns the
 request, and the apply of its successful outcome creates the run (or fails the attempt with
-the reason: unknown DAG, run id or logical date taken). ``wait_for_completion`` and
+the reason: unknown DAG, run id or logical date taken; with ``skip_when_already_exists`` a
+taken one ends it skipped). ``wait_for_completion`` and
 ``reset_dag_run`` are refused (no trigger watches another DAG's run yet; a run is not reset
 behind its owner's back), each with what to do instead.
 """
@@ -28,12 +29,11 @@ RESET_HINT = (
     "leave trigger_run_id unset (each trigger makes a new run), or clear the existing run with"
     " `raftsched tasks clear`"
 )
-EXISTS_HINT = "leave trigger_run_id unset (each trigger makes a new run)"
 
 
 class TriggerDagRunOperator(TaskFlowTask):
     """``TriggerDagRunOperator(task_id=, trigger_dag_id=, trigger_run_id=, conf=,
-    logical_date=, fail_when_dag_is_paused=)``."""
+    logical_date=, fail_when_dag_is_paused=, skip_when_already_exists=)``."""
 
     template_fields = ("trigger_dag_id", "trigger_run_id", "logical_date", "conf")
 
@@ -65,8 +65,6 @@ class TriggerDagRunOperator(TaskFlowTask):
             refuse("TriggerDagRunOperator(wait_for_completion=True)", WAIT_HINT, **ids)
         if reset_dag_run:
             refuse("TriggerDagRunOperator(reset_dag_run=True)", RESET_HINT, **ids)
-        if skip_when_already_exists:
-            refuse("TriggerDagRunOperator(skip_when_already_exists=True)", EXISTS_HINT, **ids)
         if not isinstance(trigger_dag_id, str) or not trigger_dag_id.strip():
             raise DagDefinitionError(
                 f"task {full_id!r}: trigger_dag_id must be a DAG id, got {trigger_dag_id!r}",
@@ -79,6 +77,7 @@ class TriggerDagRunOperator(TaskFlowTask):
             "logical_date": when.isoformat() if isinstance(when, datetime) else (when or ""),
             "conf": conf or {},
             "fail_when_dag_is_paused": bool(fail_when_dag_is_paused),
+            "skip_when_already_exists": bool(skip_when_already_exists),
         }
         options = declare_template_variables(task_options(owner, full_id, kwargs), request)
         super().__init__(task_id, dag=owner, kwargs={"request": request}, **options)

@@ -6,16 +6,18 @@ cluster version 3) runs on a worker like a Python task, so its templated argumen
 there; its return value is the request::
 
     {"trigger_dag_id": "target", "trigger_run_id": "" | "id", "logical_date": "" | ISO,
-     "conf": {...}, "fail_when_dag_is_paused": false}
+     "conf": {...}, "fail_when_dag_is_paused": false, "skip_when_already_exists": false}
 
 The apply of the attempt's successful outcome (``CompleteAttempt``) creates the run, in that
 same apply, with the checks of a manual trigger (``handlers_runs.create_run``); if the run
 cannot be created (unknown or removed DAG, run id or logical date taken, a malformed
-request), the attempt fails instead, with the reason, and retries apply. So the run exists iff
-the task succeeded: an outcome is fenced by its lease and remembered by its request id, a
-successful task is not attempted again, and a failover replays the same entry to the same
-decision; no retry or replay makes a second run. The default logical date is the command's
-time (``now``: the same on every replica), the default run id ``manual__<logical date>``.
+request), the attempt fails instead, with the reason, and retries apply (with
+``skip_when_already_exists``, a taken run id or date ends the task SKIPPED instead). So the
+run exists iff the task succeeded: an outcome is fenced by its lease and remembered by its
+request id, a successful task is not attempted again, and a failover replays the same entry
+to the same decision; no retry or replay makes a second run. The default logical date is
+the command's time (``now``: the same on every replica), the default run id
+``manual__<logical date>``.
 The task's return value (XCom) becomes ``{"trigger_dag_id", "trigger_run_id",
 "logical_date"}`` of the run created.
 """
@@ -64,7 +66,15 @@ def request_of(result_json: str) -> dict[str, Any] | str:
     except Exception as err:  # LimitExceeded, ValueError, TypeError: the attempt fails with it
         return str(err)[:500]
     paused = value.get("fail_when_dag_is_paused") is True
-    return {"dag_id": dag_id, "run_id": run_id, "logical": logical, "conf": conf, "paused": paused}
+    skip = value.get("skip_when_already_exists") is True
+    return {
+        "dag_id": dag_id,
+        "run_id": run_id,
+        "logical": logical,
+        "conf": conf,
+        "paused": paused,
+        "skip": skip,
+    }
 
 
 def _date(value: object) -> datetime | None:
@@ -76,9 +86,13 @@ def _date(value: object) -> datetime | None:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
 
 
+SKIP = "~"  # trigger()'s answer: the run exists and the task asked to be skipped then
+
+
 def trigger(state: SchedulerState, result_json: str, now: datetime) -> str:
     """Create the run the successful attempt of a trigger task asks for: its new return
-    value (JSON text), or ``"!"`` + why not (nothing changed; the attempt fails with it)."""
+    value (JSON text), or ``"!"`` + why not (nothing changed; the attempt fails with it), or
+    ``"~"`` + why, when the run exists and the task says ``skip_when_already_exists``."""
     from raftsched.core.handlers_runs import create_run  # (it imports transitions, as we do)
 
     req = request_of(result_json)
@@ -99,6 +113,8 @@ def trigger(state: SchedulerState, result_json: str, now: datetime) -> str:
         run_id=req["run_id"],
     )
     item = create_run(state, decision, now)
+    if not item.ok and item.reason == r.RUN_EXISTS and req["skip"]:
+        return SKIP + _WHY[r.RUN_EXISTS].format(dag=dag_id)  # skip_when_already_exists
     if not item.ok:
         why = _WHY.get(item.reason, "{reason}: {detail}")
         return "!" + why.format(dag=dag_id, reason=item.reason, detail=item.value or "")

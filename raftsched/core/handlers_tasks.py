@@ -203,13 +203,16 @@ def apply_complete_attempt(
     ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, message
     result_json, follow = getattr(cmd, "result_json", ""), getattr(cmd, "follow", None)
     refusal = xcom.outcome_refusal(rec, ti, result_json, follow) if cmd.success else ""
-    if cmd.success and not refusal and not getattr(cmd, "skipped", False) and _triggers(rec, ti):
+    skipped = cmd.success and getattr(cmd, "skipped", False)
+    if cmd.success and not refusal and not skipped and _triggers(rec, ti):
         result_json = dagrun_trigger.trigger(state, result_json, now)  # creates the run
         refusal = result_json[1:] if result_json.startswith("!") else ""
+        if result_json.startswith(dagrun_trigger.SKIP):  # the run exists: skipped instead
+            ti.message, skipped = clean_text(result_json[1:][:MAX_MESSAGE_CHARS]), True
     if refusal:  # a return value past the run's bound, a branch to a stranger: it fails
         ti.message = clean_text(refusal[:MAX_MESSAGE_CHARS])
         fail_attempt(state, rec, ti, now)
-    elif cmd.success and getattr(cmd, "skipped", False):
+    elif skipped:
         finish_task(state, rec, ti, TaskState.SKIPPED, now)
     elif cmd.success:
         xcom.keep(rec, ti, result_json)

@@ -150,7 +150,6 @@ def test_trigger_dagrun_compiles_to_a_trigger_task_and_refuses_what_it_cannot_do
     for option, says in (
         ("wait_for_completion", "end of the triggered DAG"),
         ("reset_dag_run", "raftsched tasks clear"),
-        ("skip_when_already_exists", "trigger_run_id unset"),
     ):
         with (
             DAG("ctl2", schedule=None, start_date=START),

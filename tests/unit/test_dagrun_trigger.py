@@ -165,3 +165,14 @@ def test_the_run_table_after_a_trigger_is_the_one_a_manual_trigger_makes() -> No
     assert sim.complete(grant, now=at(2), result_json=request()).ok
     assert sim.state.run("t", f"manual__{at(2).isoformat()}") is not None
     assert sim.run(run=run_id()).state in ("success", "running")
+
+
+def test_skip_when_already_exists_ends_the_task_skipped_instead() -> None:
+    sim = sim_of(trigger_task())
+    assert sim.create("t", T0).ok
+    grants = {g.lease.key.dag_id: g for g in sim.lease(n=10, now=at(1))}
+    text = request(logical_date=T0.isoformat(), skip_when_already_exists=True)
+    assert sim.complete(grants["d"], now=at(2), result_json=text).ok
+    ti = sim.ti("go")
+    assert ti.state == "skipped" and "already has a run" in ti.message
+    assert len(target_runs(sim)) == 1
