@@ -43,7 +43,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from raftsched.core import audit, restore_decode, snapshot_share
+from raftsched.core import audit, restore_decode, secret_reads, snapshot_share
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
@@ -395,5 +395,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     **hc.HANDLERS,
     **htr.HANDLERS,
     **rt.HANDLERS,
+    **secret_reads.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from raftsched import retry
 from raftsched.core.model import TaskKey
 from raftsched.triggerer.transport import Firing, TriggerGrant
 from raftsched.triggerer.triggers import run_trigger
@@ -28,6 +28,7 @@ log = logging.getLogger("raftsched.triggerer")
 
 MAX_FIRINGS_PER_CALL = 500
 MAX_ERROR_CHARS = 60_000
+FIRE_RETRY_PAUSE = 0.5  # seconds between two FireTriggers calls of a batch that failed
 
 
 @dataclass
@@ -174,30 +175,30 @@ class Triggerer:
             while not self._fired.empty() and len(batch) < MAX_FIRINGS_PER_CALL:
                 batch.append(self._fired.get_nowait())
             batch = [f for f in batch if self._current(f)]
-            deadline = time.monotonic() + self.settings.lease_ttl
-            while batch:
-                try:
-                    refused = await asyncio.to_thread(self.transport.fire, batch)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as err:
-                    if time.monotonic() > deadline:  # the leases are gone by now
-                        log.info("firings dropped (%s): their leases expired", err)
-                        for firing in batch:
-                            self._drop(firing.key)
-                        break
-                    log.info("FireTriggers failed: %s; retrying", err)
-                    await asyncio.sleep(0.5)
-                    continue
-                for firing, why in zip(batch, refused, strict=False):
-                    if why:
-                        self.counters.refused += 1
-                        log.info("firing of %s refused (%s)", firing.key, why)
-                    elif not firing.error:
-                        self.counters.fired += 1
-                    if self._current(firing):
-                        self._drop(firing.key)
-                break
+            if not batch:
+                continue
+            try:  # every 0.5 s while it fails, for as long as the leases may live
+                refused = await retry.until_async(
+                    lambda batch=batch: asyncio.to_thread(self.transport.fire, batch),
+                    deadline=self.settings.lease_ttl,
+                    every=FIRE_RETRY_PAUSE,
+                    retry_on=lambda err: isinstance(err, Exception),  # never a cancellation
+                    on_retry=lambda err: log.info("FireTriggers failed: %s; retrying", err),
+                )
+            except retry.GaveUp as gave_up:  # the leases are gone by now
+                err = gave_up.last_attempt.exception()
+                log.info("firings dropped (%s): their leases expired", err)
+                for firing in batch:
+                    self._drop(firing.key)
+                continue
+            for firing, why in zip(batch, refused, strict=False):
+                if why:
+                    self.counters.refused += 1
+                    log.info("firing of %s refused (%s)", firing.key, why)
+                elif not firing.error:
+                    self.counters.fired += 1
+                if self._current(firing):
+                    self._drop(firing.key)
 
     def _current(self, firing: Firing) -> bool:
         held = self._held.get(firing.key)

@@ -240,6 +240,7 @@ class GrpcWorkerTransport:
         worker_id: str,
         variables: Sequence[str],
         connections: Sequence[str],
+        on_demand: bool = False,
     ) -> dict[tuple[str, str], str]:
         from raftsched.api.gen import secret_pb2
 
@@ -249,6 +250,7 @@ class GrpcWorkerTransport:
             worker_id=worker_id,
             variables=list(variables),
             connections=list(connections),
+            on_demand=on_demand,  # undeclared: the node records the read (secret_channel)
         )
         timeout = self.client.deadline
         if self._call_timeout is not None:

@@ -1,6 +1,7 @@
 """The triggerer's loop against a fake cluster: it runs leased triggers in one asyncio loop,
-reports each firing once, reports a raising trigger's traceback instead of stopping, and
-cancels a trigger whose renewal the cluster refuses."""
+reports each firing once (sending it again while the call fails, dropping it once its lease
+is over), reports a raising trigger's traceback instead of stopping, and cancels a trigger
+whose renewal the cluster refuses."""
 
 from __future__ import annotations
 
@@ -133,3 +134,39 @@ def test_the_http_trigger_fires_on_the_status_and_body_it_waits_for() -> None:
             asyncio.run(triggers.run_trigger("http", '{"url": "file:///etc/passwd"}', "/d.py"))
     finally:
         server.shutdown()
+
+
+class FlakyCluster(FakeCluster):
+    """FireTriggers fails its first ``failures`` calls (a failover: no node answers)."""
+
+    def __init__(self, grants: list[TriggerGrant], failures: int) -> None:
+        super().__init__(grants)
+        self.failures = failures
+        self.fire_calls = 0
+
+    def fire(self, firings: list[Firing]) -> list[str]:
+        with self.lock:
+            self.fire_calls += 1
+            if self.fire_calls <= self.failures:
+                raise ConnectionError("no node answered")
+        return super().fire(firings)
+
+
+def test_a_failed_firing_is_sent_again_until_it_lands() -> None:
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    cluster = FlakyCluster([grant("time", "time", {"moment": past})], failures=2)
+    settings = TriggererSettings(heartbeat_interval=0.1, poll_wait=0.05, lease_ttl=30)
+    triggerer = Triggerer(cluster, settings)
+    run_until(triggerer, lambda: len(cluster.fired) == 1)
+    assert cluster.fire_calls == 3
+    assert (triggerer.counters.fired, triggerer.counters.running) == (1, 0)
+
+
+def test_a_firing_that_never_lands_is_dropped_once_its_lease_is_over() -> None:
+    past = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
+    cluster = FlakyCluster([grant("time", "time", {"moment": past})], failures=10**6)
+    settings = TriggererSettings(heartbeat_interval=0.1, poll_wait=0.05, lease_ttl=1.2)
+    triggerer = Triggerer(cluster, settings)
+    c = triggerer.counters
+    run_until(triggerer, lambda: c.leased == 1 and cluster.fire_calls >= 2 and c.running == 0)
+    assert cluster.fired == [] and c.fired == 0
