@@ -18,6 +18,7 @@ request id, a successful task is not attempted again, and a failover replays the
 to the same decision; no retry or replay makes a second run. The default logical date is
 the command's time (``now``: the same on every replica), the default run id
 ``manual__<logical date>``.
+An audit record ("trigger", its actor the task) says who made the run.
 The task's return value (XCom) becomes ``{"trigger_dag_id", "trigger_run_id",
 "logical_date"}`` of the run created.
 """
@@ -28,10 +29,10 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from raftsched.core import audit, limits
 from raftsched.core import commands as c
-from raftsched.core import limits
 from raftsched.core import results as r
-from raftsched.core.model import RunType
+from raftsched.core.model import RunType, TaskKey
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -89,7 +90,7 @@ def _date(value: object) -> datetime | None:
 SKIP = "~"  # trigger()'s answer: the run exists and the task asked to be skipped then
 
 
-def trigger(state: SchedulerState, result_json: str, now: datetime) -> str:
+def trigger(state: SchedulerState, result_json: str, now: datetime, index: int, by: TaskKey) -> str:
     """Create the run the successful attempt of a trigger task asks for: its new return
     value (JSON text), or ``"!"`` + why not (nothing changed; the attempt fails with it), or
     ``"~"`` + why, when the run exists and the task says ``skip_when_already_exists``."""
@@ -118,6 +119,7 @@ def trigger(state: SchedulerState, result_json: str, now: datetime) -> str:
     if not item.ok:
         why = _WHY.get(item.reason, "{reason}: {detail}")
         return "!" + why.format(dag=dag_id, reason=item.reason, detail=item.value or "")
+    audit.record_task_trigger(state, by, dag_id, str(item.value), now, index)  # who: the task
     created = {
         "trigger_dag_id": dag_id,
         "trigger_run_id": item.value,

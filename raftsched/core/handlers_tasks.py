@@ -205,7 +205,7 @@ def apply_complete_attempt(
     refusal = xcom.outcome_refusal(rec, ti, result_json, follow) if cmd.success else ""
     skipped = cmd.success and getattr(cmd, "skipped", False)
     if cmd.success and not refusal and not skipped and _triggers(rec, ti):
-        result_json = dagrun_trigger.trigger(state, result_json, now)  # creates the run
+        result_json = dagrun_trigger.trigger(state, result_json, now, index, ti.key)  # the run
         refusal = result_json[1:] if result_json.startswith("!") else ""
         if result_json.startswith(dagrun_trigger.SKIP):  # the run exists: skipped instead
             ti.message, skipped = clean_text(result_json[1:][:MAX_MESSAGE_CHARS]), True

@@ -176,3 +176,15 @@ def test_skip_when_already_exists_ends_the_task_skipped_instead() -> None:
     ti = sim.ti("go")
     assert ti.state == "skipped" and "already has a run" in ti.message
     assert len(target_runs(sim)) == 1
+
+
+def test_the_audit_log_names_the_task_that_triggered_the_run() -> None:
+    sim = sim_of(trigger_task())
+    assert sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=at(0), version=3)).ok
+    grant = sim.lease(now=at(1))[0]
+    assert sim.complete(grant, now=at(2), result_json=request()).ok
+    (made,) = target_runs(sim)
+    rows = [row for row in sim.state.audit if row.action == "trigger"]
+    assert [(row.dag_id, row.run_id, row.actor) for row in rows] == [
+        ("t", made.run_id, f"task go of d/{run_id()}")
+    ]
