@@ -16,8 +16,8 @@ request), the attempt fails instead, with the reason, and retries apply (with
 run exists iff the task succeeded: an outcome is fenced by its lease and remembered by its
 request id, a successful task is not attempted again, and a failover replays the same entry
 to the same decision; no retry or replay makes a second run. The default logical date is
-the command's time (``now``: the same on every replica), the default run id
-``manual__<logical date>``.
+the command's time (``now``: the same on every replica; the next free microsecond when a run
+holds it), the default run id ``manual__<logical date>``.
 An audit record ("trigger", its actor the task) says who made the run.
 The task's return value (XCom) becomes ``{"trigger_dag_id", "trigger_run_id",
 "logical_date"}`` of the run created.
@@ -26,13 +26,13 @@ The task's return value (XCom) becomes ``{"trigger_dag_id", "trigger_run_id",
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from raftsched.core import audit, limits
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.core.model import RunType, TaskKey
+from raftsched.core.model import RunType, TaskKey, utc_iso
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -87,6 +87,19 @@ def _date(value: object) -> datetime | None:
     return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).astimezone(UTC)
 
 
+def _free_moment(state: SchedulerState, dag_id: str, now: datetime, run_id: str) -> datetime:
+    """The default logical date: ``now``, or the first microsecond after it no run of the DAG
+    holds (outcomes applied together share one time: the instances of a mapped trigger)."""
+    moment = now
+    for _ in range(_MAX_NUDGES):
+        default_id = run_id or f"{RunType.MANUAL.value}__{utc_iso(moment)}"
+        if not state.run_table.slot_taken(dag_id, moment, default_id):
+            break
+        moment += timedelta(microseconds=1)
+    return moment
+
+
+_MAX_NUDGES = 1_000
 SKIP = "~"  # trigger()'s answer: the run exists and the task asked to be skipped then
 
 
@@ -103,7 +116,7 @@ def trigger(state: SchedulerState, result_json: str, now: datetime, index: int, 
     record = state.catalog.get(dag_id)
     if record is not None and req["paused"] and record.paused:
         return f"!DAG {dag_id!r} is paused (fail_when_dag_is_paused=True)"
-    logical = req["logical"] or now
+    logical = req["logical"] or _free_moment(state, dag_id, now, req["run_id"])
     decision = c.RunDecision(
         dag_id,
         logical,

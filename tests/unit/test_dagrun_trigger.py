@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import given, settings
@@ -188,3 +189,14 @@ def test_the_audit_log_names_the_task_that_triggered_the_run() -> None:
     assert [(row.dag_id, row.run_id, row.actor) for row in rows] == [
         ("t", made.run_id, f"task go of d/{run_id()}")
     ]
+
+
+def test_two_triggers_applied_at_one_time_make_two_runs() -> None:
+    # outcomes applied together share the command time: the second takes the next microsecond
+    sim = sim_of(trigger_task("go"), trigger_task("go2"))
+    grants = sim.lease(n=2, now=at(1))
+    for grant in grants:
+        assert sim.complete(grant, now=at(2), result_json=request()).ok
+    dates = sorted(run.logical_date for run in target_runs(sim))
+    assert len(dates) == 2 and dates[1] - dates[0] == timedelta(microseconds=1)
+    assert {sim.ti(t).state for t in ("go", "go2")} == {"success"}
