@@ -92,8 +92,8 @@ def _free_moment(state: SchedulerState, dag_id: str, now: datetime, run_id: str)
     holds (outcomes applied together share one time: the instances of a mapped trigger)."""
     moment = now
     for _ in range(_MAX_NUDGES):
-        default_id = run_id or f"{RunType.MANUAL.value}__{utc_iso(moment)}"
-        if not state.run_table.slot_taken(dag_id, moment, default_id):
+        default_id = "" if run_id else f"{RunType.MANUAL.value}__{utc_iso(moment)}"
+        if not state.run_table.slot_taken(dag_id, moment, default_id):  # (the date, alone)
             break
         moment += timedelta(microseconds=1)
     return moment
