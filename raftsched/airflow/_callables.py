@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.airflow import _context
 from raftsched.airflow._param import check_run_params
+from raftsched.dags import xcom_map
 from raftsched.dags.taskflow import TaskCallable
 from raftsched.dags.templating import is_template
 
@@ -69,6 +70,7 @@ class AirflowCallable:
         resumed = _sensors.resumed(kwargs) if self.sensor is not None else ""
         if getattr(dag, "render_template_as_native_obj", False):
             kwargs = _native(json.loads(self.task.kwargs_json or "{}"), kwargs)
+        kwargs = xcom_map.apply(self, kwargs)  # a mapped item through its .map() functions
         templates_dict = kwargs.pop("templates_dict", None) if self.classic else None
         context = _context.build(self.task, upstream=upstream)
         context["templates_dict"] = templates_dict

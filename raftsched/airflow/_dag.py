@@ -60,7 +60,6 @@ _DESCRIPTIVE = frozenset(
 )
 _REFUSED = {
     "timetable": "use schedule= with a cron string, a timedelta or a preset",
-    "dagrun_timeout": "use a task's execution_timeout, or deadline= for an alert",
     "sla_miss_callback": "use DAG(deadline=timedelta(...), on_deadline_callback=...)",
     "user_defined_macros": "compute the value in the task, or pass it in params",
     "user_defined_filters": "compute the value in the task, or pass it in params",

@@ -55,6 +55,9 @@ NATIVE = (
     "on_retry_callback",
     "secrets",  # raftsched's: the variables and connections the task reads
     "connections",
+    "depends_on_past",  # core/past_deps.py
+    "wait_for_downstream",
+    "ignore_first_depends_on_past",
 )
 # accepted, no effect here (the migration guide says why)
 DROPPED = frozenset(
@@ -85,9 +88,6 @@ DROPPED = frozenset(
     }
 )
 REFUSED = {
-    "depends_on_past": "not supported yet; max_active_runs=1 keeps runs one at a time",
-    "wait_for_downstream": "not supported yet; max_active_runs=1 keeps runs one at a time",
-    "ignore_first_depends_on_past": "depends_on_past is not supported yet",
     "sla": "use DAG(deadline=timedelta(...), on_deadline_callback=...)",
     "on_execute_callback": "call the code at the start of the task",
     "on_skipped_callback": "use on_success_callback or a DAG callback",
@@ -96,7 +96,6 @@ REFUSED = {
     "max_active_tis_per_dagrun": "use the DAG's max_active_tasks",
     "executor": "use queue= and a worker for that queue",
 }
-_FALSE_OK = ("depends_on_past", "wait_for_downstream", "ignore_first_depends_on_past")
 
 
 # {{ var.value.NAME }}, {{ var.json.NAME }}, {{ var.value.get("NAME") }} in a template
@@ -148,8 +147,7 @@ def task_options(dag: DAG, task_id: str, given: Mapping[str, Any]) -> dict[str, 
         elif name in DROPPED:
             continue
         elif name in REFUSED:
-            allowed = name in _FALSE_OK and not value
-            if not allowed and not (name == "sla" and value is None):
+            if not (name == "sla" and value is None):
                 refuse(f"{name}={value!r}", REFUSED[name], dag_id=dag.dag_id, task_id=task_id)
         else:
             raise DagDefinitionError(

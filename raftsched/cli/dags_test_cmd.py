@@ -30,6 +30,7 @@ from raftsched.cli.output import emit
 from raftsched.errors import RaftschedError
 
 _ENDED = ("success", "failed", "upstream_failed", "skipped")
+_KNOWN_DAGS: set[str] = set()  # the DAGs of the parsed folder
 
 
 def register(dags_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -119,6 +120,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     what = f"task {only}" if only else f"{len(spec.tasks)} task(s)"
     print(f"{'tasks' if only else 'dags'} test {spec.dag_id}: run {run_id}, {what}, conf {conf}")
     xcoms: dict[str, str] = {}
+    _KNOWN_DAGS.clear()
+    _KNOWN_DAGS.update(s.dag_id for s in result.specs)  # a TriggerDagRunOperator's targets
     states = _run_tasks(spec, TaskKey, run_id, logical, start, end, conf, xcoms, only)
     rows = [
         {"task_id": task_id, "state": state, "xcom": _short(xcoms.get(task_id, ""))}
@@ -300,6 +303,8 @@ class _Attempts:
                     success=False,
                     message=f"branch to {strangers}: not directly downstream",
                 )
+            if outcome.success and getattr(task, "trigger_dagrun", False):
+                outcome = _trigger_here(outcome)
             dags_test_callbacks.task_callbacks(spec, task, self.context, try_number, outcome)
             if outcome.success:
                 state = "skipped" if outcome.skipped else "success"
@@ -309,6 +314,19 @@ class _Attempts:
                 return state, outcome
             print(f"--- {instance_id}: failed in {took:.2f}s: {outcome.message}", flush=True)
         return "failed", outcome
+
+
+def _trigger_here(outcome: Any) -> Any:
+    """A TriggerDagRunOperator's outcome in `dags test`: its target must be a DAG of the
+    folder (else it fails, as on a cluster); the run is not created (this tests one DAG)."""
+    from raftsched.core.dagrun_trigger import request_of
+
+    req = request_of(outcome.result_json or "")
+    if isinstance(req, str) or req["dag_id"] not in _KNOWN_DAGS:
+        why = req if isinstance(req, str) else f"no DAG {req['dag_id']!r} in the DAGs folder"
+        return replace(outcome, success=False, message=why)
+    print(f"--- would trigger DAG {req['dag_id']!r} (dags test runs one DAG, creates no run)")
+    return outcome
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -25,6 +25,7 @@ from raftsched.core.commands import (
 )
 from raftsched.core.limits import MAX_DAGS_PER_COMMAND
 from raftsched.core.model import DagSpec, ImportErrorRecord
+from raftsched.core.run_timeout import TimeoutRuns
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -171,9 +172,11 @@ class InFlightDecisions:
         self.queued: set[Any] = set()  # TaskKeys of QueueTasks items
         self.expiring: set[Any] = set()  # TaskKeys of ExpireLeases leases
         self.alerting: set[Any] = set()  # (dag_id, run_id) of MissDeadlines runs
+        self.timing_out: set[Any] = set()  # (dag_id, run_id) of TimeoutRuns runs
 
     def __len__(self) -> int:
-        return len(self.dags) + len(self.queued) + len(self.expiring) + len(self.alerting)
+        marks = (self.dags, self.queued, self.expiring, self.alerting, self.timing_out)
+        return sum(len(m) for m in marks)
 
     def add(self, command: Command) -> None:
         self._mark(command, add=True)
@@ -187,6 +190,7 @@ class InFlightDecisions:
         self.queued.clear()
         self.expiring.clear()
         self.alerting.clear()
+        self.timing_out.clear()
 
     def fresh_queue(self, items: Any) -> list[Any]:
         """QueueTasks items not already in flight."""
@@ -205,6 +209,10 @@ class InFlightDecisions:
         deferred task holds no lease, so they share ``expiring`` with expired leases)."""
         return [key for key in keys or () if key not in self.expiring]
 
+    def fresh_run_timeouts(self, runs: Any) -> list[Any]:
+        """Runs past their dagrun_timeout not already in a TimeoutRuns in flight."""
+        return [run for run in runs or () if run not in self.timing_out]
+
     def _mark(self, command: Command, *, add: bool) -> None:
         if isinstance(command, Batch):
             for sub in command.commands:
@@ -222,6 +230,8 @@ class InFlightDecisions:
             keys, target = list(command.runs), self.alerting
         elif isinstance(command, TimeoutTriggers):
             keys, target = list(command.keys), self.expiring
+        elif isinstance(command, TimeoutRuns):
+            keys, target = list(command.runs), self.timing_out
         else:
             return
         if add:

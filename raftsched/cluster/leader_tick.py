@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
@@ -42,12 +41,12 @@ from raftsched.cluster.leader_commands import (
     _run_chunks,
     _touched_dags,
 )
+from raftsched.cluster.leader_walks import LeaderWalks
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.parsing import ParseThread
 from raftsched.cluster.proposer import Pipeline, Proposer
 from raftsched.cluster.versions import hold_back_new_dags
 from raftsched.core import results as r
-from raftsched.core.callbacks import missed_deadlines
 from raftsched.core.commands import (
     AppendLogs,
     Batch,
@@ -58,12 +57,9 @@ from raftsched.core.commands import (
     HeartbeatTriggers,
     LeaseTasks,
     LeaseTriggers,
-    MissDeadlines,
     QueueTasks,
-    TimeoutTriggers,
 )
 from raftsched.core.due import DueIndex, due_fields
-from raftsched.core.handlers_triggers import timed_out
 from raftsched.core.model import DagSpec, ImportErrorRecord
 from raftsched.core.skip_causes import Gap
 from raftsched.core.slot_policy import max_active
@@ -84,11 +80,9 @@ _QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks, LeaseTriggers, He
 PIPELINE_DEPTH = 4
 # DAG records a new leader reads under the state lock at a time to build its DueIndex.
 REBUILD_CHUNK = 500
-# Seconds between two walks for runs past their deadline (see LeaderTick._missed_deadlines).
-DEADLINE_SCAN_PERIOD = 1.0
 
 
-class LeaderTick:
+class LeaderTick(LeaderWalks):
     """The tick and the DueIndex of ``leader.LeaderLoop``; the attributes below are the loop's
     (set in its ``__init__``)."""
 
@@ -104,8 +98,6 @@ class LeaderTick:
     _parser: ParseThread | None
     _pipeline: Pipeline | None  # this term's proposals in flight (leader thread only)
     _in_flight: InFlightDecisions
-    _deadline_scan_at: float = float("-inf")  # monotonic time of the last deadline walk
-    _trigger_scan_at: float = float("-inf")  # and of the last walk for trigger timeouts
     backpressure: bool
     hold: Callable[[], str | None] | None
     held: str | None
@@ -154,12 +146,7 @@ class LeaderTick:
         )
         if expired:
             commands.append(self._proposer.make(ExpireLeases, leases=tuple(expired), now=now))
-        missed = in_flight.fresh_alerts(self._missed_deadlines(now))
-        if missed:  # runs past their DAG's deadline: alerted once each (core/callbacks.py)
-            commands.append(self._proposer.make(MissDeadlines, runs=tuple(missed), now=now))
-        late = in_flight.fresh_timeouts(self._timed_out_triggers(now))
-        if late:  # deferred tasks past their trigger's timeout (core/handlers_triggers.py)
-            commands.append(self._proposer.make(TimeoutTriggers, keys=tuple(late), now=now))
+        commands += self._walk_commands(now)  # deadlines, trigger and run timeouts
         if not commands or not self._leading():
             return
         first = (
@@ -183,26 +170,6 @@ class LeaderTick:
             self._propose_pipelined(make(runs=chunk))
         if self._pipeline is not None:
             self._pipeline.poll()  # what committed meanwhile (its DAGs free for the next tick)
-
-    def _missed_deadlines(self, now: datetime) -> list[Any]:
-        """Runs past their DAG's deadline (core/callbacks.py). That walk reads every DAG
-        record under the state lock, and a burst commits (and wakes the loop) dozens of times
-        a second: it runs at most every ``DEADLINE_SCAN_PERIOD`` seconds, an alert's
-        resolution being seconds anyway."""
-        started = time.monotonic()
-        if started - self._deadline_scan_at < DEADLINE_SCAN_PERIOD:
-            return []
-        self._deadline_scan_at = started
-        return list(self._node.read(lambda state: missed_deadlines(state, now)))
-
-    def _timed_out_triggers(self, now: datetime) -> list[Any]:
-        """Deferred tasks past their trigger's timeout; a walk of every trigger, so at most
-        every ``DEADLINE_SCAN_PERIOD`` seconds, as the deadline walk."""
-        started = time.monotonic()
-        if started - self._trigger_scan_at < DEADLINE_SCAN_PERIOD:
-            return []
-        self._trigger_scan_at = started
-        return list(self._node.read(lambda state: timed_out(state, now)))
 
     def _propose_pipelined(self, command: Command) -> None:
         """Submit ``command`` to this term's pipeline; its decisions are in flight until it

@@ -31,7 +31,7 @@ from raftsched.core import persisted
 from raftsched.core import pool_commands as pc
 from raftsched.core import results as r
 from raftsched.core.changes import emit_entry
-from raftsched.core.model import OutboxKind, RunType, TaskState
+from raftsched.core.model import OutboxKind, RunType, TaskKey, TaskState
 from raftsched.core.results import Result
 from raftsched.core.rows import AuditRow
 
@@ -138,6 +138,28 @@ def record(state: SchedulerState, cmd: Any, result: Result, now: datetime, index
         )
         state.audit.add(row)
         emit_entry(state, OutboxKind.AUDIT, row.to_wire())
+
+
+def record_task_trigger(
+    state: SchedulerState, by: TaskKey, dag_id: str, run_id: str, now: datetime, index: int
+) -> None:
+    """A TriggerDagRunOperator task (``by``) created run ``run_id`` of ``dag_id``: a
+    "trigger" record whose actor names the task (core/dagrun_trigger.py)."""
+    if not persisted.persists(state):
+        return
+    actor = f"task {by.task_id} of {by.dag_id}/{by.run_id}"[: lim.MAX_ACTOR_CHARS]
+    row = AuditRow(
+        id=state.audit.next_id,
+        log_index=index,
+        at=now,
+        actor=actor,
+        action="trigger",
+        dag_id=dag_id,
+        run_id=run_id,
+        detail="TriggerDagRunOperator",
+    )
+    state.audit.add(row)
+    emit_entry(state, OutboxKind.AUDIT, row.to_wire())
 
 
 def _what(cmd: Any, result: Result) -> list[tuple[str, str, str, str]]:

@@ -116,14 +116,20 @@ def on_task_end(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: date
     _add_jobs(state, rec, task.callbacks, event, where, str(ti.try_number), context, now)
 
 
+_TIMED = "timed_out:"
+
+
 def on_run_end(state: SchedulerState, rec: LiveRun, event: str, now: datetime) -> None:
     """The run finished ("success"/"failure") or missed its deadline ("deadline")."""
     if not rec.spec.callbacks:
         return
     context = _context(rec, event, now)
     failed = sorted(t for t, ti in rec.tis.items() if ti.state is TaskState.FAILED)
+    # a dagrun_timeout (core/run_timeout.py TIMED_OUT) says so on the instances it skipped
+    timed_out = next((t.message for t in rec.tis.values() if t.message.startswith(_TIMED)), "")
     reason = {
-        "failure": f"task(s) failed: {', '.join(failed[:20])}" if failed else "the run failed",
+        "failure": timed_out
+        or (f"task(s) failed: {', '.join(failed[:20])}" if failed else "the run failed"),
         "success": "",
         "deadline": f"not done {rec.spec.deadline_seconds:g}s after its logical date"
         if rec.spec.deadline_seconds

@@ -22,7 +22,15 @@ from raftsched.core.ready import Topology
 
 
 class DagCatalog:
-    __slots__ = ("_dags", "_spec_refs", "_specs", "_topologies", "_with_deadline", "import_errors")
+    __slots__ = (
+        "_dags",
+        "_spec_refs",
+        "_specs",
+        "_topologies",
+        "_with_deadline",
+        "_with_timeout",
+        "import_errors",
+    )
 
     def __init__(self) -> None:
         self._specs: dict[str, DagSpec] = {}  # by spec_hash: current DAG versions + run versions
@@ -31,6 +39,7 @@ class DagCatalog:
         self._dags: dict[str, DagRecord] = {}
         # derived: the leader asks every tick which DAGs have a deadline (of 100,000, few)
         self._with_deadline: dict[str, None] = {}
+        self._with_timeout: dict[str, None] = {}  # and which have a dagrun_timeout
         self.import_errors: tuple[ImportErrorRecord, ...] = ()
 
     # -- DAG records ------------------------------------------------------------------------
@@ -45,6 +54,11 @@ class DagCatalog:
         """The dag_ids whose current spec has a ``deadline``, in no set order."""
         return tuple(self._with_deadline)
 
+    @property
+    def with_timeout(self) -> Iterable[str]:
+        """The dag_ids whose current spec has a ``dagrun_timeout``, in no set order."""
+        return tuple(self._with_timeout)
+
     def get(self, dag_id: str) -> DagRecord | None:
         return self._dags.get(dag_id)
 
@@ -56,6 +70,10 @@ class DagCatalog:
             self._with_deadline.pop(dag_id, None)
         else:
             self._with_deadline[dag_id] = None
+        if getattr(record.spec, "dagrun_timeout_seconds", None) is None:
+            self._with_timeout.pop(dag_id, None)
+        else:
+            self._with_timeout[dag_id] = None
 
     # -- specs ------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from raftsched.core import handlers_runs as hr
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
 from raftsched.core import handlers_triggers as htr
+from raftsched.core import run_timeout as rt
 from raftsched.core import secret_reads
 from raftsched.core import versions as vs
 from raftsched.core.results import Result
@@ -56,6 +57,7 @@ HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = {
     **hc.HANDLERS,
     **htr.HANDLERS,
     **hp.HANDLERS,
+    **rt.HANDLERS,
     **secret_reads.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -25,7 +25,16 @@ from raftsched.core import snapshot as sn
 from raftsched.core.callbacks import on_slots_skipped
 from raftsched.core.changes import emit_entry, set_dag, touch_run, touch_ti
 from raftsched.core.handlers_dags import is_aware
-from raftsched.core.model import DagRecord, DagRun, OutboxKind, RunType, TaskInstance, TaskKey
+from raftsched.core.model import (
+    DagRecord,
+    DagRun,
+    DagSpec,
+    OutboxKind,
+    RunType,
+    TaskInstance,
+    TaskKey,
+)
+from raftsched.core.past_deps import keeps
 from raftsched.core.results import Item, Result
 from raftsched.core.run_ending import CANCEL, end_active_runs
 from raftsched.core.run_table import LiveRun
@@ -121,6 +130,9 @@ def _create_run(
     return Item(True, "", run_id)
 
 
+create_run = _create_run  # a trigger task's outcome creates its run (core/dagrun_trigger.py)
+
+
 def _skip_slots(
     state: SchedulerState,
     d: c.RunDecision,
@@ -176,14 +188,20 @@ def apply_ack_materialized(
         if rec.row_seq > state.outbox.acked_seq:
             assert rec.run.end_date is not None
             table.watch_finished(rec.run.end_date, key)
-        elif _holds_a_future_slot(state, rec.run):
-            # parked until the DAG's schedule passes it (changes.set_dag releases it)
+        elif _holds_a_future_slot(state, rec.run) or keeps(table, rec, _current(state, rec)):
+            # parked until the DAG's schedule passes it (changes.set_dag releases it), or
+            # while the run after it may ask for it (depends_on_past; settle_run releases it)
             table.park(key)
         else:
             evict_run(state, rec, now)
             evicted += 1
     table.forget_slots(now - EVICTED_SLOT_MEMORY)
     return Result(True, value=evicted)
+
+
+def _current(state: SchedulerState, rec: LiveRun) -> DagSpec | None:
+    record = state.catalog.get(rec.run.dag_id)
+    return None if record is None else record.spec
 
 
 def _holds_a_future_slot(state: SchedulerState, run: DagRun) -> bool:

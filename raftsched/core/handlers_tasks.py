@@ -16,7 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from raftsched.core import commands as c
-from raftsched.core import mapping, xcom
+from raftsched.core import dagrun_trigger, mapping, past_deps, xcom
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
@@ -80,7 +80,9 @@ def _queue_one(state: SchedulerState, decision: c.QueueDecision, now: datetime) 
             # finishes an empty one
             settle_run(state, rec, now)
             return Item(True)
-        if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY:
+        if trigger_verdict(state, rec, ti.key.task_id) is not Verdict.READY or not (
+            past_deps.met(state.run_table, rec, ti.key.task_id)  # depends_on_past & co
+        ):
             return Item(False, r.NOT_READY)
     else:
         return Item(False, r.INVALID)
@@ -220,10 +222,16 @@ def apply_complete_attempt(
     ti.end_date, ti.exit_code, ti.message = now, cmd.exit_code, message
     result_json, follow = getattr(cmd, "result_json", ""), getattr(cmd, "follow", None)
     refusal = xcom.outcome_refusal(rec, ti, result_json, follow) if cmd.success else ""
+    skipped = cmd.success and getattr(cmd, "skipped", False)
+    if cmd.success and not refusal and not skipped and _triggers(rec, ti):
+        result_json = dagrun_trigger.trigger(state, result_json, now, index, ti.key)  # the run
+        refusal = result_json[1:] if result_json.startswith("!") else ""
+        if result_json.startswith(dagrun_trigger.SKIP):  # the run exists: skipped instead
+            ti.message, skipped = clean_text(result_json[1:][:MAX_MESSAGE_CHARS]), True
     if refusal:  # a return value past the run's bound, a branch to a stranger: it fails
         ti.message = clean_text(refusal[:MAX_MESSAGE_CHARS])
         fail_attempt(state, rec, ti, now)
-    elif cmd.success and getattr(cmd, "skipped", False):
+    elif skipped:
         finish_task(state, rec, ti, TaskState.SKIPPED, now)
     elif cmd.success:
         xcom.keep(rec, ti, result_json)
@@ -233,6 +241,11 @@ def apply_complete_attempt(
     else:
         fail_attempt(state, rec, ti, now)
     return Result(True, value=ti.state)
+
+
+def _triggers(rec: LiveRun, ti: TaskInstance) -> bool:
+    """Is ``ti`` a TriggerDagRunOperator's (its success creates a run)?"""
+    return getattr(rec.topo.tasks[mapping.task_of(ti.key.task_id)], "trigger_dagrun", False)
 
 
 def apply_release_leases(

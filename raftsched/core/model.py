@@ -1,9 +1,8 @@
 """The domain model shared by every layer: DAG specs, runs, task instances, outbox entries.
 
 Pure data. Datetimes are timezone-aware UTC everywhere inside raftsched; a DAG's own time
-zone matters only for computing its schedule (see ``core.timetable``). Every type here
-pickles small (it travels in Raft commands and snapshots) and converts to and from plain
-JSON-able dicts (it travels to the parser's parent process, the DB and the API).
+zone matters only for its schedule (``core.timetable``). Every type pickles small (Raft
+commands, snapshots) and converts to and from JSON-able dicts (parser, DB, API).
 """
 
 from __future__ import annotations
@@ -95,12 +94,9 @@ def parse_utc(value: str | None) -> datetime | None:
 @dataclass(frozen=True, slots=True)
 class Schedule:
     kind: ScheduleKind
-    # CRON: the croniter expression (presets already expanded, e.g. "@daily" -> "0 0 * * *").
-    cron: str | None = None
-    # INTERVAL: the period in whole seconds.
-    interval_seconds: int | None = None
-    # What the author wrote, for display ("@daily", "*/5 * * * *", "timedelta(hours=1)").
-    display: str = ""
+    cron: str | None = None  # CRON: croniter's expression, presets expanded ("0 0 * * *")
+    interval_seconds: int | None = None  # INTERVAL: the period in whole seconds
+    display: str = ""  # what the author wrote ("@daily", "*/5 * * * *", "timedelta(hours=1)")
 
 
 DEFAULT_QUEUE = "default"  # the queue of a task that names none, and of a worker without --queues
@@ -131,6 +127,8 @@ class TaskSpec:
     max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
     pool: str = added_field("")  # the pool its attempts take slots of ("": default_pool)
     pool_slots: int = added_field(1)  # slots one attempt takes (core/pool_table.py)
+    past_deps: str = added_field("")  # depends_on_past & co (core/past_deps.py); "": none
+    trigger_dagrun: bool = added_field(False)  # its outcome creates a run (core/dagrun_trigger)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +161,7 @@ class DagSpec:
     pause_on_failure: bool = added_field(False)  # a failed run pauses the DAG, with a note
     dst_repeated: str = added_field("")  # core/timetable_dst.py ("": once)
     dst_skipped: str = added_field("")  # ("": shift)
+    dagrun_timeout_seconds: float | None = added_field(None)  # core/run_timeout.py
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -242,6 +241,7 @@ _POLICY_FIELDS = (
     "pause_on_failure",
     "dst_repeated",
     "dst_skipped",
+    "dagrun_timeout_seconds",
 )
 
 

@@ -97,7 +97,7 @@ class RestoreDecoder:
         get = data.get
         deadline = get("deadline_seconds")
         window, max_runs = get("catchup_window_seconds"), get("max_runs")
-        jitter = get("jitter_seconds")
+        jitter, timeout = get("jitter_seconds"), get("dagrun_timeout_seconds")
         callbacks = get("callbacks")
         return DagSpec(
             dag_id=data["dag_id"],
@@ -123,6 +123,7 @@ class RestoreDecoder:
             pause_on_failure=bool(get("pause_on_failure", False)),
             dst_repeated=get("dst_repeated", ""),
             dst_skipped=get("dst_skipped", ""),
+            dagrun_timeout_seconds=None if timeout is None else float(timeout),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:

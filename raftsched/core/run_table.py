@@ -150,6 +150,15 @@ class RunTable:
         """Keep the finished run until its DAG's schedule passes it (:meth:`release_parked`)."""
         self._parked.setdefault(key[0], {})[key] = None
 
+    def unpark(self, dag_id: str) -> None:
+        """Back to the eviction queue with every parked run of the DAG (the next ack parks
+        again those that must stay)."""
+        for key in self._parked.pop(dag_id, {}):
+            rec = self.get(*key)
+            run = None if rec is None else rec.run
+            if run is not None and run.end_date is not None and run.state in FINISHED_RUN_STATES:
+                self._finished.push(run.end_date, key)
+
     def release_parked(self, old: DagRecord | None, new: DagRecord) -> None:
         """The DAG's record changed from ``old`` to ``new``: back to the eviction queue with
         the parked runs its schedule has now reached (all of them if the DAG's version or

@@ -48,6 +48,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import model as _model
 from raftsched.core import results as r
+from raftsched.core import run_timeout as rt
 from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
 from raftsched.core.callback_table import CallbackTable
@@ -72,7 +73,7 @@ from raftsched.core.validate import check_command
 from raftsched.errors import ReleaseTooOld, SnapshotVersionError
 
 # Entries pickled by an older release lack the fields added since: they take their defaults.
-vs.install_tolerant_unpickling((c, _model))
+vs.install_tolerant_unpickling((c, _model, rt))
 
 __all__ = ["DEDUP_CAPACITY", "LOG_STREAMS", "RunKey", "SchedulerState"]
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from raftsched.core import callbacks as cb
-from raftsched.core import mapping
+from raftsched.core import mapping, past_deps
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, set_dag, touch_run, touch_ti
 from raftsched.core.limits import MAX_PAUSE_NOTE_CHARS
@@ -77,6 +77,8 @@ def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) 
     touch_ti(state, ti)
     ti.queued_at = now
     ti.next_retry_at = None
+    if ti.message.startswith(past_deps.WAITING):  # no longer held back by the previous run
+        ti.message = ""
     set_state(state, rec, ti, TaskState.QUEUED)
 
 
@@ -100,6 +102,12 @@ def settle(state: SchedulerState, rec: LiveRun, task_ids: Iterable[str], now: da
         if ti.map_count is not None:  # expanded: its instances decide (after_finish)
             continue
         verdict = trigger_verdict(state, rec, ti.key.task_id)
+        if verdict is Verdict.READY and not past_deps.met(state.run_table, rec, ti.key.task_id):
+            why = past_deps.why_waiting(state.run_table, rec, ti.key.task_id)
+            if ti.message != why:  # said once: the task page and `tasks list` show why
+                touch_ti(state, ti)
+                ti.message = why
+            continue  # the previous run holds it back; its change settles it (after_finish)
         if verdict is Verdict.READY and rec.topo.tasks[ti.key.task_id].expand_json:
             if not expand(state, rec, ti, now):
                 work.extend(rec.topo.downstream[ti.key.task_id])
@@ -168,9 +176,11 @@ def after_finish(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: dat
     task_id, index = mapping.split_id(ti.key.task_id)
     if index < 0:
         settle(state, rec, rec.topo.downstream[task_id], now)
+        _settle_next_run(state, rec, task_id, now)
         return
     if _finish_mapped(state, rec, task_id, now):
         settle(state, rec, rec.topo.downstream[task_id], now)
+        _settle_next_run(state, rec, task_id, now)
 
 
 def _finish_mapped(state: SchedulerState, rec: LiveRun, task_id: str, now: datetime) -> bool:
@@ -190,6 +200,19 @@ def _finish_mapped(state: SchedulerState, rec: LiveRun, task_id: str, now: datet
     return True
 
 
+def _settle_next_run(state: SchedulerState, rec: LiveRun, task_id: str, now: datetime) -> None:
+    """``task_id`` of ``rec`` finished: the run after it may have been waiting on it
+    (depends_on_past, wait_for_downstream: core/past_deps.py)."""
+    record = state.catalog.get(rec.run.dag_id)
+    if not (past_deps.uses_past(rec.spec) or past_deps.uses_past(record and record.spec)):
+        return
+    following = past_deps.next_run(state.run_table, rec)
+    if following is not None:
+        waiting = [t for t in past_deps.waiting_on(rec, task_id) if t in following.tis]
+        settle(state, following, waiting, now)
+        settle_run(state, following, now)
+
+
 def finish_task(
     state: SchedulerState, rec: LiveRun, ti: TaskInstance, target: TaskState, now: datetime
 ) -> None:
@@ -200,13 +223,14 @@ def finish_task(
     settle_run(state, rec, now)
 
 
-def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
-    """A run whose tasks are all finished is FAILED if a leaf failed, else SUCCESS."""
+def settle_run(state: SchedulerState, rec: LiveRun, now: datetime, failed: bool = False) -> None:
+    """A run whose tasks are all finished is FAILED if a leaf failed (or ``failed``: a
+    dagrun_timeout, core/run_timeout.py), else SUCCESS."""
     if rec.unfinished:
         return
     run = rec.run
     bad = (TaskState.FAILED, TaskState.UPSTREAM_FAILED)
-    failed = any(rec.tis[t].state in bad for t in rec.topo.leaves)
+    failed = failed or any(rec.tis[t].state in bad for t in rec.topo.leaves)
     new = RunState.FAILED if failed else RunState.SUCCESS
     if run.state is new:
         return
@@ -217,6 +241,8 @@ def settle_run(state: SchedulerState, rec: LiveRun, now: datetime) -> None:
     run.start_date = run.start_date or now
     run.end_date = now
     state.run_table.watch_finished(now, rec.key)
+    if past_deps.uses_past(rec.spec):  # the run before it may leave memory now (past_deps.keeps)
+        state.run_table.unpark(run.dag_id)
     cb.on_run_end(state, rec, cb.run_event_of(new), now)
     if new is RunState.FAILED and not any(t.message == ENDED_MESSAGE for t in rec.tis.values()):
         _pause_on_failure(state, run.dag_id, run.run_id, now)

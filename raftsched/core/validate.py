@@ -40,6 +40,7 @@ from raftsched.core.model import (
 )
 from raftsched.core.run_ending import ENDINGS
 from raftsched.core.run_terms import check_leader
+from raftsched.core.run_timeout import CHECKS as TIMEOUT_CHECKS
 from raftsched.core.secret_reads import CHECKS as SECRET_READ_CHECKS
 from raftsched.core.slot_policy import SKIP_REASONS
 from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
@@ -351,6 +352,7 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     **CALLBACK_CHECKS,
     **TRIGGER_CHECKS,
     **POOL_CHECKS,
+    **TIMEOUT_CHECKS,
     **SECRET_READ_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }

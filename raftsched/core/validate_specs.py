@@ -25,6 +25,7 @@ from raftsched.core.limits import (
     check_text,
 )
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec, TriggerRule
+from raftsched.core.past_deps import PAST_DEPS
 from raftsched.core.pool_table import MAX_POOL_SLOTS
 from raftsched.core.slot_policy import OVERLAP_POLICIES
 from raftsched.core.timetable import check_cron
@@ -99,6 +100,8 @@ def check_spec(spec: object, field: str = "spec") -> None:
     lim.check_params_json(f"{field}.params_json", spec.params_json)
     cb.check_callbacks(f"{field}.callbacks", spec.callbacks, cb.DAG_EVENTS)
     cb.check_deadline(f"{field}.deadline_seconds", spec.deadline_seconds)
+    timeout = getattr(spec, "dagrun_timeout_seconds", None)  # core/run_timeout.py
+    duration_field(f"{field}.dagrun_timeout_seconds", timeout, optional=True, positive=True)
     if spec.overlap not in OVERLAP_POLICIES:
         policies = ", ".join(p for p in OVERLAP_POLICIES if p)
         raise LimitExceeded(f"{field}.overlap", f"must be one of {policies}")
@@ -190,6 +193,11 @@ def _task(field: str, task: object) -> None:
         check_id(f"{field}.pool", task.pool)
     check_int(f"{field}.pool_slots", getattr(task, "pool_slots", 1), 1, MAX_POOL_SLOTS)
     _mapping(field, task)
+    if getattr(task, "past_deps", "") not in PAST_DEPS:
+        raise LimitExceeded(f"{field}.past_deps", f"must be one of {sorted(PAST_DEPS)}")
+    bool_field(f"{field}.trigger_dagrun", getattr(task, "trigger_dagrun", False))
+    if getattr(task, "trigger_dagrun", False) and task.kind != "python":
+        raise LimitExceeded(f"{field}.trigger_dagrun", "is for python tasks (its return value)")
     for i, upstream in enumerate(
         tuple_field(f"{field}.upstream", task.upstream, lim.MAX_TASKS_PER_DAG)
     ):

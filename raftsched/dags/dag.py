@@ -83,6 +83,7 @@ class DAG:
         on_skipped_callback: Any = None,  # slots a schedule policy skipped (once per range)
         dst_repeated: str = "once",  # cron with fixed hours: core/timetable_dst.py
         dst_skipped: str = "shift",
+        dagrun_timeout: timedelta | None = None,  # a run still unfinished then fails
     ) -> None:
         self.dag_id = v.check_id("dag_id", dag_id)
         self.max_map_length = (
@@ -138,6 +139,9 @@ class DAG:
             default_retry_delay, f"default_retry_delay of DAG {dag_id!r}", dag_id=dag_id
         )
         self.tags = v.check_tags(tags, dag_id=dag_id)
+        self.dagrun_timeout_seconds = v.check_duration(  # core/run_timeout.py
+            dagrun_timeout, f"dagrun_timeout of DAG {dag_id!r}", positive=True, dag_id=dag_id
+        )
         self.description = v.check_description(description, dag_id=dag_id)
         # {name: value or Param} -> canonical JSON (raftsched.dags.params): checked here, so
         # a bad default or a required param on a scheduled DAG is a `dags errors` entry
@@ -254,6 +258,7 @@ class DAG:
             pause_on_failure=self.pause_on_failure,
             dst_repeated=self.dst_repeated,
             dst_skipped=self.dst_skipped,
+            dagrun_timeout_seconds=self.dagrun_timeout_seconds,
             tasks=tuple(self._task_spec(self.tasks[tid]) for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

@@ -137,10 +137,20 @@ def expand_args(
         for name, value in mapped.items()
     ]
     _record(task, {"args": pairs}, upstream)
+    from raftsched.dags import xcom_map  # (it imports taskflow, which imports us)
+
+    xcom_map.attach(task, mapped)  # .map(fn) sources: fn runs on the worker, per item
 
 
 def expand_kwargs(task: Task, source: Any) -> None:
     """``task.expand_kwargs(list_of_dicts)``: one instance per dict of arguments."""
+    if getattr(source, "transforms", ()):
+        raise DagDefinitionError(
+            f"task {task.task_id!r}: expand_kwargs() over an XComArg's .map() is not supported"
+            " yet: have the upstream @task return the list of dicts",
+            dag_id=task.dag.dag_id,
+            task_id=task.task_id,
+        )
     upstream: list[Task] = []
     value = source_of(source, task.task_id, "its kwargs", task.dag.dag_id, upstream)
     if isinstance(value, list) and not all(isinstance(item, dict) for item in value):

@@ -22,16 +22,13 @@
   the dependency and, on the worker, becomes the upstream's return value
   (:mod:`raftsched.dags.xcom_args`); ``arg["key"]`` passes one item of it; ``>>``/``<<``
   work as on tasks.
-- The arguments must be JSON-able (they travel in the task's spec), like ``PythonTask``
-  kwargs. A return value must be JSON-serializable and at most 64 KiB (``core.xcom``);
-  past that the attempt fails with a message saying so.
+- Arguments (in the spec) and return values are JSON; a value at most 64 KiB (``core.xcom``).
 - ``@task.bash``: the function returns a command line, run with ``bash -c`` on the worker;
   exit code ``skip_on_exit_code`` (99, as Airflow) ends the attempt SKIPPED.
 - ``@task.branch``: returns the task id (or ids) to follow among its direct downstream tasks;
   the others are skipped, and trigger rules carry the skips on (``core.ready``).
-- Workers find the function again by importing the DAG file: each task registers its
-  function under ``@taskflow:DAG_ID:TASK_ID`` (its ``callable_name``), so the function may be
-  nested in the ``@dag`` function.
+- Workers import the DAG file and find each task's function under ``@taskflow:DAG:TASK`` (its
+  ``callable_name``): it may be nested in the ``@dag`` function.
 """
 
 from __future__ import annotations
@@ -72,7 +69,7 @@ class TaskCallable:
         self.skip_on_exit_code = skip_code
 
     def __call__(self, **kwargs: Any) -> Any:
-        value = self.function(**kwargs)
+        value = self.function(**_xcom_map().apply(self, kwargs))  # items through .map()s
         if not self.bash:
             return value
         if not isinstance(value, str) or not value.strip():
@@ -143,15 +140,13 @@ class XComArg:
     def __iter__(self) -> Any:  # not a sequence: __getitem__ is for items of its value
         raise TypeError("an XComArg is not iterable: pass it to a task, or index one item")
 
-    def map(self, *_: Any) -> Any:  # Airflow's XComArg.map/zip/concat (dags/mapping.py)
-        raise DagDefinitionError(
-            f"{self!r}: .map(), .zip() and .concat() are not supported yet: have a @task build"
-            " the list to map over, and .expand() over its output",
-            dag_id=self.operator.dag.dag_id,
-            task_id=self.operator.task_id,
-        )
+    def map(self, fn: Any) -> XComArg:  # Airflow's XComArg.map (dags/xcom_map.py)
+        return _xcom_map().mapped(self, fn)
 
-    zip = concat = map
+    def zip(self, *_: Any, **__: Any) -> Any:  # .zip(), .concat(): not yet (the error says)
+        return _xcom_map().refuse_combine(self)
+
+    concat = zip
 
     def __repr__(self) -> str:
         where = "".join(f"[{p!r}]" for p in self.path)
@@ -369,9 +364,16 @@ def _bind(
     return out
 
 
+def _xcom_map() -> Any:  # (dags/xcom_map.py builds on XComArg, defined here)
+    from raftsched.dags import xcom_map
+
+    return xcom_map
+
+
 def _encode(value: Any, upstream: list[Task]) -> Any:
     """``value`` with each XComArg as a placeholder (its task noted as upstream)."""
     if isinstance(value, XComArg):
+        _xcom_map().refuse_plain(value)  # a .map() output is for .expand() only
         upstream.append(value.operator)
         return placeholder(value.operator.task_id, value.path)
     if isinstance(value, Task):

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from raftsched.core import limits
+from raftsched.core import limits, past_deps
 from raftsched.core.model import TaskSpec, TriggerRule
 from raftsched.dags import mapping, task_groups
 from raftsched.dags import validation as v
@@ -57,6 +57,9 @@ class Task:
         queue: str | None = None,
         pool: str | None = None,
         pool_slots: int | None = None,
+        depends_on_past: bool = False,
+        wait_for_downstream: bool = False,
+        ignore_first_depends_on_past: bool = False,
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
@@ -102,6 +105,10 @@ class Task:
         # Attempts take pool_slots slots of this pool (None, "default_pool": the default one)
         self.pool = v.check_pool(pool, **ids)
         self.pool_slots = v.check_pool_slots(pool_slots, **ids)
+        # Ready only once the previous run's instance (and its downstream) did (core/past_deps.py)
+        self.past_deps = past_deps.rule(
+            bool(depends_on_past), bool(wait_for_downstream), bool(ignore_first_depends_on_past)
+        )
         self.upstream: set[str] = set()
         self.callbacks = task_callbacks(
             callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
@@ -175,6 +182,7 @@ class Task:
             pool=self.pool,
             pool_slots=self.pool_slots,
             callbacks=self.callbacks,
+            past_deps=self.past_deps,
             **self._spec_fields(),
             **self._mapping_fields(),
         )

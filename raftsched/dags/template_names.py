@@ -220,6 +220,9 @@ def extend(
         try_number=context.get("try_number"),
         upstream=upstream,
     )
+    # {{ task.task_id }}, {{ dag.dag_id }}: the ids Airflow templates read off these objects
+    context["task"] = SimpleNamespace(task_id=context.get("task_id"), dag_id=context.get("dag_id"))
+    context["dag"] = SimpleNamespace(dag_id=context.get("dag_id"))
     context["dag_run"] = SimpleNamespace(
         dag_id=context.get("dag_id"),
         run_id=context.get("run_id"),

@@ -3,6 +3,7 @@ and the names it refuses with an alternative. The runs themselves: test_airflow_
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pendulum
@@ -93,10 +94,25 @@ def test_a_task_groups_default_args_apply_inside_it() -> None:
     assert (specs["g.a"].retries, specs["out"].retries) == (4, 1)
 
 
+def test_depends_on_past_and_friends_from_task_and_default_args() -> None:
+    args = {"depends_on_past": True, "ignore_first_depends_on_past": True}
+    with DAG("past", schedule="@daily", start_date=START, default_args=args) as d:
+        a = BashOperator(task_id="a", bash_command="true")
+        b = BashOperator(task_id="b", bash_command="true", wait_for_downstream=True)
+        c = BashOperator(task_id="c", bash_command="true", depends_on_past=False)
+
+        @task(depends_on_past=True, ignore_first_depends_on_past=False)
+        def t() -> None:
+            pass
+
+        a >> b >> c >> t()
+    specs = {x.task_id: x.past_deps for x in d.to_spec().tasks}
+    assert specs == {"a": "past", "b": "downstream", "c": "", "t": "past_strict"}
+
+
 @pytest.mark.parametrize(
     ("build", "says"),
     [
-        (lambda: BashOperator(task_id="x", bash_command="true", depends_on_past=True), "max_act"),
         (lambda: TriggerRule.ALWAYS, "ALL_DONE"),
         (lambda: task.virtualenv, "install the packages"),
         (lambda: __import__("raftsched.airflow.models", fromlist=["Pool"]).Pool, "pools set"),
@@ -108,11 +124,37 @@ def test_unsupported_names_say_what_to_use_instead(build, says: str) -> None:
         build()
 
 
-def test_sensors_and_trigger_dagrun_fail_at_import_with_an_alternative() -> None:
+def test_sensors_fail_at_import_with_an_alternative() -> None:
     with pytest.raises(ImportError, match="retries= and retry_delay= to poll"):
         from raftsched.airflow.providers.standard.sensors.python import PythonSensor  # noqa: F401
-    with pytest.raises(ImportError, match="raftsched dags trigger"):
-        from raftsched.airflow.operators.trigger_dagrun import TriggerDagRunOperator  # noqa: F401
+
+
+def test_trigger_dagrun_compiles_to_a_trigger_task_and_refuses_what_it_cannot_do() -> None:
+    from raftsched.airflow.operators.trigger_dagrun import TriggerDagRunOperator
+    from raftsched.airflow.providers.standard.operators import trigger_dagrun
+
+    assert trigger_dagrun.TriggerDagRunOperator is TriggerDagRunOperator
+    with DAG("ctl", schedule=None, start_date=START) as d:
+        TriggerDagRunOperator(
+            task_id="go",
+            trigger_dag_id="target",
+            conf={"x": "{{ ds }}"},
+            logical_date=datetime(2024, 5, 1, tzinfo=UTC),
+        )
+    (spec,) = d.to_spec().tasks
+    assert (spec.kind, spec.trigger_dagrun) == ("python", True)
+    request = json.loads(spec.kwargs_json)["request"]
+    assert request["trigger_dag_id"] == "target"
+    assert request["logical_date"] == "2024-05-01T00:00:00+00:00"
+    for option, says in (
+        ("wait_for_completion", "end of the triggered DAG"),
+        ("reset_dag_run", "raftsched tasks clear"),
+    ):
+        with (
+            DAG("ctl2", schedule=None, start_date=START),
+            pytest.raises(NotSupportedError, match=says),
+        ):
+            TriggerDagRunOperator(task_id="go", trigger_dag_id="t", **{option: True})
 
 
 def test_an_unknown_task_argument_is_an_error() -> None:

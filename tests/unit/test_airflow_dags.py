@@ -208,3 +208,41 @@ def test_a_mapped_task_past_its_bound_fails_saying_why(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert states(done.stdout) == {"three": "success", "too_many": "failed"}
     assert "3 instances, past its max_map_length of 2" in done.stdout
+
+
+def test_depends_on_past_lets_the_first_run_through(tmp_path: Path) -> None:
+    # one run: nothing before it, so depends_on_past and wait_for_downstream hold nothing back
+    (tmp_path / "go-20240302").touch()
+    done = dags_test("past_runs", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines(tmp_path / "order") == [
+        "extract 2024-03-02",
+        "load 2024-03-02",
+        "report 2024-03-02",
+    ]
+
+
+def test_trigger_dagrun_renders_its_request_and_checks_the_target(tmp_path: Path) -> None:
+    done = dags_test("trigger_controller", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "would trigger DAG 'trigger_target'" in done.stdout
+    # the templated conf rendered on the "worker"; downstream pulls the request
+    assert lines(tmp_path / "order")[1] == "after trigger_target"
+    assert '"message":"from trigger_controller"' in done.stdout
+    unknown = dags_test("trigger_controller", tmp_path, target="nope")
+    assert unknown.returncode == 1
+    assert "no DAG 'nope' in the DAGs folder" in unknown.stdout
+
+
+def test_a_dag_with_dagrun_timeout_runs_within_it(tmp_path: Path) -> None:
+    # dags test does not time runs out (the cluster's leader does): the DAG just runs
+    done = dags_test("run_timeout", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "slow.done").exists() and (tmp_path / "after.done").exists()
+
+
+def test_xcom_arg_map_transforms_each_item_on_the_worker(tmp_path: Path) -> None:
+    done = dags_test("xcom_map_demo", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert lines(tmp_path / "loaded") == ["/DATA/A.CSV", "/DATA/B.CSV", "/DATA/C.CSV"]
+    assert (tmp_path / "total").read_text() == "/DATA/A.CSV,/DATA/B.CSV,/DATA/C.CSV"

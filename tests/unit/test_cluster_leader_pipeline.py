@@ -306,3 +306,41 @@ def test_in_flight_decisions_follow_deadline_alerts() -> None:
     assert in_flight.fresh_alerts([("d", "run"), ("d", "other")]) == [("d", "other")]
     in_flight.release(alert)
     assert in_flight.fresh_alerts([("d", "run")]) == [("d", "run")]
+
+
+def test_the_leader_times_out_a_run_once_and_not_again_while_in_flight(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from raftsched.core.run_timeout import TimeoutRuns
+
+    node = OneReplica()
+    spec = replace(hourly("t"), dagrun_timeout_seconds=60.0, catchup=False)
+    node.apply(c.RegisterDags(request_id="reg", now=NOW, specs=(spec,)))
+    clock = [NOW]
+    leader = leader_loop(node, tmp_path, clock)
+    leader._tick()
+    node.answer(0)  # the scheduled run is created
+    leader._tick()
+    (run,) = node.state.runs("t")
+
+    def timeouts() -> list[TimeoutRuns]:
+        return [
+            sub
+            for command in node.submitted
+            for sub in (command.commands if isinstance(command, c.Batch) else (command,))
+            if isinstance(sub, TimeoutRuns)
+        ]
+
+    assert timeouts() == []
+    clock[0] = NOW + timedelta(seconds=61)
+    leader._walked_at.clear()  # the walk's once-a-second pacing: a test ticks faster
+    leader._tick()
+    assert [t.runs for t in timeouts()] == [(("t", run.run_id),)]
+    leader._walked_at.clear()
+    leader._tick()  # in flight: not proposed again
+    assert len(timeouts()) == 1 and leader._in_flight.timing_out == {("t", run.run_id)}
+    while node.pending:
+        node.answer(0)
+    leader._tick()
+    assert node.state.run("t", run.run_id).state == "failed"
+    assert leader._in_flight.timing_out == set()

@@ -34,6 +34,7 @@ from raftsched.core import xcom
 from raftsched.core.callback_table import RUNNING
 from raftsched.core.model import ImportErrorRecord, RunType, TaskKey, TaskState
 from raftsched.core.results import Item
+from raftsched.core.run_timeout import TimeoutRuns
 from raftsched.core.state import SchedulerState
 from raftsched.errors import LimitExceeded
 from tests.unit.test_hostile_apply import (
@@ -583,6 +584,19 @@ BUILDERS[pc.SetPool] = _set_pool
 BUILDERS[pc.DeletePool] = _delete_pool
 
 
+# -- dagrun_timeout (core/run_timeout.py) ------------------------------------------------------
+BUILDERS[TimeoutRuns] = lambda draw, sim, rid, now: TimeoutRuns(
+    request_id=rid,
+    now=now,
+    runs=draw(
+        st.one_of(
+            st.tuples(st.tuples(st.one_of(st.just("d"), IDS), st.one_of(st.just(run_id()), IDS))),
+            st.sampled_from([(("d",),), [("d", run_id())], ((None, None),), "d"]),
+        )
+    ),
+)
+
+
 # -- deferred tasks and triggers (core/handlers_triggers.py) ----------------------------------
 
 TRIGGER_KINDS = st.sampled_from(["file", "time", "user:mod.Cls", "", "a b", "x" * 400, None, 3])
@@ -847,11 +861,14 @@ def test_each_hostile_spec_field_alone_is_refused_or_taken_and_replays(
         "params_json": PARAMS,
         "callbacks": CALLBACKS,
         "deadline_seconds": DEADLINES,
+        "dagrun_timeout_seconds": DEADLINES,
     }
     task_values: dict[str, st.SearchStrategy[Any]] = {
         "queue": st.one_of(IDS, NOT_TEXT, st.just("q2")),
         "skip_on_exit_code": EXIT_CODES,
         "callbacks": CALLBACKS,
+        "past_deps": st.one_of(st.sampled_from(["past", "downstream_strict", "nope"]), NOT_TEXT),
+        "trigger_dagrun": st.one_of(st.booleans(), NOT_TEXT, NUMBERS),
     }
     if data.draw(st.booleans()):
         name = data.draw(st.sampled_from(sorted(field_values)))

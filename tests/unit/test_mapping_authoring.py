@@ -104,7 +104,7 @@ def test_a_dag_bound_out_of_range_is_refused() -> None:
         DAG("m", schedule=None, start_date=START, max_map_length=10_001)
 
 
-def test_map_zip_and_concat_say_what_to_do_instead() -> None:
+def test_zip_and_concat_say_what_to_do_instead() -> None:
     with DAG("m", schedule=None, start_date=START):
 
         @tf
@@ -112,9 +112,56 @@ def test_map_zip_and_concat_say_what_to_do_instead() -> None:
             return [1]
 
         out = numbers()
-        for name in ("map", "zip", "concat"):
+        for name in ("zip", "concat"):
             with pytest.raises(DagDefinitionError, match="not supported yet: have a @task"):
-                getattr(out, name)(str)
+                getattr(out, name)(out)
+
+
+def test_map_runs_its_functions_on_each_item_where_the_instance_runs() -> None:
+    from raftsched.dags.taskflow import registered_callable
+
+    seen: list[Any] = []
+    with DAG("m", schedule=None, start_date=START) as dag:
+
+        @tf
+        def numbers() -> list[int]:
+            return [1, 2]
+
+        @tf
+        def show(x: Any, label: str) -> None:
+            seen.append((label, x))
+
+        show.partial(label="n").expand(x=numbers().map(lambda n: n * 10).map(str))
+    spec = specs(dag)["show"]
+    # the expansion is the plain output's: the scheduler counts the same items
+    assert json.loads(spec.expand_json) == {"args": [["x", {"__raftsched_xcom__": "numbers"}]]}
+    call = registered_callable(spec.callable_name)
+    call(x=3, label="n")  # what the worker does with instance kwargs
+    assert seen == [("n", "30")]
+
+
+def test_map_output_is_for_expand_only_and_for_task_functions() -> None:
+    with DAG("m", schedule=None, start_date=START):
+
+        @tf
+        def numbers() -> list[int]:
+            return [1]
+
+        @tf
+        def one(values: Any) -> None:
+            pass
+
+        mapped = numbers().map(str)
+        with pytest.raises(DagDefinitionError, match="can only be expanded over"):
+            one(mapped)
+        with pytest.raises(DagDefinitionError, match="only @task functions"):
+            BashTask.partial(task_id="b").expand(command=mapped)
+        with pytest.raises(DagDefinitionError, match="expand_kwargs"):
+            one.expand_kwargs(mapped)
+        with pytest.raises(DagDefinitionError, match="takes a function"):
+            numbers().map(3)
+        with pytest.raises(DagDefinitionError, match="index the output before"):
+            mapped["k"]
 
 
 def test_an_instance_sees_its_map_index_in_templates_and_its_environment() -> None:

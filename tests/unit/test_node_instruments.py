@@ -78,7 +78,11 @@ def test_each_node_renders_its_own_instruments_and_every_listed_name() -> None:
     assert 'raftsched_raft_role{role="follower"} 1.0' in body
     names = {line.split("{")[0].split()[0] for line in body.splitlines() if line[:1] != "#"}
     node_only = {"raftsched_raft_log_entries", "raftsched_runs", "raftsched_task_instances"}
-    node_only.add("raftsched_triggers_running")
+    node_only |= {
+        "raftsched_triggers_running",
+        "raftsched_pool_slots",
+        "raftsched_pool_queued_tasks",
+    }
     node_only |= {  # per-DAG series, read from the node's state (cluster/dag_metrics.py)
         "raftsched_dag_runs",
         "raftsched_dag_task_instances",

@@ -118,6 +118,7 @@ def every_field_set() -> DagSpec:
         pause_on_failure=True,
         dst_repeated="twice",
         dst_skipped="skip",
+        dagrun_timeout_seconds=90.0,
     )
     return replace(spec, spec_hash=spec.compute_hash())
 

@@ -1,13 +1,8 @@
-"""``airflow.operators.trigger_dagrun``: ``TriggerDagRunOperator`` is not supported yet."""
+"""``airflow.operators.trigger_dagrun``: ``TriggerDagRunOperator`` (a committed decision,
+exactly once: raftsched/airflow/_trigger_dagrun.py)."""
 
 from __future__ import annotations
 
-from raftsched.airflow._unsupported import missing_names
+from raftsched.airflow._trigger_dagrun import TriggerDagRunOperator
 
-__getattr__ = missing_names(
-    "airflow.operators.trigger_dagrun",
-    {
-        "TriggerDagRunOperator": "not supported yet: run `raftsched dags trigger ID` from a"
-        " BashOperator (with a token of the operator role)"
-    },
-)
+__all__ = ["TriggerDagRunOperator"]

@@ -2,5 +2,6 @@
 
 from __future__ import annotations
 
-from raftsched.airflow.operators.trigger_dagrun import *  # noqa: F403
-from raftsched.airflow.operators.trigger_dagrun import __getattr__ as __getattr__
+from raftsched.airflow.operators.trigger_dagrun import TriggerDagRunOperator
+
+__all__ = ["TriggerDagRunOperator"]
