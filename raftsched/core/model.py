@@ -1,9 +1,8 @@
 """The domain model shared by every layer: DAG specs, runs, task instances, outbox entries.
 
-Pure data. Datetimes are timezone-aware UTC everywhere inside raftsched; a DAG's own time
-zone matters only for computing its schedule (see ``core.timetable``). Every type here
-pickles small (it travels in Raft commands and snapshots) and converts to and from plain
-JSON-able dicts (it travels to the parser's parent process, the DB and the API).
+Pure data. Datetimes are aware UTC everywhere (a DAG's zone matters only to its schedule,
+``core.timetable``). Every type here pickles small (it travels in Raft commands and
+snapshots) and converts to plain JSON-able dicts (for the parser's parent, the DB, the API).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ class TriggerRule(StrEnum):
 class RunType(StrEnum):
     SCHEDULED = "scheduled"
     MANUAL = "manual"
+    ASSET_TRIGGERED = "asset_triggered"  # made by asset events (core/asset_commands.py)
 
 
 class RunState(StrEnum):
@@ -122,8 +122,7 @@ class TaskSpec:
     priority_weight: int = 1
     trigger_rule: TriggerRule = TriggerRule.ALL_SUCCESS
     upstream: tuple[str, ...] = ()  # sorted task ids this task depends on
-    # Only workers serving this queue lease the task (`raftsched worker --queues`).
-    queue: str = added_field(DEFAULT_QUEUE)
+    queue: str = added_field(DEFAULT_QUEUE)  # only workers serving it lease the task
     # bash: this exit code ends the attempt SKIPPED instead of FAILED (None: no such code)
     skip_on_exit_code: int | None = added_field(None)
     # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
@@ -131,6 +130,8 @@ class TaskSpec:
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
     max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
+    outlets: tuple[str, ...] = added_field(())  # asset URIs a success emits events of (§21)
+    inlets: tuple[str, ...] = added_field(())  # asset URIs the task reads (its context's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,12 +151,10 @@ class DagSpec:
     description: str = ""
     tasks: tuple[TaskSpec, ...] = ()  # sorted by task_id
     spec_hash: str = ""
-    # The DAG's params as canonical JSON text ("" = none), see raftsched.dags.params
-    params_json: str = added_field("")
+    params_json: str = added_field("")  # canonical JSON ("": none), raftsched.dags.params
     # Run-level callbacks (event "failure" | "success" | "deadline"), as TaskSpec.callbacks
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
-    # A run not done by its logical date plus this many seconds fires its "deadline" callbacks
-    deadline_seconds: float | None = added_field(None)
+    deadline_seconds: float | None = added_field(None)  # past logical date + it: "deadline"
     # Schedule policies, see core/slot_policy.py ("" = allow_all; None: no window, no end)
     overlap: str = added_field("")
     catchup_window_seconds: float | None = added_field(None)
@@ -164,6 +163,7 @@ class DagSpec:
     pause_on_failure: bool = added_field(False)  # a failed run pauses the DAG, with a note
     dst_repeated: str = added_field("")  # core/timetable_dst.py ("": once)
     dst_skipped: str = added_field("")  # ("": shift)
+    asset_condition: str = added_field("")  # JSON (core/asset_condition.py); "": no assets
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -243,6 +243,7 @@ _POLICY_FIELDS = (
     "pause_on_failure",
     "dst_repeated",
     "dst_skipped",
+    "asset_condition",
 )
 
 
@@ -263,6 +264,7 @@ def _task_from_dict(task: dict[str, Any], seen: dict[Any, TaskSpec] | None) -> T
             "upstream": tuple(task.get("upstream", ())),
             "trigger_rule": TriggerRule(task.get("trigger_rule", "all_success")),
             "callbacks": _callbacks(task.get("callbacks", ())),
+            **{name: tuple(task[name]) for name in ("outlets", "inlets") if name in task},
         }
     )
     if seen is not None:
@@ -316,6 +318,7 @@ class DagRun:
     created_at: datetime | None = None
     start_date: datetime | None = None
     end_date: datetime | None = None
+    asset_events_json: str = added_field("")  # an asset-triggered run's events (JSON list)
 
 
 @dataclass(slots=True)
@@ -335,12 +338,10 @@ class TaskInstance:
     exit_code: int | None = None
     message: str = ""
     log_chunks: int = 0  # chunks appended to the current attempt (for their sequence numbers)
-    # Worker and fencing token of the current or last attempt, kept after its lease ends so
-    # the attempt's history row still names them (``lease`` is set only while RUNNING).
+    # Worker and token of the current or last attempt, kept after its lease ends for its row
     worker_id: str | None = None
     lease_token: int | None = None
-    # The attempt's return value (XCom), JSON text; None: none. Set by a successful
-    # CompleteAttempt, dropped by ClearTasks; downstream leases carry it (core/xcom.py).
+    # The attempt's return value (XCom) JSON; None: none (core/xcom.py, dropped by a clear)
     result_json: str | None = added_field(None)
     # A fired trigger's {"method", "kwargs", "event"} for the next lease (handlers_triggers)
     resume_json: str | None = added_field(None)
@@ -349,7 +350,6 @@ class TaskInstance:
 
 class OutboxKind(StrEnum):
     """What an outbox entry asks the materializer to write. ``data`` layouts:
-
     DAG            upsert dags row: {dag_id, fileloc, spec (DagSpec.to_dict()), spec_hash,
                    paused (bool), active (bool), updated_at (iso)}
     DAG_RUN        upsert dag_run row by (dag_id, run_id): {dag_id, run_id, logical_date,
@@ -375,6 +375,8 @@ class OutboxKind(StrEnum):
     CALLBACK_JOB = "callback_job"
     AUDIT = "audit"
     SKIPPED_SLOTS = "skipped_slots"
+    ASSET_EVENT = "asset_event"  # insert asset_event row: AssetEvent.to_dict() (§21)
+    ASSET_RUN = "asset_run"  # insert asset_event_run rows: {dag_id, run_id, event_ids}
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,11 +394,9 @@ class DagRecord:
     paused: bool = False
     active: bool = True  # False once its file no longer defines it (history is kept)
     updated_at: datetime | None = None
-    # The newest *scheduled* run's logical date: the schedule resumes after it. Manual runs
-    # do not move it (as in Airflow).
+    # The newest *scheduled* run's logical date: the schedule resumes after it (not manual's)
     last_logical_date: datetime | None = None
-    # Scheduled runs made while the spec sets max_runs; the newest skipped-slot ranges
-    # (slot_policy.SkippedSlots, bounded). Digested and snapshotted only when set.
+    # Scheduled runs while the spec sets max_runs; newest skipped ranges (digested when set)
     scheduled_runs: int = 0
     skipped: tuple[Any, ...] = ()
     pause_note: str = ""  # why it is paused ("" when unpaused); digested only when set

@@ -121,6 +121,7 @@ class RestoreDecoder:
             pause_on_failure=bool(get("pause_on_failure", False)),
             dst_repeated=get("dst_repeated", ""),
             dst_skipped=get("dst_skipped", ""),
+            asset_condition=get("asset_condition", ""),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:
@@ -172,6 +173,7 @@ class RestoreDecoder:
             created_at=date(data["created_at"]),
             start_date=date(data["start_date"]),
             end_date=date(data["end_date"]),
+            asset_events_json=data.get("asset_events_json", ""),
         )
 
     def task_instance(self, data: dict[str, Any], dag_id: str, run_id: str) -> TaskInstance:

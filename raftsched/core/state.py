@@ -15,7 +15,7 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
 being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
 (callback jobs), ``trigger_table.TriggerTable`` (deferred tasks), ``audit.AuditLog`` (who
-changed what) and ``request_memory.RequestMemory``.
+changed what), ``asset_table.AssetTable`` and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -32,8 +32,7 @@ decision's precondition before its first change to that decision; a handler that
 the same is a bug: the state records it in :attr:`SchedulerState.halted` and refuses every
 later command with HALTED, on every replica alike, rather than run on half-applied.
 
-Not thread-safe: readers must not run concurrently with apply (pysyncobj applies on its tick
-thread; read there or under the node's lock).
+Not thread-safe: read on pysyncobj's tick thread or under the node's lock, never during apply.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from raftsched.core import audit, restore_decode, snapshot_share
+from raftsched.core import audit, handlers_assets, restore_decode, snapshot_share
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
@@ -57,6 +56,7 @@ from raftsched.core import model as _model
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
+from raftsched.core.asset_table import AssetTable
 from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeFeed, ChangeSet, flush
@@ -99,16 +99,14 @@ class SchedulerState(StateViews):
         self.callbacks = CallbackTable(self._sum)
         self.triggers = TriggerTable(self._sum)
         self.audit = audit.AuditLog(self._sum)  # who changed what (core/audit.py)
+        self.assets = AssetTable(self._sum)  # asset events and consumers' queues (§21)
         self._dedup = RequestMemory(self._sum)
-        # Set when a handler raised (a bug): what failed. From then on apply changes nothing,
-        # on every replica alike, until a release with the fix replays the log.
+        # Set when a handler raised (a bug): what failed. apply changes nothing from then on
         self.halted: str | None = None
         # The latest command time applied (commands' ``now`` raised to it): the state's clock
         self._clock = _EPOCH
-        # The newest release whose commands every node can apply (core/versions.py); raised
-        # only by SetClusterVersion. At FIRST_RELEASE (1: release 1 had none) it is in no
-        # digest and no snapshot, so a state is the same as every older release's; past it,
-        # in both (the same on every release that knows it).
+        # The newest release whose commands every node can apply (core/versions.py); at
+        # FIRST_RELEASE in no digest and no snapshot (a state as every older release's)
         self.cluster_version = vs.FIRST_RELEASE
 
     def remembers(self, request_id: str) -> bool:
@@ -234,6 +232,7 @@ class SchedulerState(StateViews):
             *self.callbacks.fingerprints(),
             *self.triggers.fingerprints(),
             *self.audit.fingerprints(),
+            *self.assets.fingerprints(),
         ):
             acc.add(fingerprint)
         return acc.value
@@ -245,7 +244,8 @@ class SchedulerState(StateViews):
         if self.secrets:  # only then: a state without any snapshots as before
             data["schema_version"] = sn.SECRETS_SCHEMA_VERSION
             data["secrets"] = self.secrets.to_list()
-        for name, table in (("callbacks", self.callbacks), ("triggers", self.triggers)):
+        tables = {"callbacks": self.callbacks, "triggers": self.triggers, "assets": self.assets}
+        for name, table in tables.items():
             if table:  # only then: a state without any snapshots as before
                 data[name] = table.to_dict()
         if self.audit:  # only once the cluster runs release 3 (core/audit.py, core/persisted.py)
@@ -340,7 +340,7 @@ class SchedulerState(StateViews):
             (TaskKey(dag_id, run_id, task_id), sn.parse_utc(until))
             for dag_id, run_id, task_id, until in data.get("fences", ())
         )
-        for name in ("secrets", "callbacks", "triggers", "audit"):  # None: from before it
+        for name in ("secrets", "callbacks", "triggers", "audit", "assets"):  # None: before
             getattr(state, name).load(data.get(name))
         state.cluster_version = cluster_version
         state._sum.value = state._entity_sum(state.outbox.digest_share)
@@ -393,5 +393,6 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.Batch: _apply_batch,
     **hc.HANDLERS,
     **htr.HANDLERS,
+    **handlers_assets.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -21,6 +21,7 @@ from raftsched.core import commands as c
 from raftsched.core import limits as lim
 from raftsched.core import versions as vs
 from raftsched.core import xcom
+from raftsched.core.asset_commands import CHECKS as ASSET_CHECKS
 from raftsched.core.handlers_callbacks import CHECKS as CALLBACK_CHECKS
 from raftsched.core.handlers_triggers import CHECKS as TRIGGER_CHECKS
 from raftsched.core.limits import (
@@ -345,5 +346,6 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.Batch: _batch,
     **CALLBACK_CHECKS,
     **TRIGGER_CHECKS,
+    **ASSET_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }
