@@ -46,6 +46,8 @@ NATIVE = (
     "priority_weight",
     "trigger_rule",
     "queue",
+    "outlets",  # assets (raftsched.dags.assets)
+    "inlets",
     "on_failure_callback",
     "on_success_callback",
     "on_retry_callback",
@@ -67,8 +69,6 @@ DROPPED = frozenset(
         "task_display_name",
         "weight_rule",
         "do_xcom_push",
-        "inlets",
-        "outlets",
         "executor_config",
         "resources",
         "pool_slots",

@@ -18,6 +18,7 @@ from raftsched.core import limits
 from raftsched.core.model import TaskSpec, TriggerRule
 from raftsched.dags import mapping, task_groups
 from raftsched.dags import validation as v
+from raftsched.dags.assets import uris as asset_uris
 from raftsched.dags.callbacks import task_callbacks
 from raftsched.dags.dag import DAG, _context
 from raftsched.errors import DagDefinitionError
@@ -55,6 +56,8 @@ class Task:
         priority_weight: int = 1,
         trigger_rule: str | TriggerRule = "all_success",
         queue: str | None = None,
+        outlets: Any = None,  # Assets a success emits an event of (raftsched.dags.assets)
+        inlets: Any = None,  # Assets the task reads (in its context)
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
@@ -97,6 +100,8 @@ class Task:
         self.trigger_rule = v.check_trigger_rule(trigger_rule, **ids)
         # Only workers serving this queue lease it (None: the DAG's default_queue)
         self.queue = dag.default_queue if queue is None else v.check_queue(queue, **ids)
+        self.outlets = asset_uris(outlets, f"outlets {where}", **ids)
+        self.inlets = asset_uris(inlets, f"inlets {where}", **ids)
         self.upstream: set[str] = set()
         self.callbacks = task_callbacks(
             callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
@@ -168,6 +173,8 @@ class Task:
             upstream=tuple(sorted(self.upstream)),
             queue=self.queue,
             callbacks=self.callbacks,
+            outlets=self.outlets,
+            inlets=self.inlets,
             **self._spec_fields(),
             **self._mapping_fields(),
         )
