@@ -72,6 +72,7 @@ _D = "/raftsched.v1.DagService/"
 _W = "/raftsched.v1.WorkerService/"
 _U = "/raftsched.v1.UserService/"
 _S = "/raftsched.v1.SecretService/"
+_A = "/raftsched.v1.AssetService/"
 
 METHOD_ROLES: Mapping[str, Role] = {
     _C + "GetStatus": Role.VIEWER,
@@ -118,6 +119,9 @@ METHOD_ROLES: Mapping[str, Role] = {
     _S + "DeleteSecret": Role.ADMIN,
     _S + "RotateSecrets": Role.ADMIN,
     _S + "ResolveSecrets": Role.WORKER,
+    _A + "EmitAssetEvent": Role.OPERATOR,
+    _A + "ListAssets": Role.VIEWER,
+    _A + "GetAsset": Role.VIEWER,
 }
 
 # Services anyone may call without a token.

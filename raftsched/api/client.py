@@ -70,6 +70,8 @@ from raftsched.api.attempts import (  # re-exported: the client's public names
     _Rpc,
 )
 from raftsched.api.gen import (
+    asset_pb2,
+    asset_pb2_grpc,
     cluster_pb2,
     cluster_pb2_grpc,
     dag_pb2,
@@ -182,6 +184,7 @@ class RaftschedClient:
         self.workers = _Service(self, worker_pb2, "WorkerService")
         self.users = _Service(self, user_pb2, "UserService")
         self.secrets = _Service(self, secret_pb2, "SecretService")
+        self.assets = _Service(self, asset_pb2, "AssetService")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -346,4 +349,5 @@ _STUB_CLASSES: dict[str, Callable[[grpc.Channel], Any]] = {
     "WorkerService": worker_pb2_grpc.WorkerServiceStub,
     "UserService": user_pb2_grpc.UserServiceStub,
     "SecretService": secret_pb2_grpc.SecretServiceStub,
+    "AssetService": asset_pb2_grpc.AssetServiceStub,
 }

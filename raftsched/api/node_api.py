@@ -27,6 +27,7 @@ from raftsched.api.servicers import (
     UserServicer,
     WorkerServicer,
 )
+from raftsched.api.servicers.assets import AssetServicer
 from raftsched.api.servicers.secrets import SecretServicer
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class NodeApi:
             WorkerServicer(self.ctx, self.signal),
             UserServicer(self.ctx),
             SecretServicer(self.ctx, getattr(runtime, "fernet_keys", ())),
+            AssetServicer(self.ctx),
         ]
         self.server: ApiServer = build_server(  # pools: [api] grpc_max_workers, _long_polls
             api, servicers, bind=self.bind, max_workers=max_workers, gate=self.ctx

@@ -47,7 +47,8 @@ class AssetEventIn:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EmitAssetEvents(Command):
-    """Asset events from outside (CLI, REST): each item's value is {"event_id", "runs"}."""
+    """Asset events from outside (CLI, REST): each item's value is {"event_id", "runs"},
+    runs as (dag_id, run_id) pairs."""
 
     events: tuple[AssetEventIn, ...] = ()
     actor: str = ""

@@ -80,10 +80,10 @@ def emit(
     source: tuple[str, str, str, int] = ("", "", "", 0),
     key: str = "",
     actor: str = "",
-) -> tuple[int, tuple[str, ...]]:
+) -> tuple[int, tuple[tuple[str, str], ...]]:
     """Commit one event per URI of ``uris`` (the caller checked room_for), queue them for
     their consumers, then make one run of each consumer whose condition they satisfy.
-    Returns (the last event's id, the runs' ids)."""
+    Returns (the last event's id, the runs' (dag_id, run_id))."""
     touched: dict[str, Any] = {}  # consumer -> its condition, in the order first reached
     event_id = 0
     for uri in uris:
@@ -117,7 +117,7 @@ def emit(
         run_id = _create_run(state, dag_id, events, now)
         if run_id:  # else (refused: the events stay queued)
             state.assets.take(dag_id)
-            runs.append(run_id)
+            runs.append((dag_id, run_id))
     return event_id, tuple(runs)
 
 

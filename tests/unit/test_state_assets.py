@@ -102,7 +102,7 @@ def test_any_runs_per_event_and_all_waits_for_every_asset() -> None:
     (item,) = result.value
     assert item.ok and item.value["event_id"] == 3
     (run,) = asset_runs(sim, "all_ab")
-    assert item.value["runs"][0] == run.run_id
+    assert item.value["runs"][0] == ("all_ab", run.run_id)
     assert [e["id"] for e in json.loads(run.asset_events_json)] == [1, 2, 3]
     assert (run.data_interval_start, run.data_interval_end) == (at(1), at(3))
 

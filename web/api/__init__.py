@@ -44,7 +44,7 @@ class RestApi(Api):
 
 
 def init_app(app: Flask, csrf: Any) -> RestApi:
-    from raftsched.web.api import docs, routes, upstream
+    from raftsched.web.api import asset_routes, docs, routes, upstream  # noqa: F401 (routes)
 
     app.config.setdefault(f"{CONFIG_PREFIX}_OPENAPI_URL_PREFIX", PREFIX)
     app.config.setdefault(f"{CONFIG_PREFIX}_OPENAPI_JSON_PATH", "openapi.json")
