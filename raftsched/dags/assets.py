@@ -16,6 +16,9 @@ from typing import Any
 from raftsched.core import asset_condition as ac
 from raftsched.errors import DagDefinitionError, LimitExceeded
 
+# An asset-triggered run's events (JSON text) in its attempts' environment (the worker sets it)
+ASSET_EVENTS_ENV = "RAFTSCHED_ASSET_EVENTS"
+
 
 class _Condition:
     """What ``|`` and ``&`` combine."""
@@ -137,3 +140,19 @@ def uris(values: object, what: str, **ids: str) -> tuple[str, ...]:
     if len(out) > ac.MAX_ASSETS_PER_DAG:
         raise DagDefinitionError(f"{what} names more than {ac.MAX_ASSETS_PER_DAG} assets", **ids)
     return tuple(out)
+
+
+def triggering_events(text: str) -> dict[str, list[dict[str, Any]]]:
+    """An asset-triggered run's events (its lease's JSON text) by URI, oldest first, each
+    {id, uri, extra (a dict), timestamp, source_dag_id, source_run_id, source_task_id,
+    source_try, event_id}: the context's ``triggering_asset_events`` (Airflow's name; in
+    templates ``{{ triggering_asset_events['s3://x'][0].extra }}``). {} for other runs."""
+    import json
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in json.loads(text) if text else ():
+        item = {k: v for k, v in event.items() if k not in ("extra_json", "key", "actor")}
+        item["extra"] = json.loads(event.get("extra_json") or "{}")
+        item["event_id"] = event.get("key", "")
+        out.setdefault(event["uri"], []).append(item)
+    return out

@@ -359,6 +359,7 @@ def assignment_from(lease: Any) -> Assignment:
             lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None
         ),
         resume_json=lease.resume_json,
+        asset_events_json=lease.asset_events_json,
     )
 
 
