@@ -46,6 +46,7 @@ import sqlalchemy as sa
 from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import tables as t
+from raftsched.store.rebuild_assets import read_assets, run_events
 from raftsched.store.rebuild_extras import read_audit, read_callbacks, read_secrets
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,10 @@ def build_state(
         slots = _recent_slots(conn, now, {(r.dag_id, r.run_id) for r in runs})
         secrets = read_secrets(conn)
         audit = read_audit(conn)
+        assets = read_assets(conn)
+        carried = run_events(
+            conn, [(r.dag_id, r.run_id) for r in runs if r.run_type == "asset_triggered"]
+        )
         callbacks = read_callbacks(conn, now, {(r.dag_id, r.run_id) for r in runs})
     spec_of = specs_by_dag(dags)
     outbox: list[list[Any]] = []
@@ -136,6 +141,11 @@ def build_state(
                 "spec_hash": spec_hash,
                 "row_seq": watermark,
                 "tis": ti_list,
+                **(
+                    {"asset_events_json": carried[(run.dag_id, run.run_id)]}
+                    if (run.dag_id, run.run_id) in carried
+                    else {}
+                ),
             }
         )
         counts["runs_active" if run.state in _ACTIVE_RUN else "runs_finished_kept"] += 1
@@ -167,6 +177,8 @@ def build_state(
         state["callbacks"] = callbacks
     if audit:
         state["audit"] = audit
+    if assets is not None:
+        state["assets"] = assets
     return RebuildPlan(state=state, base_index=base_index, watermark=watermark, counts=dict(counts))
 
 
