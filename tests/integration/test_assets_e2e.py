@@ -5,14 +5,16 @@ A producer's task has outlets A and B; two consumers are scheduled on both (``A 
 Airflow's ``schedule=[A, B]``). Each producer success runs each consumer exactly once, with
 the producer's two events in its context; also when the leader is killed while the
 producer's task runs (its outcome, its events and the consumer runs are one entry, so no
-failover can split them). An event from outside sent twice with the same event id (the API,
-then the CLI, as a client retrying) makes one event and one run. The DB gets every event
+failover can split them). An event from outside sent again with the same event id (a retried
+REST POST, then the CLI) makes one event and one run.
+The assets pages and REST routes show producers, consumers and events. The DB gets every event
 and which run carried it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -20,14 +22,15 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
-from api_harness import OPERATOR, ApiCluster
+from api_harness import ADMIN, OPERATOR, VIEWER, ApiCluster
 from harness import child_env, wait_for
 from test_rest_api import _database
 
-from raftsched.api.gen import asset_pb2, common_pb2, dag_pb2
+from raftsched.api.gen import asset_pb2, common_pb2, dag_pb2, user_pb2
 from raftsched.core.versions import RELEASE
 
 pytestmark = pytest.mark.slow
@@ -68,6 +71,7 @@ with DAG("on_landing", schedule=Asset({c!r})):
 """
 
 CONSUMERS = ("consumer_and", "consumer_list")
+CSRF = re.compile(r'name="csrf-token" content="([^"]+)"')
 
 
 @pytest.fixture(
@@ -177,29 +181,62 @@ def test_each_producer_success_runs_each_consumer_once_across_a_leader_kill(
     harness.assert_replicas_agree()
 
 
+def web_app(harness: ApiCluster) -> Any:
+    from raftsched.web import create_app
+
+    return create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": "a-test-secret",
+            "RAFTSCHED_SERVERS": harness.api_addresses,
+            "RAFTSCHED_TOKEN": ADMIN,
+            "RAFTSCHED_DEADLINE": 10.0,
+        }
+    )
+
+
 def test_an_event_sent_twice_with_one_id_makes_one_run(cluster: tuple[ApiCluster, Path]) -> None:
     harness, out = cluster
     client = harness.client(OPERATOR)
-    request = asset_pb2.EmitAssetEventRequest(
-        uri=C, extra_json=json.dumps({"rows": 7}), event_id="landing-1"
-    )
-    first = client.assets.EmitAssetEvent(request)
-    assert not first.duplicate and [r.dag_id for r in first.runs] == ["on_landing"]
+    web = web_app(harness).test_client()
+    operator = {"Authorization": f"Bearer {OPERATOR}"}
+    body = {"uri": C, "extra": {"rows": 7}, "event_id": "landing-1"}
+    first = web.post("/api/v1/assets/events", json=body, headers=operator)
+    assert first.status_code == 201, first.get_data(as_text=True)
+    assert not first.json["duplicate"] and [r["dag_id"] for r in first.json["runs"]] == [
+        "on_landing"
+    ]
+    again = web.post("/api/v1/assets/events", json=body, headers=operator)  # a retried POST
+    assert again.status_code == 201 and again.json["duplicate"] and again.json["runs"] == []
+    viewer = {"Authorization": f"Bearer {VIEWER}"}
+    refused = web.post("/api/v1/assets/events", json=body, headers=viewer)
+    assert refused.status_code == 403
     argv = [sys.executable, "-m", "raftsched", "assets", "event", C, "--extra", '{"rows": 7}']
     argv += ["--id", "landing-1", "--server", ",".join(harness.api_addresses)]
     argv += ["--token", OPERATOR, "-o", "json"]
-    again = subprocess.run(  # a client retrying, through the CLI
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=child_env(),
+    cli = subprocess.run(  # and once more, through the CLI
+        argv, capture_output=True, text=True, timeout=60, env=child_env()
     )
-    assert again.returncode == 0, again.stderr
-    answer = json.loads(again.stdout)
-    assert answer == {"id": first.id, "duplicate": True, "runs": []}
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout) == {"id": first.json["id"], "duplicate": True, "runs": []}
     (run,) = wait_asset_runs(harness, client, "on_landing", 1)
-    assert run.run_id == first.runs[0].run_id
+    assert run.run_id == first.json["runs"][0]["run_id"]
     assert lines(out / "c") == ["7"]
-    detail = client.assets.GetAsset(asset_pb2.GetAssetRequest(uri=C))
-    assert [e.event_id for e in detail.events] == ["landing-1"]
+
+    detail = web.get(f"/api/v1/assets/{quote(C, safe='')}", headers=viewer)
+    assert detail.status_code == 200, detail.get_data(as_text=True)
+    assert [(e["event_id"], e["extra"]) for e in detail.json["events"]] == [
+        ("landing-1", {"rows": 7})
+    ]
+    listed = web.get("/api/v1/assets", headers=viewer).json["assets"]
+    assert {a["uri"] for a in listed} >= {A, B, C}
+    harness.client().users.CreateUser(
+        user_pb2.CreateUserRequest(username="ann", password="ann-password", role="viewer")
+    )
+    token = CSRF.search(web.get("/login").get_data(as_text=True)).group(1)
+    login = {"username": "ann", "password": "ann-password", "csrf_token": token}
+    assert web.post("/login", data=login).status_code == 302
+    page = web.get("/assets").get_data(as_text=True)
+    assert C in page and "on_landing" in page and "producer.make" in page
+    one = web.get(f"/assets/{quote(C, safe='')}").get_data(as_text=True)
+    assert ("landing-1" in one and "&#34;rows&#34;: 7" in one) or '"rows": 7' in one
