@@ -107,18 +107,36 @@ def emit(
             touched.setdefault(dag_id, condition)
     runs = []
     for dag_id, condition in touched.items():
-        record = state.catalog.get(dag_id)
-        if record is None or record.paused:  # the events wait: the next event decides
-            continue
-        queued = state.assets.queued(dag_id)
-        if not ac.satisfied(condition, frozenset(queued) & ac.uris_of(condition)):
-            continue
-        events = sorted((e for evs in queued.values() for e in evs), key=_id)
-        run_id = _create_run(state, dag_id, events, now)
-        if run_id:  # else (refused: the events stay queued)
-            state.assets.take(dag_id)
+        run_id = _decide(state, dag_id, condition, now)
+        if run_id:
             runs.append((dag_id, run_id))
     return event_id, tuple(runs)
+
+
+def on_unpause(state: SchedulerState, dag_id: str, now: datetime) -> None:
+    """A DAG was unpaused (SetPaused's apply): the events queued while it was paused may
+    satisfy its condition now; if so, its run is made in this same apply."""
+    record = state.catalog.get(dag_id)
+    if state.cluster_version < SINCE_RELEASE or record is None or not state.assets.queued(dag_id):
+        return
+    if record.spec.asset_condition and record.active:
+        _decide(state, dag_id, ac.parse(record.spec.asset_condition), now)
+
+
+def _decide(state: SchedulerState, dag_id: str, condition: Any, now: datetime) -> str:
+    """One run of ``dag_id`` if its queued events satisfy ``condition`` (its run id; "" for
+    none: not met, paused, or refused, and the events stay queued)."""
+    record = state.catalog.get(dag_id)
+    if record is None or record.paused:  # the events wait: unpausing, or the next, decides
+        return ""
+    queued = state.assets.queued(dag_id)
+    if not ac.satisfied(condition, frozenset(queued) & ac.uris_of(condition)):
+        return ""
+    events = sorted((e for evs in queued.values() for e in evs), key=_id)
+    run_id = _create_run(state, dag_id, events, now)
+    if run_id:
+        state.assets.take(dag_id)
+    return run_id
 
 
 def consumers(state: SchedulerState, uri: str) -> list[tuple[str, Any]]:

@@ -102,4 +102,7 @@ def apply_set_paused(state: SchedulerState, cmd: c.SetPaused, now: datetime, ind
     set_dag(state, changed, emit=record.paused != bool(cmd.paused), now=now)
     if not cmd.paused:
         state.task_queue.unblock(cmd.dag_id)
+        from raftsched.core.handlers_assets import on_unpause  # not at the top: it imports us
+
+        on_unpause(state, cmd.dag_id, now)  # events queued while paused (§21)
     return Result(True)

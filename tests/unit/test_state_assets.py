@@ -137,7 +137,7 @@ def test_two_runs_in_one_apply_get_distinct_logical_dates() -> None:
     assert len(runs) == 3 and len({r.logical_date for r in runs}) == 3
 
 
-def test_paused_consumers_queue_and_failures_emit_nothing() -> None:
+def test_paused_consumers_queue_until_unpaused_and_failures_emit_nothing() -> None:
     sim = three_dags()
     assert sim.apply(c.SetPaused(request_id=sim.rid(), now=T0, dag_id="any_ab", paused=True)).ok
     sim.create("producer")
@@ -145,6 +145,11 @@ def test_paused_consumers_queue_and_failures_emit_nothing() -> None:
     assert not sim.state.assets and asset_runs(sim, "all_ab") == []
     emit(sim, A)
     assert asset_runs(sim, "any_ab") == [] and A in sim.state.assets.queued("any_ab")
+    # unpausing decides what waited, in the same apply
+    assert sim.apply(c.SetPaused(request_id=sim.rid(), now=T0, dag_id="any_ab", paused=False)).ok
+    (run,) = asset_runs(sim, "any_ab")
+    assert [e["uri"] for e in json.loads(run.asset_events_json)] == [A]
+    assert sim.state.assets.queued("any_ab") == {}
 
 
 def test_refused_before_cluster_version_3_and_outlets_ignored() -> None:
@@ -156,7 +161,13 @@ def test_refused_before_cluster_version_3_and_outlets_ignored() -> None:
     sim.run_task("make")
     assert not sim.state.assets and asset_runs(sim, "x") == []
     refusal = vs.refusal(acm.EmitAssetEvents(request_id="r", now=T0, events=()), 2)
-    assert refusal
+    assert refusal and "EmitAssetEvents" in refusal
+    # the gate holds back DAG files with assets until the upgrade is finalized
+    for spec in (dag("p", task("t", outlets=(A,))), consumer("x", A)):
+        register = c.RegisterDags(request_id="r", now=T0, specs=(spec,))
+        assert vs.refusal(register, 2) and vs.refusal(register, 3) is None
+    plain = c.RegisterDags(request_id="r", now=T0, specs=(dag("p", task("t")),))
+    assert vs.refusal(plain, 2) is None
 
 
 @pytest.mark.parametrize(
