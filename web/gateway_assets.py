@@ -32,3 +32,31 @@ def emit_event(gw: Any, uri: str, extra: dict[str, Any], event_id: str = "") -> 
         "duplicate": response.duplicate,
         "runs": [{"dag_id": r.dag_id, "run_id": r.run_id} for r in response.runs],
     }
+
+
+def condition_text(text: str) -> str:
+    """A DAG's asset condition as people write it: ``a & (b | c)`` ("" for none)."""
+    if not text:
+        return ""
+
+    def show(node: Any, top: bool) -> str:
+        if isinstance(node, str):
+            return node
+        ((op, items),) = node.items()
+        inner = (" & " if op == "all" else " | ").join(show(i, False) for i in items)
+        return inner if top or len(items) == 1 else f"({inner})"
+
+    return show(json.loads(text), True)
+
+
+def condition_uris(text: str) -> list[str]:
+    """Every URI a DAG's asset condition names, in order of appearance."""
+    out: dict[str, None] = {}
+    stack = [json.loads(text)] if text else []
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, str):
+            out[node] = None
+        else:
+            stack[:0] = next(iter(node.values()))
+    return list(out)

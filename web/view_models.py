@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from raftsched.web.gateway_assets import condition_text, condition_uris
+
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2
 from raftsched.api.wire import enum_text, when
 
@@ -93,6 +95,8 @@ def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
         "jitter_seconds": dag.jitter_seconds,
         "pause_on_failure": dag.pause_on_failure,
         "pause_note": dag.pause_note,
+        "asset_condition": condition_text(dag.asset_condition),  # §21
+        "asset_uris": condition_uris(dag.asset_condition),
         "skipped": [
             {
                 "first": ts(s, "first"),
@@ -117,6 +121,8 @@ def task_dict(task: dag_pb2.TaskDefinition) -> dict[str, Any]:
         "retries": task.retries,
         "trigger_rule": task.trigger_rule,
         "upstream": list(task.upstream),
+        "outlets": list(task.outlets),
+        "inlets": list(task.inlets),
         "execution_timeout": (
             task.execution_timeout_seconds if task.HasField("execution_timeout_seconds") else None
         ),

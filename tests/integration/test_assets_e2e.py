@@ -238,5 +238,9 @@ def test_an_event_sent_twice_with_one_id_makes_one_run(cluster: tuple[ApiCluster
     assert web.post("/login", data=login).status_code == 302
     page = web.get("/assets").get_data(as_text=True)
     assert C in page and "on_landing" in page and "producer.make" in page
+    consumer = web.get("/dags/consumer_and").get_data(as_text=True)  # its edges, as links
+    assert 'id="asset-schedule"' in consumer and f"{A} &amp; {B}" in consumer
+    producer = web.get("/dags/producer").get_data(as_text=True)
+    assert 'id="asset-outlets"' in producer and B in producer
     one = web.get(f"/assets/{quote(C, safe='')}").get_data(as_text=True)
     assert ("landing-1" in one and "&#34;rows&#34;: 7" in one) or '"rows": 7' in one
