@@ -124,6 +124,8 @@ def test_a_repeated_event_id_makes_one_event_and_one_run() -> None:
     assert again.value[0].reason == acm.DUPLICATE_EVENT
     assert again.value[0].value == {"event_id": 1, "runs": ()}
     assert len(asset_runs(sim, "one")) == 1 and sim.state.assets.count(A) == 1
+    (record,) = list(sim.state.audit)  # the first event only, by its actor
+    assert (record.actor, record.action) == ("tester", "asset_event") and A in record.detail
     same_request = emit(sim, A, key="evt-1", rid="req-1000")
     assert emit(sim, A, key="evt-1", rid="req-1000").duplicate and same_request.ok
 
