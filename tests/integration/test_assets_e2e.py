@@ -223,6 +223,25 @@ def test_an_event_sent_twice_with_one_id_makes_one_run(cluster: tuple[ApiCluster
     assert run.run_id == first.json["runs"][0]["run_id"]
     assert lines(out / "c") == ["7"]
 
+    servers = ["--server", ",".join(harness.api_addresses), "--token", VIEWER]
+    shown = subprocess.run(
+        [sys.executable, "-m", "raftsched", "assets", "show", C, *servers],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
+    assert shown.returncode == 0 and "landing-1" in shown.stdout, shown.stderr
+    listed_cli = subprocess.run(
+        [sys.executable, "-m", "raftsched", "assets", "list", "-o", "json", *servers],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
+    assert listed_cli.returncode == 0, listed_cli.stderr
+    (landing,) = [a for a in json.loads(listed_cli.stdout) if a["uri"] == C]
+    assert landing["consumers"] == ["on_landing"] and landing["event_count"] == 1
     detail = web.get(f"/api/v1/assets/{quote(C, safe='')}", headers=viewer)
     assert detail.status_code == 200, detail.get_data(as_text=True)
     assert [(e["event_id"], e["extra"]) for e in detail.json["events"]] == [
