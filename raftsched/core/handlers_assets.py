@@ -123,6 +123,19 @@ def on_unpause(state: SchedulerState, dag_id: str, now: datetime) -> None:
         _decide(state, dag_id, ac.parse(record.spec.asset_condition), now)
 
 
+def on_spec_change(state: SchedulerState, dag_id: str, condition_text: str | None) -> None:
+    """The DAG's spec changed (RegisterDags) or it left its file (RemoveDags: None): events
+    queued for URIs its condition no longer names are dropped, so removed and rewritten DAGs
+    hold no queue forever."""
+    queued = state.assets.queued(dag_id)
+    if not queued:
+        return
+    names = ac.uris_of(ac.parse(condition_text)) if condition_text else frozenset()
+    stale = frozenset(queued) - names
+    if stale:
+        state.assets.take(dag_id, stale)
+
+
 def _decide(state: SchedulerState, dag_id: str, condition: Any, now: datetime) -> str:
     """One run of ``dag_id`` if its queued events satisfy ``condition`` (its run id; "" for
     none: not met, paused, or refused, and the events stay queued)."""

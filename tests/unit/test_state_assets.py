@@ -269,3 +269,16 @@ def test_spec_bounds_are_checked_at_register() -> None:
         with pytest.raises(LimitExceeded):
             check_spec(bad)
     check_spec(consumer("ok", {"all": [A, {"any": [B, "s3://c"]}]}))
+
+
+def test_a_rewritten_or_removed_consumer_keeps_no_stale_queue() -> None:
+    sim = asset_sim(consumer("c", {"all": [A, B]}))
+    emit(sim, A)
+    emit(sim, "s3://c", now=at(1))
+    assert set(sim.state.assets.queued("c")) == {A}
+    assert sim.register(consumer("c", {"all": [B, "s3://c"]}), now=at(2)).ok  # A dropped
+    assert sim.state.assets.queued("c") == {}
+    emit(sim, B, now=at(3))
+    assert sim.apply(c.RemoveDags(request_id=sim.rid(), now=at(4), dag_ids=("c",))).ok
+    assert sim.state.assets.queued("c") == {}
+    assert sim.state.digest() == sim.state.recompute_digest()
