@@ -82,7 +82,7 @@ def _fp_seq(seq: int) -> str:
 
 
 class AssetTable:
-    __slots__ = ("_counts", "_events", "_keys", "_queued", "_seq", "_sum")
+    __slots__ = ("_counts", "_events", "_index", "_keys", "_queued", "_seq", "_sum")
 
     def __init__(self, digest_sum: dg.DigestSum) -> None:
         self._sum = digest_sum
@@ -91,6 +91,9 @@ class AssetTable:
         self._counts: dict[str, int] = {}
         self._queued: dict[str, dict[str, list[AssetEvent]]] = {}
         self._keys: dict[str, int] = {}  # insertion order: the oldest leaves first
+        # Derived, not digested: URI -> its consumers (handlers_assets.consumers); None: to
+        # be rebuilt from the catalog (a DAG with an asset schedule changed, or a restore)
+        self._index: dict[str, list[tuple[str, Any]]] | None = None
 
     def __bool__(self) -> bool:
         return self._seq > 0
@@ -111,6 +114,12 @@ class AssetTable:
 
     def queued(self, dag_id: str) -> dict[str, tuple[AssetEvent, ...]]:
         return {uri: tuple(evs) for uri, evs in self._queued.get(dag_id, {}).items()}
+
+    def consumer_index(self) -> dict[str, list[tuple[str, Any]]] | None:
+        return self._index
+
+    def set_consumer_index(self, index: dict[str, list[tuple[str, Any]]] | None) -> None:
+        self._index = index
 
     def room_for(self, uri: str) -> bool:
         return uri in self._events or len(self._events) < MAX_ASSETS

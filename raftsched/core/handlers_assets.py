@@ -123,10 +123,15 @@ def on_unpause(state: SchedulerState, dag_id: str, now: datetime) -> None:
         _decide(state, dag_id, ac.parse(record.spec.asset_condition), now)
 
 
-def on_spec_change(state: SchedulerState, dag_id: str, condition_text: str | None) -> None:
-    """The DAG's spec changed (RegisterDags) or it left its file (RemoveDags: None): events
-    queued for URIs its condition no longer names are dropped, so removed and rewritten DAGs
-    hold no queue forever."""
+def on_spec_change(
+    state: SchedulerState, dag_id: str, condition_text: str | None, old_text: str = ""
+) -> None:
+    """The DAG's spec changed (RegisterDags; ``old_text``: its condition before) or it left
+    its file (RemoveDags: None): the consumer index is rebuilt at its next use if either
+    names assets, and events queued for URIs its condition no longer names are dropped, so
+    removed and rewritten DAGs hold no queue forever."""
+    if condition_text or old_text:
+        state.assets.set_consumer_index(None)
     queued = state.assets.queued(dag_id)
     if not queued:
         return
@@ -153,18 +158,21 @@ def _decide(state: SchedulerState, dag_id: str, condition: Any, now: datetime) -
 
 
 def consumers(state: SchedulerState, uri: str) -> list[tuple[str, Any]]:
-    """Active DAGs whose asset condition names ``uri``, in catalog order, with it.
-
-    A walk of the catalog per event: fine for thousands of DAGs; an index kept by
-    RegisterDags would make it O(consumers)."""
-    out = []
-    for dag_id, record in state.catalog.records.items():
-        text = record.spec.asset_condition
-        if text and record.active and uri in text:  # the substring test is a cheap filter
-            condition = ac.parse(text)
-            if uri in ac.uris_of(condition):
-                out.append((dag_id, condition))
-    return out
+    """Active DAGs whose asset condition names ``uri``, in catalog order, with it: from the
+    table's consumer index, built by one walk of the catalog after a DAG with an asset
+    schedule changed (derived, the same on every replica: catalog order)."""
+    index = state.assets.consumer_index()
+    if index is None:
+        built: dict[str, list[tuple[str, Any]]] = {}
+        for dag_id, record in state.catalog.records.items():
+            text = record.spec.asset_condition
+            if text and record.active:
+                condition = ac.parse(text)
+                for name in sorted(ac.uris_of(condition)):
+                    built.setdefault(name, []).append((dag_id, condition))
+        state.assets.set_consumer_index(built)
+        index = built
+    return list(index.get(uri, ()))
 
 
 def _id(event: AssetEvent) -> int:

@@ -24,10 +24,10 @@ if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
 
-def on_spec_change(state: SchedulerState, dag_id: str, condition: str | None) -> None:
+def on_spec_change(state: SchedulerState, dag_id: str, condition: str | None, old: str) -> None:
     from raftsched.core import handlers_assets  # not at the top: it imports this module
 
-    handlers_assets.on_spec_change(state, dag_id, condition)
+    handlers_assets.on_spec_change(state, dag_id, condition, old)
 
 
 def on_unpause(state: SchedulerState, dag_id: str, now: datetime) -> None:
@@ -64,7 +64,8 @@ def apply_register_dags(
             new = replace(record, spec=spec, active=True)
         set_dag(state, new, emit=True, now=now)
         state.task_queue.unblock(spec.dag_id)  # max_active_tasks may have grown
-        on_spec_change(state, spec.dag_id, spec.asset_condition)  # its asset queue (§21)
+        old = record.spec.asset_condition if record is not None and record.active else ""
+        on_spec_change(state, spec.dag_id, spec.asset_condition, old)  # assets (§21)
         items.append(Item(True, "", spec.dag_id))
     return Result.of_items(items)
 
@@ -81,7 +82,7 @@ def apply_remove_dags(
             items.append(Item(True, r.UNCHANGED, dag_id))
         else:
             set_dag(state, replace(record, active=False), emit=True, now=now)
-            on_spec_change(state, dag_id, None)
+            on_spec_change(state, dag_id, None, record.spec.asset_condition)
             items.append(Item(True, "", dag_id))
     return Result.of_items(items)
 

@@ -279,6 +279,9 @@ def test_a_rewritten_or_removed_consumer_keeps_no_stale_queue() -> None:
     assert sim.register(consumer("c", {"all": [B, "s3://c"]}), now=at(2)).ok  # A dropped
     assert sim.state.assets.queued("c") == {}
     emit(sim, B, now=at(3))
+    assert set(sim.state.assets.queued("c")) == {B}  # the consumer index follows the spec
     assert sim.apply(c.RemoveDags(request_id=sim.rid(), now=at(4), dag_ids=("c",))).ok
     assert sim.state.assets.queued("c") == {}
+    emit(sim, "s3://c", now=at(5))  # a removed DAG consumes nothing
+    assert sim.state.assets.queued("c") == {} and asset_runs(sim, "c") == []
     assert sim.state.digest() == sim.state.recompute_digest()
