@@ -139,6 +139,7 @@ def run_dict(run: dag_pb2.DagRun) -> dict[str, Any]:
         "run_type": run_type(run.run_type),
         "state": run_state(run.state),
         "conf_json": run.conf_json,
+        "asset_events_json": run.asset_events_json,
         "created_at": ts(run, "created_at"),
         "start_date": ts(run, "start_date"),
         "end_date": ts(run, "end_date"),

@@ -309,6 +309,7 @@ def render_for_display(
     data_interval_end: datetime | None,
     conf: Mapping[str, Any],
     params_json: str,
+    asset_events_json: str = "",
 ) -> dict[str, Any]:
     """What the task's attempt ``try_number`` of run ``run_id`` runs (or ran): ``{"command",
     "env", "kwargs"}`` as rendered, or ``{"error": text}`` when a template cannot be. For the
@@ -324,6 +325,7 @@ def render_for_display(
         conf=conf,
         params_json=params_json,
         task_env=task.env,
+        asset_events_json=asset_events_json,
     )
     try:
         rendered = render_task(

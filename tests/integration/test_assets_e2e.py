@@ -147,6 +147,18 @@ def test_each_producer_success_runs_each_consumer_once_across_a_leader_kill(
         assert len(wait_asset_runs(harness, client, dag_id, 1)) == 1
     assert [line.split()[1:] for line in lines(out / "and")] == [["2", "p1"]]
     assert [line.split()[1] for line in lines(out / "list")] == ["2"]
+    (first_and,) = asset_runs(client, "consumer_and")
+    render = [sys.executable, "-m", "raftsched", "tasks", "render", "consumer_and"]
+    render += [first_and.run_id, "use", "--server", ",".join(harness.api_addresses)]
+    rendered = subprocess.run(  # what the task page shows: the run's events rendered too
+        [*render, "--token", ADMIN, "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert f"{first_and.run_id} 2 p1" in json.loads(rendered.stdout)["command"]
 
     # the leader dies while the producer's task runs: its outcome, its two events and the
     # consumers' runs are committed by the next leader, together, once

@@ -312,7 +312,7 @@ class BackfillDagResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[DagRun, _Mapping]]] = ..., skipped: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
 class DagRun(_message.Message):
-    __slots__ = ("dag_id", "run_id", "logical_date", "data_interval_start", "data_interval_end", "run_type", "state", "conf_json", "created_at", "start_date", "end_date")
+    __slots__ = ("dag_id", "run_id", "logical_date", "data_interval_start", "data_interval_end", "run_type", "state", "conf_json", "created_at", "start_date", "end_date", "asset_events_json")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     LOGICAL_DATE_FIELD_NUMBER: _ClassVar[int]
@@ -324,6 +324,7 @@ class DagRun(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     START_DATE_FIELD_NUMBER: _ClassVar[int]
     END_DATE_FIELD_NUMBER: _ClassVar[int]
+    ASSET_EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     dag_id: str
     run_id: str
     logical_date: _timestamp_pb2.Timestamp
@@ -335,7 +336,8 @@ class DagRun(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     start_date: _timestamp_pb2.Timestamp
     end_date: _timestamp_pb2.Timestamp
-    def __init__(self, dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_type: _Optional[_Union[_common_pb2.RunType, str]] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., conf_json: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    asset_events_json: str
+    def __init__(self, dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_type: _Optional[_Union[_common_pb2.RunType, str]] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., conf_json: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., asset_events_json: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("dag_id", "states", "run_type", "page_size", "page_token")

@@ -224,6 +224,7 @@ def dag_run(run: DagRun) -> dag_pb2.DagRun:
         created_at=ts(run.created_at),
         start_date=ts(run.start_date),
         end_date=ts(run.end_date),
+        asset_events_json=run.asset_events_json,
     )
 
 
