@@ -45,9 +45,14 @@ class Asset(_Condition):
         name: str | None = None,
         extra: Mapping[str, Any] | None = None,
         group: str = "asset",
-        **_ignored: Any,  # watchers=..., Airflow 3's options we do not use
+        watchers: Any = None,
     ) -> None:
         value = uri if uri is not None else name
+        if watchers:  # a watcher would be a trigger whose events never came: say so
+            raise DagDefinitionError(
+                f"Asset({value!r}, watchers=...): asset watchers are not supported yet; send"
+                " its events with `raftsched assets event URI` or POST /api/v1/assets/events"
+            )
         try:
             self.uri = ac.check_uri("asset URI", value)
         except LimitExceeded as err:

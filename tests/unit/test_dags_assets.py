@@ -84,3 +84,8 @@ def test_airflow_names() -> None:
     with AirflowDAG("af_all", schedule=SdkAll(a, b)) as all_of:
         BashOperator(task_id="use", bash_command="true")
     assert condition(all_of) == {"all": [a.uri, b.uri]}
+
+
+def test_watchers_are_refused_with_what_to_do() -> None:
+    with pytest.raises(DagDefinitionError, match="raftsched assets event"):
+        Asset("s3://x", watchers=[object()])
