@@ -165,6 +165,10 @@ class WorkerConfig(_Section):
     )
     # Tasks run as this user (name or uid), the worker as root: worker/task_user.py
     run_as_user: str = setting("", s.text())
+    # GET /metrics of the worker (worker/metrics.py); port 0: not served. Loopback by default:
+    # a scraper on another host needs metrics_host set (0.0.0.0, or this host's address)
+    metrics_host: str = setting("127.0.0.1", s.text(required=True))
+    metrics_port: int = setting("7401", s.integer(ge=0, le=65535))
 
 
 @dataclass(frozen=True, repr=False)

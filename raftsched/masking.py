@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -74,13 +75,27 @@ class StreamMasker:
     after a newline, when no value spans lines) until more text or :meth:`flush` comes."""
 
     def __init__(self, values: Iterable[str]) -> None:
-        self.values = maskable(values)
+        self._lock = threading.Lock()  # add() comes from another thread than feed()
+        self.pending = ""
+        self._set(maskable(values))
+
+    def _set(self, values: list[str]) -> None:
+        self.values = values
         self.keep = max((len(v) for v in self.values), default=1) - 1
         self.lines = not any("\n" in v for v in self.values)
         self.pattern = _pattern(self.values)
-        self.pending = ""
+
+    def add(self, values: Iterable[str]) -> None:
+        """Mask ``values`` too, from the next :meth:`feed` on (a value read on demand: the
+        task receives it only after this returned)."""
+        with self._lock:
+            self._set(maskable([*self.values, *values]))
 
     def feed(self, text: str) -> str:
+        with self._lock:
+            return self._feed(text)
+
+    def _feed(self, text: str) -> str:
         if self.pattern is None:
             return text
         buf = self.pending + text
@@ -99,5 +114,6 @@ class StreamMasker:
         return "".join(out)
 
     def flush(self) -> str:
-        rest, self.pending = self.pending, ""
-        return self.pattern.sub(MASK, rest) if self.pattern is not None else rest
+        with self._lock:
+            rest, self.pending = self.pending, ""
+            return self.pattern.sub(MASK, rest) if self.pattern is not None else rest

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from typing import Protocol
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
+from raftsched import secret_client
 from raftsched.connection_uri import Connection as Connection
 from raftsched.connection_uri import credential_parts
 from raftsched.connection_uri import masked_connection as masked_connection
@@ -209,6 +210,14 @@ def get_variable(name: str, default: str | None = None) -> str:
     value = os.environ.get(var_env(name))
     if value is not None:
         return value
+    try:  # not declared: through the attempt's worker (raftsched.secret_client)
+        value = secret_client.read(VARIABLE, name)
+    except KeyError:
+        if default is not None:
+            return default
+        raise
+    if value is not None:
+        return value
     if default is not None:
         return default
     raise KeyError(
@@ -220,6 +229,8 @@ def get_variable(name: str, default: str | None = None) -> str:
 def get_connection(conn_id: str) -> Connection:
     """A connection the task declared (``connections=[...]``), parsed from its URI."""
     uri = os.environ.get(conn_env(conn_id))
+    if uri is None:
+        uri = secret_client.read(CONNECTION, conn_id)  # not declared: through the worker
     if uri is None:
         raise KeyError(
             f"connection {conn_id!r} is not in this task's environment: declare it in the DAG"

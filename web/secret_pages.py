@@ -49,6 +49,8 @@ class SecretForm(FlaskForm):
     description = StringField(
         "Description", validators=[Optional(), Length(max=limits.MAX_SECRET_DESCRIPTION_CHARS)]
     )
+    # Only these DAGs may read it (core/secret_policy.py); empty: every DAG, as in Airflow
+    dags = StringField("Only these DAGs (comma-separated)", validators=[Optional()])
 
 
 def _page(section: str) -> tuple[str, str, str, str]:
@@ -66,7 +68,12 @@ def list_secrets(kind: str) -> list[dict[str, Any]]:
     """Names, descriptions and when each was set: the answer holds no value."""
     response = _call("ListSecrets", secret_pb2.ListSecretsRequest(kind=kind))
     return [
-        {"key": s.key, "description": s.description, "updated_at": ts(s, "updated_at")}
+        {
+            "key": s.key,
+            "description": s.description,
+            "updated_at": ts(s, "updated_at"),
+            "dags": ", ".join(s.dags),
+        }
         for s in response.secrets
     ]
 
@@ -83,6 +90,7 @@ def page(section: str) -> Any:
             key=form.key.data or "",
             value=form.value.data or "",
             description=form.description.data or "",
+            dags=[d.strip() for d in (form.dags.data or "").split(",") if d.strip()],
         )
         try:
             changed = _call("SetSecret", message).changed

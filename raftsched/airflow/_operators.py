@@ -34,6 +34,7 @@ from raftsched.dags import task_groups
 from raftsched.dags.dag import DAG, _context
 from raftsched.dags.taskflow import TaskFlowTask
 from raftsched.dags.tasks import BashTask
+from raftsched.dags.template_connections import named_connections
 from raftsched.errors import DagDefinitionError
 
 # raftsched Task options, by the same name
@@ -113,12 +114,16 @@ def template_variables(*values: Any) -> list[str]:
 
 
 def declare_template_variables(options: dict[str, Any], *values: Any) -> dict[str, Any]:
-    """``options`` with ``secrets`` = those it gives plus the ones the templates name."""
-    given = options.get("secrets") or []
-    given = [given] if isinstance(given, str) else list(given)
-    named = template_variables(*values)
-    if named:
-        options["secrets"] = sorted({*given, *named})
+    """``options`` with ``secrets`` = those it gives plus the ones the templates name, and
+    ``connections`` likewise (``{{ conn.ID.host }}``: dags/template_connections.py)."""
+    for option, named in (
+        ("secrets", template_variables(*values)),
+        ("connections", named_connections(json.dumps(values, default=str))),
+    ):
+        given = options.get(option) or []
+        given = [given] if isinstance(given, str) else list(given)
+        if named:
+            options[option] = sorted({*given, *named})
     return options
 
 

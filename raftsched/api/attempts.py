@@ -30,6 +30,7 @@ READ_ONLY = frozenset(
     | {"ListImportErrors", "ExplainSlot", "VerifyUser", "GetPasswordHash", "ListUsers"}
     | {"GetDagSource", "GetSecret", "ListSecrets", "ResolveSecrets", "ListWorkers"}
     | {"ListAssets", "GetAsset"}
+    | {"ExternalRunState"}
 )
 
 # A retry needs this long at least: a node without a leader answers UNAVAILABLE only after

@@ -108,6 +108,7 @@ METHOD_ROLES: Mapping[str, Role] = {
     _W + "LeaseTriggers": Role.WORKER,  # a triggerer authenticates as a worker
     _W + "HeartbeatTriggers": Role.WORKER,
     _W + "FireTriggers": Role.WORKER,
+    _W + "ExternalRunState": Role.WORKER,  # a triggerer, under a trigger's lease
     _U + "CreateUser": Role.ADMIN,
     _U + "VerifyUser": Role.ADMIN,
     _U + "GetPasswordHash": Role.ADMIN,  # hashes: only the webserver needs them

@@ -1,7 +1,8 @@
 """`raftsched variables|connections|secrets`: values for tasks, stored encrypted.
 
     raftsched variables set API_TOKEN s3cr3t            (or --stdin: keeps it off the command
-    raftsched variables get API_TOKEN [--reveal]         line, which other users can read)
+    raftsched variables get API_TOKEN [--reveal]         line, which other users can read;
+    raftsched variables set API_TOKEN s3cr3t --dags a,b  --dags: only those DAGs may read it)
     raftsched variables list
     raftsched variables delete API_TOKEN
     raftsched connections add warehouse 'postgresql://bob:pw@db:5432/app?sslmode=require'
@@ -65,6 +66,13 @@ def _register_kind(sub: argparse._SubParsersAction, group: str, kind: str) -> No
     put.add_argument("value", metavar=what, nargs="?", help=f"the {what.lower()} (or --stdin)")
     put.add_argument("--stdin", action="store_true", help=f"read the {what.lower()} from stdin")
     put.add_argument("--description", default="", help="free text shown by list")
+    put.add_argument(
+        "--dags",
+        default="",
+        metavar="DAG_ID,...",
+        help=f"only tasks of these DAGs may read the {kind} (default: every DAG, as in"
+        " Airflow); setting it again without --dags lifts the restriction",
+    )
     add_connection_flags(put)
     put.set_defaults(handler=cmd_set, kind=kind)
 
@@ -110,7 +118,11 @@ def cmd_set(args: argparse.Namespace) -> int:
     from raftsched.api.gen import secret_pb2
 
     request = secret_pb2.SetSecretRequest(
-        kind=args.kind, key=args.key, value=_value(args), description=args.description
+        kind=args.kind,
+        key=args.key,
+        value=_value(args),
+        description=args.description,
+        dags=[d.strip() for d in args.dags.split(",") if d.strip()],
     )
     with connect(args) as client, cluster_call(f"{args.kind}s set", role="admin"):
         response = client.secrets.SetSecret(request)
@@ -132,6 +144,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         "key": secret.key,
         "description": secret.description,
         "updated_at": to_dict(secret).get("updated_at"),
+        "dags": list(secret.dags),  # the DAGs that may read it; []: every DAG
         "value": secret.value if args.reveal else secret.masked,
     }
     if args.kind == "connection":
@@ -153,6 +166,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         emit(data, output="json")
     else:
         width = max(len(k) for k in data)
+        data["dags"] = ",".join(data["dags"]) or "(every DAG)"
         for name, value in data.items():
             print(f"{name.ljust(width)}  {'' if value is None else value}")
     return 0
@@ -168,13 +182,14 @@ def cmd_list(args: argparse.Namespace) -> int:
             "key": s.key,
             "description": s.description,
             "updated_at": to_dict(s).get("updated_at"),
+            "dags": ",".join(s.dags),
         }
         for s in response.secrets
     ]
     if args.output == "json":
         emit({f"{args.kind}s": rows}, output="json")
     else:
-        emit(rows, output="table", columns=("key", "description", "updated_at"))
+        emit(rows, output="table", columns=("key", "description", "updated_at", "dags"))
     return 0
 
 

@@ -6,11 +6,14 @@ servers``; the token likewise from ``--token``, ``$RAFTSCHED_TOKEN``, ``[worker]
 task queues it leases from: only tasks whose ``queue=`` is one of them; "default" when not
 set). TLS is on when ``[api] tls_ca`` is set.
 
-Logs one line per attempt start and finish on stderr. SIGTERM or Ctrl-C: stop leasing, let
-running attempts finish for up to ``[worker] grace_period`` seconds, then kill them and hand
-their leases back; exit 0, a few seconds after the grace period at most, even when no node
-answers any more. ``--noop`` (benchmarks): complete every lease at once without
-running anything; ``--record FILE`` appends one JSON line per lease with the moment it arrived.
+Serves its Prometheus metrics on ``[worker] metrics_host:metrics_port`` (127.0.0.1:7401;
+``worker/metrics.py``). Logs one line per attempt start and finish on stderr.
+
+SIGTERM or Ctrl-C: stop leasing, let running attempts finish for up to ``[worker]
+grace_period`` seconds, then kill them and hand their leases back; exit 0, a few seconds after
+the grace period at most, even when no node answers any more. ``--noop`` (benchmarks):
+complete every lease at once without running anything; ``--record FILE`` appends one JSON line
+per lease with the moment it arrived.
 """
 
 from __future__ import annotations
@@ -212,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
             log.exception("worker stopped by an unexpected error")
             failed.append(err)
 
+    worker.metrics.serve(cfg.metrics_host, cfg.metrics_port)  # [worker] metrics_port 0: off
     thread = threading.Thread(target=loop, name="worker-loop")
     thread.start()
     try:
@@ -222,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         client.close()  # ends any call still under way (each was bounded once stopping)
         poll_client.close()
+        worker.metrics.close()
     if failed and isinstance(failed[0], WorkerRejected):
         raise failed[0]
     return 1 if failed else 0

@@ -40,6 +40,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from raftsched import retry
 from raftsched.cluster import metrics
 from raftsched.cluster.leading import LeadingThread
 from raftsched.cluster.node import SchedulerNode
@@ -253,7 +254,7 @@ class MaterializerDriver:
             self._acks = None
 
     def _lead_rounds(self, term: int) -> None:
-        backoff = BACKOFF_MIN
+        failures = 0  # rounds failed in a row: the wait doubles, BACKOFF_MIN up to BACKOFF_MAX
         watermark: int | None = None
         while self._leading(term):
             try:
@@ -265,15 +266,15 @@ class MaterializerDriver:
                     log.info("metadata DB reachable again; materializing resumes")
                 self.store_ok = True
                 self.last_error = None
-                backoff = BACKOFF_MIN
+                failures = 0
             except StoreUnavailable as err:
                 if self.store_ok:
                     log.warning("metadata DB unavailable (%s); retrying with back-off", err)
                 self.store_ok = False
                 watermark = None
                 self._batch_now = self._batch
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                failures += 1
+                self._stop.wait(self._backoff(failures))
                 continue
             except LogDbMismatch:
                 watermark = None
@@ -284,8 +285,8 @@ class MaterializerDriver:
                 self.last_error = f"materializer: {err}"
                 watermark = None
                 self._batch_now = self._batch
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                failures += 1
+                self._stop.wait(self._backoff(failures))
                 continue
             if more:
                 continue
@@ -296,6 +297,10 @@ class MaterializerDriver:
             self._wake.clear()
             since = time.monotonic() - self._round_at
             self._stop.wait(max(_COALESCE, MIN_ROUND_INTERVAL - since))
+
+    @staticmethod
+    def _backoff(failures: int) -> float:
+        return retry.backoff(failures, initial=BACKOFF_MIN, maximum=BACKOFF_MAX)
 
     def _round(self, watermark: int, term: int) -> bool:
         """One batch; True when more entries are waiting."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from raftsched import clock
+from raftsched import clock, retry
 from raftsched.cluster import metrics
 from raftsched.core.commands import Command
 from raftsched.core.results import Result
@@ -110,7 +110,7 @@ class Proposer:
         total = self.deadline if deadline is None else deadline
         end = self._clock() + total
         attempt_timeout = min(self.commit_timeout, total)
-        backoff = 0.02
+        pauses = 0  # immediate failures so far: each pause doubles, 20 ms up to 0.5 s
         attempts = 0
         last = "none"
         while True:
@@ -128,8 +128,8 @@ class Proposer:
             if remaining <= 0 or (should_continue is not None and not should_continue()):
                 break
             if outcome != _TIMEOUT:  # immediate failures: do not spin
-                time.sleep(min(backoff, remaining))
-                backoff = min(backoff * 2, 0.5)
+                pauses += 1
+                time.sleep(min(retry.backoff(pauses, initial=0.02, maximum=0.5), remaining))
             attempt_timeout = max(0.05, min(self.commit_timeout, end - self._clock()))
         log.info(
             "command %s (%s) not confirmed after %d attempts (last: %s)",

@@ -54,6 +54,8 @@ ACTIONS = (
     "delete_variable",
     "set_connection",
     "delete_connection",
+    "read_variable",  # an attempt read it undeclared (core/secret_reads.py)
+    "read_connection",
     "asset_event",
 )
 

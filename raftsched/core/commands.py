@@ -236,12 +236,11 @@ SECRET_KINDS = ("variable", "connection")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SetSecret(Command):
-    """Create or replace a variable or a connection (``kind``) named ``key``. ``ciphertext``
-    is the value as a Fernet token, encrypted by the API node that took the request: the
-    value in clear text never enters the log, a snapshot or the state (the core refuses a
-    ciphertext that does not look like a Fernet token). ``expected``: compare-and-set on the
-    current ciphertext (a key rotation re-encrypts without losing a concurrent change);
-    None: set whatever is there."""
+    """Create or replace a variable or a connection (``kind``) named ``key``. ``ciphertext``:
+    the value as a Fernet token, encrypted by the API node (no clear value enters the log, a
+    snapshot or the state; the core refuses what is not a Fernet token). ``expected``:
+    compare-and-set on the current ciphertext (a key rotation keeps a concurrent change);
+    None: set whatever is there. ``dags``: the DAGs that may read it (core/secret_policy.py)."""
 
     kind: str
     key: str
@@ -249,6 +248,7 @@ class SetSecret(Command):
     description: str = ""
     expected: str | None = None
     actor: str = added_field("")  # who asked (core/audit.py)
+    dags: tuple[str, ...] = added_field(())  # empty: any DAG may read it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,8 +2,9 @@
 
 The state holds each value as a Fernet token only (``commands.SetSecret``): the API node that
 took the request encrypted it, and decrypts only for an admin who asks to reveal it or for a
-worker that holds the lease of a task declaring it. So the Raft log, the journal files, the
-snapshots and the digest see ciphertext, never a value.
+worker that holds the lease of a task declaring it or reading it on demand (``secret_reads``),
+of a DAG it is not restricted away from (``SetSecret.dags``, ``secret_policy``). So the Raft
+log, the journal files, the snapshots and the digest see ciphertext, never a value.
 
 The table (``secret_table.SecretTable``) joins the digest (one ``fp_secret`` per entry) and the
 snapshot only when it has entries: a state that never had a variable digests and snapshots
@@ -57,9 +58,14 @@ def apply_set_secret(state: SchedulerState, cmd: c.SetSecret, now: datetime, ind
         return Result(False, r.STATE_CHANGED, cmd.key)  # changed (or deleted) since it was read
     if old is None and len(state.secrets) >= lim.MAX_SECRETS:
         return Result(False, TOO_MANY_SECRETS, f"at most {lim.MAX_SECRETS} variables/connections")
-    if old is not None and (old.ciphertext, old.description) == (cmd.ciphertext, cmd.description):
+    dags = getattr(cmd, "dags", ())  # absent in entries written by older releases
+    if old is not None and (old.ciphertext, old.description, old.dags) == (
+        cmd.ciphertext,
+        cmd.description,
+        dags,
+    ):
         return Result(True, r.UNCHANGED, cmd.key)
-    record = SecretRecord(cmd.ciphertext, cmd.description, now)
+    record = SecretRecord(cmd.ciphertext, cmd.description, now, dags)
     state.secrets.put(ref, record)
     persisted.emit_secret(state, ref, record, now)
     return Result(True, "", cmd.key)

@@ -55,6 +55,7 @@ def emit_secret(
         ciphertext=None if record is None else record.ciphertext,
         description="" if record is None else record.description,
         updated_at=now if record is None else record.updated_at,
+        dags="" if record is None else ",".join(record.dags),
     )
     emit_entry(state, OutboxKind.SECRET, row.to_wire())
 

@@ -259,6 +259,7 @@ class SecretRow(_Row):
     ciphertext: str | None  # a Fernet token
     description: str
     updated_at: datetime | None
+    dags: str = added_field("")  # the DAGs that may read it, comma-separated; "": every DAG
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> SecretRow:
@@ -268,6 +269,7 @@ class SecretRow(_Row):
             ciphertext=d.get("ciphertext"),
             description=d.get("description") or "",
             updated_at=_parse(d.get("updated_at")),
+            dags=str(d.get("dags") or ""),
         )
 
 

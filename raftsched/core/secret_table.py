@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from raftsched.core import digest as dg
+from raftsched.core.added_fields import added_field
 from raftsched.core.model import parse_utc, utc_iso
 
 SecretKey = tuple[str, str]  # (kind, key)
@@ -25,6 +26,8 @@ class SecretRecord:
     ciphertext: str  # a Fernet token
     description: str
     updated_at: datetime
+    # The DAGs that may read it (core/secret_policy.py); empty: every DAG
+    dags: tuple[str, ...] = added_field(())
 
 
 def fp_secret(key: SecretKey, record: SecretRecord) -> str:
@@ -76,16 +79,20 @@ class SecretTable:
 
 
 def secrets_to_list(table: dict[SecretKey, SecretRecord]) -> list[list[Any]]:
+    # the DAGs only when restricted: a table without any snapshots as before
     return [
         [kind, key, rec.ciphertext, rec.description, utc_iso(rec.updated_at)]
+        + ([list(rec.dags)] if rec.dags else [])
         for (kind, key), rec in table.items()
     ]
 
 
 def secrets_from_list(items: Any) -> dict[SecretKey, SecretRecord]:
     out: dict[SecretKey, SecretRecord] = {}
-    for kind, key, ciphertext, description, updated_at in items or ():
+    for item in items or ():
+        kind, key, ciphertext, description, updated_at = item[:5]
         when = parse_utc(updated_at)
         assert when is not None
-        out[(str(kind), str(key))] = SecretRecord(str(ciphertext), str(description), when)
+        dags = tuple(str(d) for d in item[5]) if len(item) > 5 else ()
+        out[(str(kind), str(key))] = SecretRecord(str(ciphertext), str(description), when, dags)
     return out

@@ -42,7 +42,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from raftsched.core import audit, handlers_assets, restore_decode, snapshot_share
+from raftsched.core import audit, handlers_assets, restore_decode, secret_reads, snapshot_share
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import handlers_callbacks as hc
@@ -393,6 +393,7 @@ _HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = 
     c.Batch: _apply_batch,
     **hc.HANDLERS,
     **htr.HANDLERS,
+    **secret_reads.HANDLERS,
     **handlers_assets.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -19,8 +19,8 @@ from typing import Any
 
 from raftsched.core import commands as c
 from raftsched.core import limits as lim
+from raftsched.core import secret_policy, xcom
 from raftsched.core import versions as vs
-from raftsched.core import xcom
 from raftsched.core.asset_commands import CHECKS as ASSET_CHECKS
 from raftsched.core.handlers_callbacks import CHECKS as CALLBACK_CHECKS
 from raftsched.core.handlers_triggers import CHECKS as TRIGGER_CHECKS
@@ -39,6 +39,7 @@ from raftsched.core.model import (
     TaskState,
 )
 from raftsched.core.run_ending import ENDINGS
+from raftsched.core.secret_reads import CHECKS as SECRET_READ_CHECKS
 from raftsched.core.slot_policy import SKIP_REASONS
 from raftsched.core.validate_specs import HOST_ZONES, TASK_KINDS, check_spec
 from raftsched.core.validate_specs import bool_field as _bool
@@ -309,6 +310,7 @@ def _set_secret(cmd: c.SetSecret) -> None:
     check_text("description", cmd.description, lim.MAX_SECRET_DESCRIPTION_CHARS)
     if cmd.expected is not None:
         _ciphertext("expected", cmd.expected)
+    secret_policy.check_dags("dags", cmd.dags)
 
 
 def _batch(cmd: c.Batch) -> None:
@@ -346,6 +348,7 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     c.Batch: _batch,
     **CALLBACK_CHECKS,
     **TRIGGER_CHECKS,
+    **SECRET_READ_CHECKS,
     **ASSET_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }

@@ -96,6 +96,72 @@ class HttpTrigger(BaseTrigger):
         }
 
 
+@dataclass(frozen=True)
+class SqlTrigger(BaseTrigger):
+    """Fires once ``sql`` returns a row on the database of connection ``conn_id`` (a
+    raftsched connection the task declares: the triggerer fetches it under the trigger's
+    lease, as a worker does for its attempt), polled every ``poke_interval`` seconds; with
+    ``first_cell_truthy``, once that row's first cell is also truthy (Airflow's SqlSensor).
+    The event is ``{"row": [...]}``."""
+
+    conn_id: str
+    sql: str
+    parameters: dict[str, Any] = field(default_factory=dict)
+    poke_interval: float = 5.0
+    first_cell_truthy: bool = False
+    kind = "sql"
+
+    def args(self) -> dict[str, Any]:
+        from raftsched.dags.sql_check import check_sql
+        from raftsched.secrets import check_key
+
+        if self.poke_interval < MIN_POKE_INTERVAL:
+            raise ValueError(f"poke_interval must be at least {MIN_POKE_INTERVAL} s")
+        return {
+            "conn_id": check_key(self.conn_id),
+            "sql": check_sql(self.sql),
+            "parameters": dict(self.parameters or {}),
+            "poke_interval": float(self.poke_interval),
+            "first_cell_truthy": bool(self.first_cell_truthy),
+        }
+
+
+@dataclass(frozen=True)
+class ExternalStateTrigger(BaseTrigger):
+    """Fires once the run of DAG ``dag_id`` at ``logical_date`` (an aware datetime) reached
+    one of ``allowed_states``: the run itself, or with ``task_ids`` each of those tasks. It
+    raises (the waiting task fails) once the run or any of the tasks is in one of
+    ``failed_states``; it fires with ``"outcome": "__skipped__"`` once one is in
+    ``skipped_states``. The triggerer asks the cluster every ``poke_interval`` seconds. The
+    event is ``{"state": ..., "states": {task_id: state}}``."""
+
+    dag_id: str
+    logical_date: datetime
+    task_ids: tuple[str, ...] = ()
+    allowed_states: tuple[str, ...] = ("success",)
+    failed_states: tuple[str, ...] = ()
+    skipped_states: tuple[str, ...] = ()
+    poke_interval: float = 5.0
+    kind = "external"
+
+    def args(self) -> dict[str, Any]:
+        if self.poke_interval < MIN_POKE_INTERVAL:
+            raise ValueError(f"poke_interval must be at least {MIN_POKE_INTERVAL} s")
+        if self.logical_date.tzinfo is None:
+            raise ValueError("ExternalStateTrigger needs an aware logical_date (tzinfo set)")
+        if not self.allowed_states:
+            raise ValueError("allowed_states must name at least one state")
+        return {
+            "dag_id": str(self.dag_id),
+            "logical_date": self.logical_date.astimezone(UTC).isoformat(),
+            "task_ids": [str(t) for t in self.task_ids],
+            "allowed_states": [str(s).lower() for s in self.allowed_states],
+            "failed_states": [str(s).lower() for s in self.failed_states],
+            "skipped_states": [str(s).lower() for s in self.skipped_states],
+            "poke_interval": float(self.poke_interval),
+        }
+
+
 @dataclass
 class TaskDeferred(Exception):
     """Raised by a task to defer (Airflow: ``TaskDeferred``)."""

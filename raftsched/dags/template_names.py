@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from raftsched import secrets
+from raftsched.dags import template_connections
 
 MARKER = "RAFTSCHED_LOGICAL_DATE_IS"
 INTERVAL_START = "data_interval_start"
@@ -194,6 +195,7 @@ def extend(
     declared values (``var``); ``upstream_results``: its direct upstream tasks' return
     values (JSON text, ``ti.xcom_pull``); None where there are none to show (the task page)."""
     context["var"] = variables(task_env, secret_env)
+    context["conn"] = template_connections.connections(task_env, secret_env)  # {{ conn.ID.host }}
     if interval_start_convention(task_env) and context.get("data_interval_start") is not None:
         context.update(date_names(context["data_interval_start"]))
         end = context.get("data_interval_end")

@@ -39,6 +39,7 @@ def read_secrets(conn: sa.Connection) -> list[list[Any]]:
     query = sa.select(s).order_by(s.c.kind, s.c.key)
     return [
         [row.kind, row.key, row.ciphertext, row.description or "", utc_iso(row.updated_at)]
+        + ([row.dags.split(",")] if row.dags else [])
         for row in conn.execute(query)
         if row.updated_at is not None
     ]

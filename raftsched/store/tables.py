@@ -227,6 +227,8 @@ secret = sa.Table(
     sa.Column("description", sa.Text, nullable=False, default=""),
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Column("outbox_seq", sa.BigInteger, nullable=True),
+    # The DAGs that may read it, comma-separated; "": every DAG (migration 0010)
+    sa.Column("dags", sa.Text, nullable=False, default="", server_default=""),
 )
 
 # Callback jobs (docs/architecture.md §13) as they were last changed; ``job`` is the whole

@@ -15,19 +15,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import traceback
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from raftsched import retry
+from raftsched.core import handlers_triggers as htr
 from raftsched.core.model import TaskKey
+from raftsched.core.xcom import MAX_XCOM_BYTES
+from raftsched.errors import LimitExceeded
 from raftsched.triggerer.transport import Firing, TriggerGrant
 from raftsched.triggerer.triggers import run_trigger
 
 log = logging.getLogger("raftsched.triggerer")
 
 MAX_FIRINGS_PER_CALL = 500
+HEARTBEAT_BATCH = 5_000  # refs per HeartbeatTriggers (the cluster takes 10,000 per command)
 MAX_ERROR_CHARS = 60_000
+FIRE_RETRY_PAUSE = 0.5  # seconds between two FireTriggers calls of a batch that failed
+MAX_EVENT_BYTES = MAX_XCOM_BYTES  # FireTriggers' bound on an event (core/handlers_triggers.py)
 
 
 @dataclass
@@ -127,11 +134,13 @@ class Triggerer:
     async def _run_one(self, held: _Held) -> None:
         grant = held.grant
         try:
-            event = await run_trigger(grant.kind, grant.args_json, grant.fileloc)
-            firing = Firing(grant.key, grant.token, event_json=event)
-        except asyncio.CancelledError:
+            help = _Help(self.transport, grant)
+            event = await run_trigger(grant.kind, grant.args_json, grant.fileloc, help)
+            firing = _checked(Firing(grant.key, grant.token, event_json=event))
+            self.counters.errors += bool(firing.error)
+        except (asyncio.CancelledError, KeyboardInterrupt):
             raise
-        except Exception:
+        except BaseException:  # SystemExit too: asyncio would let it out and stop the loop
             self.counters.errors += 1
             error = traceback.format_exc()[-MAX_ERROR_CHARS:]
             log.info("trigger of %s raised: %s", grant.key, error.strip().splitlines()[-1])
@@ -143,16 +152,21 @@ class Triggerer:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.heartbeat_interval)
-            refs = [(key, held.grant.token) for key, held in self._held.items()]
-            if not refs:
-                continue
+            every = [(key, held.grant.token) for key, held in self._held.items()]
+            for start in range(0, len(every), HEARTBEAT_BATCH):
+                await self._renew(every[start : start + HEARTBEAT_BATCH])
+
+    async def _renew(self, refs: list[tuple[TaskKey, int]]) -> None:
+        """One HeartbeatTriggers call: a command holds at most MAX_ITEMS_PER_COMMAND refs,
+        so a triggerer holding more renews them in batches."""
+        if refs:
             try:
                 answers = await asyncio.to_thread(self.transport.heartbeat, refs)
             except asyncio.CancelledError:
                 raise
             except Exception as err:
                 log.info("HeartbeatTriggers failed: %s", err)
-                continue
+                return
             for (key, token), ok in zip(refs, answers, strict=False):
                 held = self._held.get(key)
                 if ok or held is None or held.grant.token != token:
@@ -174,31 +188,60 @@ class Triggerer:
             while not self._fired.empty() and len(batch) < MAX_FIRINGS_PER_CALL:
                 batch.append(self._fired.get_nowait())
             batch = [f for f in batch if self._current(f)]
-            deadline = time.monotonic() + self.settings.lease_ttl
-            while batch:
-                try:
-                    refused = await asyncio.to_thread(self.transport.fire, batch)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as err:
-                    if time.monotonic() > deadline:  # the leases are gone by now
-                        log.info("firings dropped (%s): their leases expired", err)
-                        for firing in batch:
-                            self._drop(firing.key)
-                        break
-                    log.info("FireTriggers failed: %s; retrying", err)
-                    await asyncio.sleep(0.5)
-                    continue
-                for firing, why in zip(batch, refused, strict=False):
-                    if why:
-                        self.counters.refused += 1
-                        log.info("firing of %s refused (%s)", firing.key, why)
-                    elif not firing.error:
-                        self.counters.fired += 1
-                    if self._current(firing):
-                        self._drop(firing.key)
-                break
+            if not batch:
+                continue
+            try:  # every 0.5 s while it fails, for as long as the leases may live
+                refused = await retry.until_async(
+                    lambda batch=batch: asyncio.to_thread(self.transport.fire, batch),
+                    deadline=self.settings.lease_ttl,
+                    every=FIRE_RETRY_PAUSE,
+                    retry_on=lambda err: isinstance(err, Exception),  # never a cancellation
+                    on_retry=lambda err: log.info("FireTriggers failed: %s; retrying", err),
+                )
+            except retry.GaveUp as gave_up:  # the leases are gone by now
+                err = gave_up.last_attempt.exception()
+                log.info("firings dropped (%s): their leases expired", err)
+                for firing in batch:
+                    self._drop(firing.key)
+                continue
+            for firing, why in zip(batch, refused, strict=False):
+                if why:
+                    self.counters.refused += 1
+                    log.info("firing of %s refused (%s)", firing.key, why)
+                elif not firing.error:
+                    self.counters.fired += 1
+                if self._current(firing):
+                    self._drop(firing.key)
 
     def _current(self, firing: Firing) -> bool:
         held = self._held.get(firing.key)
         return held is not None and held.grant.token == firing.token
+
+
+def _checked(firing: Firing) -> Firing:
+    """The firing, or an error firing when its event is one FireTriggers would refuse (over
+    64 KiB, nested too deep): the cluster refuses the whole call for one such event, which
+    would hold back every firing beside it until their leases expired, again and again."""
+    try:
+        htr.check_json_text("event", firing.event_json, MAX_EVENT_BYTES, obj=False)
+    except LimitExceeded as err:
+        error = f"TriggerError: the trigger's event was refused: {err}"
+        return Firing(firing.key, firing.token, error=error)
+    return firing
+
+
+class _Help:
+    """What a trigger may ask the cluster (``cluster_triggers.ClusterHelp``), always under
+    its own lease: the node refuses once that lease is not this triggerer's."""
+
+    def __init__(self, transport: Any, grant: TriggerGrant) -> None:
+        self.transport, self.grant = transport, grant
+
+    def connection(self, conn_id: str) -> str:
+        return str(self.transport.resolve_connection(self.grant.key, self.grant.token, conn_id))
+
+    def external_state(
+        self, dag_id: str, logical_date: datetime, task_ids: list[str]
+    ) -> tuple[bool, str, list[str]]:
+        key, token = self.grant.key, self.grant.token
+        return self.transport.external_state(key, token, dag_id, logical_date, task_ids)  # type: ignore[no-any-return]

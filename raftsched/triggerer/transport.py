@@ -5,11 +5,15 @@ UNAVAILABLE, request ids filled in). A triggerer authenticates with a worker tok
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from google.protobuf import timestamp_pb2
 
 from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core.model import TaskKey
+from raftsched.errors import RaftschedError
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,45 @@ class GrpcTriggererTransport:
             ],
         )
         return list(self.client.workers.FireTriggers(request).refused)
+
+    def resolve_connection(self, key: TaskKey, token: int, conn_id: str) -> str:
+        """The URI of a connection the deferred task ``key`` declares, for the holder of its
+        trigger's lease ``token`` (the node checks both)."""
+        from raftsched.api.gen import secret_pb2
+
+        request = secret_pb2.ResolveSecretsRequest(
+            key=_ref(key, token).key,
+            token=token,
+            worker_id=self.triggerer_id,
+            connections=[conn_id],
+        )
+        response = self.client.secrets.ResolveSecrets(request)
+        for value in response.values:
+            if value.key == conn_id:
+                return str(value.value)
+        raise RaftschedError(f"the cluster did not answer connection {conn_id}")
+
+    def external_state(
+        self,
+        key: TaskKey,
+        token: int,
+        dag_id: str,
+        logical_date: datetime,
+        task_ids: list[str],
+    ) -> tuple[bool, str, list[str]]:
+        """(found, the run's state, the tasks' states) of ``dag_id``'s run at
+        ``logical_date``, asked under the trigger lease ``(key, token)``."""
+        stamp = timestamp_pb2.Timestamp()
+        stamp.FromDatetime(logical_date.astimezone(UTC))
+        request = worker_pb2.ExternalRunStateRequest(
+            triggerer_id=self.triggerer_id,
+            ref=_ref(key, token),
+            dag_id=dag_id,
+            logical_date=stamp,
+            task_ids=task_ids,
+        )
+        answer = self.client.workers.ExternalRunState(request)
+        return bool(answer.found), str(answer.run_state), list(answer.task_states)
 
 
 def _ref(key: TaskKey, token: int) -> Any:

@@ -7,7 +7,8 @@ trigger is ``user:<module>.<Class>``: the module is imported from the DAG file's
 class is built with the trigger's arguments and its ``async run()`` returns the event (or
 is an async generator whose first item is). It runs here, never in a scheduler node.
 ``http`` (``url`` answers ``status``, optionally with ``body_contains`` in its body, polled
-every ``poke_interval`` seconds, each request at most 10 s and 1 MiB read).
+every ``poke_interval`` seconds, each request at most 10 s and 1 MiB read). ``sql`` and
+``external`` ask the cluster under the trigger's lease (``cluster_triggers``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from raftsched.dags.deferral import MIN_POKE_INTERVAL
 from raftsched.errors import TriggerError
+from raftsched.triggerer.cluster_triggers import WITH_HELP
 
 USER_PREFIX = "user:"
 
@@ -119,8 +121,10 @@ BUILT_IN: dict[str, Callable[[dict[str, Any], str], Awaitable[Any]]] = {
 }
 
 
-async def run_trigger(kind: str, args_json: str, fileloc: str) -> str:
-    """Run the trigger until it fires; its event as JSON text."""
+async def run_trigger(kind: str, args_json: str, fileloc: str, help: Any = None) -> str:
+    """Run the trigger until it fires; its event as JSON text. ``help``: what the ``sql``
+    and ``external`` triggers ask the cluster, bound to the trigger's lease
+    (``cluster_triggers.ClusterHelp``)."""
     args = json.loads(args_json or "{}")
     if not isinstance(args, dict):
         raise TriggerError("a trigger's arguments must be a JSON object")
@@ -128,8 +132,9 @@ async def run_trigger(kind: str, args_json: str, fileloc: str) -> str:
         event = await user_trigger(kind, args, fileloc)
     elif kind in BUILT_IN:
         event = await BUILT_IN[kind](args, fileloc)
+    elif kind in WITH_HELP and help is not None:
+        event = await WITH_HELP[kind](args, help)
     else:
-        raise TriggerError(
-            f"unknown trigger kind {kind!r} (this triggerer runs {sorted(BUILT_IN)})"
-        )
+        kinds = sorted([*BUILT_IN, *WITH_HELP])
+        raise TriggerError(f"unknown trigger kind {kind!r} (this triggerer runs {kinds})")
     return json.dumps(event, sort_keys=True, default=str)

@@ -59,6 +59,7 @@ def report(
     """Report each lease as a failed attempt, then hand back what ``polls`` (the worker's
     calls in flight that lease: its Lease, a CompleteBatch asking for more) granted that the
     worker never held; the number of attempts the cluster accepted as failed."""
+    from raftsched import retry
     from raftsched.api.client import RaftschedClient
     from raftsched.core.model import TaskKey
     from raftsched.errors import RaftschedError
@@ -79,18 +80,19 @@ def report(
             key = TaskKey(str(lease["dag_id"]), str(lease["run_id"]), str(lease["task_id"]))
             token = int(lease["token"])
             what = f"{key.dag_id}/{key.run_id}/{key.task_id} (token {token})"
-            backoff = 0.1
+            tries = 0
             while True:
                 try:
                     ok = transport.complete(
                         key, token, success=False, exit_code=None, message=message(worker_pid)
                     )
                 except RaftschedError as err:
+                    tries += 1
+                    backoff = retry.backoff(tries, initial=0.1, maximum=1.0)
                     if time.monotonic() + backoff >= give_up:
                         log.info("death of the worker not reported for %s: %s", what, err)
                         break
                     time.sleep(backoff)
-                    backoff = min(1.0, backoff * 2)
                     continue
                 if ok:
                     accepted += 1

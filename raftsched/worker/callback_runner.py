@@ -23,6 +23,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from raftsched import retry
 from raftsched.core.callbacks import RUN_LOG_TASK_ID, declared_connection
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
@@ -115,17 +116,19 @@ class CallbackRunner:
             self.thread.join(1.0)
 
     def run(self) -> None:
-        backoff = 0.0
+        failures, backoff = 0, 0.0  # failed lease calls in a row; the wait before the next
         while not self._stopping.is_set():
             try:
                 jobs = self.transport.lease_callbacks(self.worker_id, 1, self.lease_wait)
-                backoff = 0.0
+                failures, backoff = 0, 0.0
             except RaftschedError as err:
-                backoff = min(MAX_BACKOFF, backoff * 2 or 0.5)
+                failures += 1
+                backoff = retry.backoff(failures, initial=0.5, maximum=MAX_BACKOFF)
                 log.info("no callback lease: %s (again in %.1fs)", err, backoff)
                 jobs = []
             except Exception:
-                backoff = min(MAX_BACKOFF, backoff * 2 or 0.5)
+                failures += 1
+                backoff = retry.backoff(failures, initial=0.5, maximum=MAX_BACKOFF)
                 log.exception("callback lease failed (again in %.1fs)", backoff)
                 jobs = []
             for job in jobs:
@@ -202,7 +205,7 @@ class CallbackRunner:
         takes a few seconds). A retry after a lost answer is refused (the job is done), so
         its output lands once; only an outcome that never lands lets the lease expire."""
         give_up = leased_at + self.lease_ttl - 10.0  # the lease ends a little later
-        backoff = 0.2
+        tries = 0
         while True:
             try:
                 accepted = self.transport.complete_callback(
@@ -219,8 +222,9 @@ class CallbackRunner:
                 if not accepted:
                     log.info("outcome of callback %s refused: its lease is gone", job.job_id)
                 return
+            tries += 1
+            backoff = retry.backoff(tries, initial=0.2, maximum=MAX_BACKOFF)
             if time.monotonic() + backoff > give_up or self._stopping.is_set():
                 log.warning("outcome of callback %s dropped: no answer in time", job.job_id)
                 return
             time.sleep(backoff)
-            backoff = min(MAX_BACKOFF, backoff * 2)

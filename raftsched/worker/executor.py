@@ -63,6 +63,7 @@ class Executor:
         self.forkservers: dict[str, _ForkServer] = {}
         self.cold: dict[str, list[int]] = {}  # DAG files whose import failed, by stamp
         self.last_words: bytes | None = None  # see arm()
+        self.starts = 0  # supervisors started: more than one, it died and was restarted
 
     # -- the supervisor --------------------------------------------------------------------
     def _supervisor(self) -> Channel:
@@ -101,6 +102,7 @@ class Executor:
         finally:
             theirs.close()
         self.supervisor = Channel(ours, "supervisor")
+        self.starts += 1
         log.info("task supervisor started (pid %d)", self.proc.pid)
         if self.last_words is not None:
             self._arm(self.supervisor)
@@ -270,6 +272,12 @@ def _stdin(data: bytes | None) -> int:
 
 _executor: Executor | None = None
 _executor_lock = threading.Lock()
+
+
+def current() -> Executor | None:
+    """This process's executor if it made one (the metrics read it without starting it)."""
+    with _executor_lock:
+        return _executor if _executor is not None and _executor.pid == os.getpid() else None
 
 
 def executor() -> Executor:

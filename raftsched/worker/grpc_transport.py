@@ -240,6 +240,7 @@ class GrpcWorkerTransport:
         worker_id: str,
         variables: Sequence[str],
         connections: Sequence[str],
+        on_demand: bool = False,
     ) -> dict[tuple[str, str], str]:
         from raftsched.api.gen import secret_pb2
 
@@ -249,6 +250,7 @@ class GrpcWorkerTransport:
             worker_id=worker_id,
             variables=list(variables),
             connections=list(connections),
+            on_demand=on_demand,  # undeclared: the node records the read (secret_channel)
         )
         timeout = self.client.deadline
         if self._call_timeout is not None:
@@ -355,9 +357,7 @@ def assignment_from(lease: Any) -> Assignment:
         conf=_json_object(lease.conf_json, "conf_json"),
         params_json=lease.params_json,
         upstream_results=dict(lease.upstream_results),
-        skip_on_exit_code=(
-            lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None
-        ),
+        skip_on_exit_code=lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None,
         resume_json=lease.resume_json,
         asset_events_json=lease.asset_events_json,
     )

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
 from raftsched.worker.logs import LogShipper
+from raftsched.worker.metrics import WorkerMetrics
 from raftsched.worker.runner import Attempt
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
@@ -74,6 +75,7 @@ class Heartbeats:
     _changed: threading.Condition
     _stopped: threading.Event
     _beats: threading.Semaphore
+    metrics: WorkerMetrics
 
     if TYPE_CHECKING:
         # loop.Worker's
@@ -184,15 +186,19 @@ class Heartbeats:
             answers = self.transport.heartbeat(self.worker_id, [r.lease for r in running])
         except RaftschedError as err:
             log.info("heartbeat not answered: %s", err)
+            self.metrics.renewal_failures.labels("unanswered").inc(len(running))
             return
         except Exception:
             log.exception("heartbeat failed")
+            self.metrics.renewal_failures.labels("unanswered").inc(len(running))
             return
         for r in running:
             ok = answers.get(r.assignment.key)
             if ok is True:  # only an explicit yes extends (a missing key is not a refusal)
+                self.metrics.renewals.inc()
                 self._extend(r, sent)
             elif ok is False and r.ended:  # most likely its own outcome ended the lease
                 log.debug("%s ended; its lease is no longer held", describe(r.assignment.key))
             elif ok is False:
+                self.metrics.renewal_failures.labels("refused").inc()
                 self._lose(r, "the cluster refused its lease token (the lease went elsewhere)")

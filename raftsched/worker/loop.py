@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from raftsched import retry
 from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
 from raftsched.errors import RaftschedError
@@ -49,9 +50,12 @@ from raftsched.worker.heartbeats import (
     _Running,
 )
 from raftsched.worker.logs import LogBuffer, LogShipper, outcome_message
+from raftsched.worker.metrics import WorkerMetrics
 from raftsched.worker.next_leases import NextLeases
+from raftsched.worker.on_demand import channel_for
 from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
+from raftsched.worker.secret_channel import serving
 from raftsched.worker.task_secrets import with_secrets
 from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
 
@@ -114,6 +118,8 @@ class Worker(NextLeases, DeathReport, Heartbeats):
         self.window = ttl - self.margin  # an attempt unheartbeated this long is killed
         self._beats = threading.Semaphore(MAX_BEATS_IN_FLIGHT)
         self._armed = False  # the supervisor's death report (worker.death_report)
+        self.metrics = WorkerMetrics()  # served by the CLI when [worker] metrics_port is set
+        self.metrics.watch(self)
         # Outcomes that end together share a call, which leases their slots again (#11)
         self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running, leasing=self)
         # Callback jobs run on a thread of their own (worker.callback_runner)
@@ -128,7 +134,7 @@ class Worker(NextLeases, DeathReport, Heartbeats):
         if self.callbacks is not None:
             self.callbacks.start()
         log.info("worker %s: concurrency %d", self.worker_id, self.settings.concurrency)
-        backoff = 0.0
+        failures, backoff = 0, 0.0  # failed lease calls in a row; the wait before the next
         try:
             while not self._stopping.is_set():
                 free = self._wait_for_capacity()
@@ -137,15 +143,17 @@ class Worker(NextLeases, DeathReport, Heartbeats):
                 sent = time.monotonic()  # every grant of this call is later than this
                 try:
                     leases = self.transport.lease(self.worker_id, free, self.settings.lease_wait)
-                    backoff = 0.0
+                    failures, backoff = 0, 0.0
                 except WorkerRejected:
                     raise
                 except RaftschedError as err:
-                    backoff = min(MAX_BACKOFF, backoff * 2 or 0.5)
+                    failures += 1
+                    backoff = retry.backoff(failures, initial=0.5, maximum=MAX_BACKOFF)
                     log.info("no lease: %s (again in %.1fs)", err, backoff)
                     leases = []
                 except Exception:
-                    backoff = min(MAX_BACKOFF, backoff * 2 or 0.5)
+                    failures += 1
+                    backoff = retry.backoff(failures, initial=0.5, maximum=MAX_BACKOFF)
                     log.exception("lease failed (again in %.1fs)", backoff)
                     leases = []
                 self._hold(leases)
@@ -241,13 +249,16 @@ class Worker(NextLeases, DeathReport, Heartbeats):
             extra=task_context(a.key, a.try_number),
         )
         outcome = Outcome(False, None, "the worker could not run the task")
+        self.metrics.started.inc()
         try:
             try:  # the values it declared, just before it starts (worker.task_secrets)
                 r.attempt.assignment = with_secrets(self.transport, self.worker_id, a)
             except RaftschedError as err:
                 outcome = Outcome(False, None, f"cannot read its variables/connections: {err}")
-            else:
-                outcome = r.attempt.run()
+            else:  # undeclared ones it reads on demand (worker/secret_channel.py)
+                channel = channel_for(self.transport, self.worker_id, r.attempt)
+                with serving(channel):
+                    outcome = r.attempt.run()
         except Exception as err:
             log.exception("running %s failed", describe(a.key))
             outcome = Outcome(False, None, f"the worker could not run the task: {err}")
@@ -257,6 +268,7 @@ class Worker(NextLeases, DeathReport, Heartbeats):
     def _finish(self, r: _Running, outcome: Outcome) -> None:
         r.ended = True
         a, took = r.assignment, time.monotonic() - r.started
+        self.metrics.outcome(r, outcome)
         try:
             if r.lost:
                 r.shipper.close(timeout=0)
@@ -302,7 +314,7 @@ class Worker(NextLeases, DeathReport, Heartbeats):
 
     def _report(self, r: _Running | None, a: Assignment, outcome: Outcome) -> None:
         """complete(), retried while the lease may still be ours."""
-        backoff = 0.2
+        tries = 0
         while True:
             try:
                 if outcome.defer is not None:  # its slot is free; its trigger is committed
@@ -335,8 +347,9 @@ class Worker(NextLeases, DeathReport, Heartbeats):
             if time.monotonic() >= self._grace_ends:
                 log.info("outcome of %s dropped: the grace period is over", describe(a.key))
                 return
+            tries += 1
+            backoff = retry.backoff(tries, initial=0.2, maximum=MAX_BACKOFF)
             time.sleep(min(backoff, max(0.0, self._grace_ends - time.monotonic())))
-            backoff = min(MAX_BACKOFF, backoff * 2)
 
     def _lose(self, r: _Running, why: str) -> None:
         """The lease went elsewhere: SIGKILL the attempt now and report nothing."""

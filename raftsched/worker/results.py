@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -47,11 +48,14 @@ def result_env(a: Assignment, workdir: str) -> dict[str, str]:
     return {xcom_args.RESULT_FILE_ENV: result_path(workdir)} if a.kind == "python" else {}
 
 
-def settle_outcome(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
+def settle_outcome(
+    outcome: Outcome, a: Assignment, workdir: str, read: Sequence[str] = ()
+) -> Outcome:
     """The outcome as it leaves the worker: with the result file's return value, and with
-    each secret value the attempt was given masked in that value and in the message."""
+    each secret value the attempt was given (``read``: on demand) masked in that value and in
+    the message."""
     settled = _settle(outcome, a, workdir)
-    values = masked_values(a)
+    values = masked_values(a) + list(read)
     if not values:
         return settled
     try:  # checked again: a number masked as "***" may have grown it past the bound

@@ -17,21 +17,18 @@
   and kills what the task left behind, escaped daemons included, when the task ends. Exit
   codes and signals are still the task's own. Elsewhere the task is a plain child process in a
   session of its own (no guard).
-- ``execution_timeout``: SIGTERM to the group, then ``kill_grace`` seconds later the guard kills
-  the whole attempt; the attempt fails with "execution_timeout of Ns exceeded".
+- ``execution_timeout``: SIGTERM to the group, ``kill_grace`` s later SIGKILL to all of it.
 - :meth:`Attempt.kill` (lease refused, worker shutting down): the whole attempt is killed at
   once; the outcome is marked ``killed`` and the caller does not report it.
 - ``deadline`` / :meth:`Attempt.extend` (Linux): the attempt's lease fence, kept by the
   supervisor (or the DAG file's fork server), which kills the attempt when it passes without
   an extension, whatever the worker is doing (frozen, cut off); :attr:`Attempt.fenced` then
   says so. Elsewhere it is ignored: the worker's own watchdog is the only fence.
-- When the attempt ends the pipes are drained for at most ``DRAIN_SECONDS`` (a process that
-  escaped every kill may hold them).
-- stdout/stderr are read as they come and handed to ``sink(stream, text)``; the last line of
-  stderr becomes the failure message. The bytes are decoded as ``limits.clean_bytes`` would
-  decode the whole stream (an incremental decoder, so a character split between two reads
-  survives): invalid UTF-8 and NUL become U+FFFD, so no task output can reach the cluster as
-  text a database refuses.
+- When the attempt ends the pipes are drained for at most ``DRAIN_SECONDS``.
+- stdout/stderr are read as they come, masked (values read on demand too: ``add_masked``),
+  and handed to ``sink(stream, text)``; the last line of stderr becomes the failure message.
+  Decoded as ``limits.clean_bytes`` would decode the whole stream (incrementally: a character
+  split between two reads survives): invalid UTF-8 and NUL become U+FFFD.
 """
 
 from __future__ import annotations
@@ -165,6 +162,7 @@ class Attempt:
         self._last_stderr = ""
         self._partial_stderr = ""
         self._maskers: dict[str, StreamMasker] = {}  # per stream, made when the attempt runs
+        self._read_values: list[str] = []  # read on demand (add_masked): masked from then on
 
     @property
     def pid(self) -> int | None:
@@ -218,7 +216,7 @@ class Attempt:
                 self._emit(STDERR, limits.clean_text(f"{error}\n"))
                 return Outcome(False, None, limits.clean_text(str(error)))
             values = masked_values(self.assignment)  # its secret values never leave unmasked
-            self._maskers = {s: StreamMasker(values) for s in (STDOUT, STDERR)} if values else {}
+            self._maskers = {s: StreamMasker(values) for s in (STDOUT, STDERR)}
             with self._lock:
                 deadline = self.deadline
             try:
@@ -241,7 +239,14 @@ class Attempt:
         result file goes may be a link to a file only the worker may read, or a FIFO: it is
         read without following a link or blocking, a regular file only, within its bound
         (``xcom_args.read_bounded``)."""
-        return results.settle_outcome(outcome, self.assignment, workdir)
+        return results.settle_outcome(outcome, self.assignment, workdir, self._read_values)
+
+    def add_masked(self, values: list[str]) -> None:
+        """Mask ``values`` (what an on-demand read gave the task: ``worker/secret_channel.py``)
+        in its output from now on, and in its outcome."""
+        self._read_values += values
+        for masker in list(self._maskers.values()):
+            masker.add(values)
 
     def _start(
         self, workdir: str, deadline: float | None = None

@@ -7,7 +7,8 @@ in the worker's environment), then asks the cluster for the rest
 (``WorkerTransport.resolve_secrets``: the node checks that this worker holds the attempt's
 lease and that the task declares each name). The values go into the attempt's environment
 only (``Assignment.secret_env``: ``RAFTSCHED_VAR_<NAME>``, ``RAFTSCHED_CONN_<ID>``) and into
-the maskers of its output (``runner.Attempt``); they are never logged.
+the maskers of its output (``runner.Attempt``); they are never logged. Names it did not
+declare it may read while it runs, through its worker (``worker/secret_channel.py``).
 """
 
 from __future__ import annotations

@@ -134,8 +134,10 @@ class WorkerTransport(Protocol):
         worker_id: str,
         variables: Sequence[str],
         connections: Sequence[str],
+        on_demand: bool = False,
     ) -> dict[tuple[str, str], str]:
-        """The values of variables and connections the task of lease (key, token) declares:
+        """The values of variables and connections the task of lease (key, token) declares
+        (``on_demand``: reads without declaring, recorded by the node, secret_channel.py):
         (kind, name) -> value in clear text. RaftschedError when the cluster refuses (a stale
         token, a name not declared or not set), with a message that holds no value. Optional:
         a transport without it runs only tasks that declare none."""

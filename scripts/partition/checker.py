@@ -329,4 +329,6 @@ def _in_progress(tasks: Iterable[AttemptRow], now: datetime, grace: timedelta) -
             return "retrying"
         if a.state == "queued" and a.queued_at is not None and a.queued_at >= now - grace:
             return "queued"
+        if a.state == "deferred" and a.end_date is not None and a.end_date >= now - grace:
+            return "deferred"  # waits on its trigger (pt_deferred's are due within seconds)
     return ""

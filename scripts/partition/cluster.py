@@ -87,6 +87,7 @@ class NetnsCluster:
             folder.mkdir(parents=True, exist_ok=True)
         self.write_dags(dags)
         self.workers: Any = None  # workload.Workers, for the kill-worker nemesis
+        self.triggerers: Any = None  # triggers.Triggerers, for the kill-triggerer nemesis
         self.config_path = workdir / "raftsched.cfg"
         self.config_path.write_text(
             config_text(
@@ -167,6 +168,9 @@ class NetnsCluster:
 
     def workers_unavailable_reason(self) -> str | None:
         return None if self.workers is not None else "no workers in this run"
+
+    def triggerers_unavailable_reason(self) -> str | None:
+        return None if self.triggerers is not None else "no triggerers in this run"
 
     def kill_worker(self, i: int) -> None:
         self.workers.kill(i)

@@ -47,6 +47,7 @@ class AttemptRow:
     start_date: datetime | None = None
     end_date: datetime | None = None
     queued_at: datetime | None = None
+    message: str = ""  # a deferred attempt's says whether its trigger fired (invariant 8)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -186,6 +187,7 @@ def load_history(
                 r.start_date,
                 r.end_date,
                 r.queued_at,
+                r.message or "",
             )
             for r in conn.execute(
                 sa.select(
@@ -199,6 +201,7 @@ def load_history(
                     ti.start_date,
                     ti.end_date,
                     ti.queued_at,
+                    ti.message,
                 )
             )
         ]

@@ -10,7 +10,8 @@ address (SQLite when PostgreSQL cannot run), N real ``raftsched scheduler`` node
 namespaces, waiting until each serves gRPC (health SERVING), then the workload
 (``workload``): three DAGs of 1-, 2- and 5-second schedules with catch-up whose end_date
 closes the fault window, tasks of 0-3 s, one failing once and retried, one failing every try
-(its runs end failed), run by 2 ``raftsched worker`` processes in the root namespace against
+(its runs end failed), and one that defers on a time trigger (``triggers.py``), run by 2
+``raftsched worker`` and 2 ``raftsched triggerer`` processes in the root namespace against
 every node's gRPC address; each task records its real execution (start, end, try, pid) to
 its worker's JSONL file. Then the seeded fault schedule (``schedule`` + ``nemesis``:
 partitions, packet loss, kill -9 and SIGSTOP of nodes, DB restarts, kill -9 of a worker), a
@@ -76,6 +77,7 @@ from scripts.partition import (
     report,
     schedule,
     sessions,
+    triggers,
     workload,
 )
 from scripts.partition.history import NodeStatus, load_executions, load_history
@@ -158,6 +160,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
     observer = None
     session = None
     workers = None
+    triggerers = None
     with netns.Hosts(args.nodes) as hosts:
         env.update(run_id=hosts.run_id, subnet=str(hosts.subnet))
         print(f"run {hosts.run_id}: namespaces on {hosts.subnet}, workdir {workdir}")
@@ -189,6 +192,10 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 return _no_cluster(args, cluster, env, why)
             workers = workload.Workers(workdir, cluster.api_addresses, count=args.workers)
             cluster.workers = workers
+            triggerers = triggers.Triggerers(
+                workdir, cluster.api_addresses, workers.config_path, workload.WORKER_TOKEN
+            )
+            cluster.triggerers = triggerers
             env["nemeses"] = availability(cluster)
             env["worker_settings"] = {
                 "count": args.workers,
@@ -201,8 +208,10 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             first = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
             end = first + timedelta(seconds=args.duration)
             env["window"] = {"first": first.isoformat(), "end": end.isoformat()}
-            cluster.write_dags(workload.dag_files(first, end, script))
+            deferred = {f"{triggers.DAG_ID}.py": triggers.dag_file(first, end, script)}
+            cluster.write_dags({**workload.dag_files(first, end, script), **deferred})
             workers.start()
+            triggerers.start()
             timeline = Timeline()
             observer = Observer(cluster, time.monotonic())
             observer.start()
@@ -214,6 +223,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             drained = _drain(db_url, end, timeout=DRAIN_TIMEOUT[args.profile])
             timeline.log("drain", "end", **drained)
             workers.pause()  # no lease, outcome or heartbeat from here on: the rows hold still
+            triggerers.pause()  # nor a firing
             timeline.log("settle", "begin")
             settled = _wait(lambda: _settled(cluster), SETTLE_TIMEOUT)
             timeline.log("settle", "end", settled=settled)
@@ -223,13 +233,18 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             # before the rows: see _read
             executions = load_executions(workers.exec_logs, workers.deaths)
             history = _read(db_url, statuses, end, executions, observer)
+            resumes = triggers.load_resumes(workers.exec_logs)
             workers.close()
+            triggerers.close()
             session.stop()
             skew = timedelta(seconds=faults.max_skew(timeline.events))  # clock-skew nemesis
             verdicts = [
                 *checker.check(history, skew=skew),
                 sessions.check_client_sessions(session.ops),
                 nemesis.check_hostile_refusals(timeline.events),  # poison: no INTERNAL answer
+                triggers.check_firings_consumed_once(
+                    history.attempts, history.runs, history.executions, resumes
+                ),
             ]
             print(checker.format_verdicts(verdicts))
             env.update(settled=settled, drained=drained)
@@ -239,7 +254,11 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 profile=args.profile,
                 timeline=timeline.events,
                 leader_changes=observer.leader_changes,
-                counts=_counts(history, timeline, observer, workers),
+                counts={
+                    **_counts(history, timeline, observer, workers),
+                    "triggerer_kills": triggerers.kills,
+                    "resumes": len(resumes),
+                },
                 environment=env,
                 started_at=started_at,
             )
@@ -254,6 +273,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 session.stop()
             if workers is not None:
                 workers.close()
+            if triggerers is not None:
+                triggerers.close()
             if cluster is not None:
                 cluster.close()
             if db is not None:

@@ -22,6 +22,8 @@ never a fast "unreachable" error.
   as after a real crash, and their leases expire); heal starts a new worker in its place.
   Needs a cluster with workers (``workers_unavailable_reason``, ``kill_worker``,
   ``restart_worker``, ``worker_pid``); reports itself unavailable otherwise.
+- ``kill-triggerer``: kill -9 a ``raftsched triggerer`` (``triggers.Triggerers``); heal starts
+  a new one. Never drawn: every other kill-worker of a schedule becomes one (schedule.py).
 - ``poison``: holds another fault (params ``under``, ``under_params``: the schedule wraps
   drawn faults, see ``schedule.with_poison``) and meanwhile sends hostile inputs
   (:func:`hostile_calls`: deep, huge and non-object confs, NUL and lone surrogates, 10,000-
@@ -315,6 +317,31 @@ class KillWorker(Nemesis):
     def stop(self, cluster: Cluster) -> dict[str, Any]:
         cluster.restart_worker(self.worker)  # type: ignore[attr-defined]
         return {"worker": self.worker, "pid": cluster.worker_pid(self.worker)}  # type: ignore[attr-defined]
+
+
+class KillTriggerer(Nemesis):
+    """kill -9 a triggerer; heal starts a new one in its place. Its triggers are leased again
+    once their leases expire (docs/architecture.md §17)."""
+
+    name = "kill-triggerer"
+
+    def unavailable(self, cluster: Cluster) -> str | None:
+        reason = getattr(cluster, "triggerers_unavailable_reason", None)
+        return "the cluster has no triggerers" if reason is None else reason()
+
+    def start(self, cluster: Cluster) -> dict[str, Any]:
+        triggerers = cluster.triggerers  # type: ignore[attr-defined]
+        self.triggerer = int(self.params.get("triggerer", 0)) % triggerers.count
+        pid = triggerers.pid(self.triggerer)
+        if pid is None:
+            raise Skip(f"triggerer {self.triggerer} is not running")
+        triggerers.kill(self.triggerer)
+        return {"triggerer": self.triggerer, "pid": pid}
+
+    def stop(self, cluster: Cluster) -> dict[str, Any]:
+        triggerers = cluster.triggerers  # type: ignore[attr-defined]
+        triggerers.restart(self.triggerer)
+        return {"triggerer": self.triggerer, "pid": triggerers.pid(self.triggerer)}
 
 
 # -- poison: hostile inputs while another fault holds -------------------------------------------
@@ -677,6 +704,7 @@ KINDS: dict[str, type[Nemesis]] = {
         Poison,
         PowerLoss,
         ClockSkew,
+        KillTriggerer,
     )
 }
 

@@ -33,6 +33,7 @@ NEMESES: tuple[str, ...] = (
     "poison",
     "power-loss",  # issue #10: scripts/partition/faults.py
     "clock-skew",
+    "kill-triggerer",  # never drawn: every Nth kill-worker becomes one (Profile.triggerer_every)
 )
 # Kinds a "poison" step may wrap: it holds that fault and injects hostile inputs meanwhile.
 POISON_WRAPS: tuple[str, ...] = tuple(n for n in NEMESES if n not in ("delay", "poison"))
@@ -47,19 +48,27 @@ class Profile:
     # every Nth fault (the 1st, the N+1th, ...) of a kind in POISON_WRAPS becomes a "poison"
     # step wrapping it; 0: none
     poison_every: int = 0
+    # every Nth plain kill-worker step (the 1st, the N+1th, ...) kills a triggerer instead
+    # (same times): drawn this way, the kind left every seed's schedule as it was; 0: none
+    triggerer_every: int = 0
 
 
 # kill-worker weighs double: the other eight faults all hit the cluster, it hits the workers.
 # "poison" weighs 0: it is never drawn on its own but wraps drawn faults (poison_every), so
 # adding it left every seed's faults, times and parameters as they were.
-WEIGHTS = {"kill-worker": 2, "poison": 0}
+WEIGHTS = {"kill-worker": 2, "poison": 0, "kill-triggerer": 0}
 PROFILES: dict[str, Profile] = {
     # power-loss and clock-skew weigh 0 in short: appended last at weight 0 they leave the
     # CI run's schedule (seed 1) as it was; the long profile draws them (weight 1)
     "short": Profile(
-        (3.0, 8.0), (4.0, 6.0), 5.0, {**WEIGHTS, "power-loss": 0, "clock-skew": 0}, poison_every=3
+        (3.0, 8.0),
+        (4.0, 6.0),
+        5.0,
+        {**WEIGHTS, "power-loss": 0, "clock-skew": 0},
+        poison_every=3,
+        triggerer_every=2,
     ),
-    "long": Profile((5.0, 30.0), (8.0, 15.0), 10.0, WEIGHTS, poison_every=4),
+    "long": Profile((5.0, 30.0), (8.0, 15.0), 10.0, WEIGHTS, poison_every=4, triggerer_every=2),
 }
 
 
@@ -92,7 +101,26 @@ def make_schedule(
     ``poison_every``-th wrappable fault is held by a "poison" step (``with_poison``)."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}: choose one of {sorted(PROFILES)}")
-    return with_poison(_faults(seed, duration, profile, nodes), PROFILES[profile].poison_every)
+    shape = PROFILES[profile]
+    steps = with_poison(_faults(seed, duration, profile, nodes), shape.poison_every)
+    return with_triggerer_kills(steps, shape.triggerer_every)
+
+
+def with_triggerer_kills(steps: list[Step], every: int) -> list[Step]:
+    """``steps`` with the 1st, (every+1)th, ... plain kill-worker step turned into a
+    kill-triggerer step (same times; ``triggerer`` = the worker's index)."""
+    if every <= 0:
+        return list(steps)
+    out: list[Step] = []
+    seen = 0
+    for step in steps:
+        if step.nemesis == "kill-worker":
+            if seen % every == 0:
+                params = {"triggerer": step.params.get("worker", 0)}
+                step = Step(step.at, step.heal_at, step.settle, "kill-triggerer", params)
+            seen += 1
+        out.append(step)
+    return out
 
 
 def with_poison(steps: list[Step], every: int) -> list[Step]:

@@ -21,6 +21,7 @@ INVARIANTS: dict[str, str] = {
     "replicas_agree": "5. replicas agree",
     "due_runs_finish": "6. due runs finish (liveness)",
     "clients_never_go_back": "7. a client never reads from behind what it has seen",
+    "firings_consumed_once": "8. every committed firing is consumed exactly once",
 }
 
 

@@ -4,11 +4,16 @@ No browser is downloaded: Playwright's own bundled browsers do not install on th
 ``chromium`` launches the system binary with the flags that keep it quiet on a closed network,
 in a fresh profile directory per test. Without playwright or chromium the tests skip locally
 and fail in CI (scripts/test installs both).
+
+Screenshots go to ``test-artifacts/`` at the repository root (git ignores it; CI keeps it):
+each test's own, and, when a test fails, every page it had open at that moment
+(``<test>-failed-<n>.png``), so a failure in CI shows what the browser saw.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,9 +44,31 @@ def _missing(what: str) -> None:
     pytest.skip(what)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Keep each phase's report on the test, so the browser fixture knows it failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def _failed_screenshots(request: pytest.FixtureRequest, context: Any) -> None:
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return
+    ARTIFACTS.mkdir(exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)[:120]
+    for n, page in enumerate(context.pages):
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"{name}-failed-{n}.png"), full_page=True)
+        except Exception as err:  # a crashed page: the test's own error is the one to show
+            print(f"no screenshot of page {n} ({page.url}): {err}", file=sys.stderr)
+
+
 @pytest.fixture
-def browser_context(tmp_path: Path) -> Iterator[Any]:
-    """A Chromium context with a fresh --user-data-dir; closed (and the browser with it) after."""
+def browser_context(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A Chromium context with a fresh --user-data-dir; closed (and the browser with it) after
+    (when the test failed, a screenshot of each page it had open first)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -60,6 +87,7 @@ def browser_context(tmp_path: Path) -> Iterator[Any]:
         context.set_default_timeout(20_000)
         try:
             yield context
+            _failed_screenshots(request, context)
         finally:
             context.close()
 

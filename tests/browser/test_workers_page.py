@@ -4,7 +4,8 @@
 A worker started by the test runs a long task: the page lists it with its host, pid,
 version, slots and the attempt (a link to its task page). Then the test kills that worker
 (kill -9 of the PID it started): its task supervisor sees it die, reports the attempt and
-signs it off, and the page lists it as lost, with why.
+signs it off, and the open page moves it to "lost", with why, by itself: the test never
+reloads it after the kill (the page polls ``/workers.json`` from our own ``app.js``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ with DAG("ui_slow", schedule=None):
 """
 
 
-def _rows(page: Any, selector: str) -> dict[str, Any]:
-    """The rows of a table by data-worker, after reloading the page."""
-    page.reload()
+def _rows(page: Any, selector: str, *, reload: bool = True) -> dict[str, Any]:
+    """The rows of a table by data-worker (after reloading the page, unless not ``reload``)."""
+    if reload:
+        page.reload()
     rows = page.locator(selector)
     return {rows.nth(i).get_attribute("data-worker"): rows.nth(i) for i in range(rows.count())}
 
@@ -89,16 +91,22 @@ def test_workers_page_lists_a_worker_and_then_why_it_was_lost(
         code, body = stack.rest("GET", "/workers")
         assert code == 200 and worker_id in [w["worker_id"] for w in body["workers"]]
 
-        # kill -9 the worker the test started: lost, with why.
+        # kill -9 the worker the test started while the page is open: it moves to "lost",
+        # with why, without a reload (a mark set in this page's window would not survive one).
+        page.evaluate("window.notReloaded = true")
+        assert page.locator("#workers-lost-section").is_hidden()
         stack.worker.kill()
         lost = wait_for(
-            lambda: _rows(page, "#workers-lost tr.worker-lost-row").get(worker_id),
+            lambda: _rows(page, "#workers-lost tr.worker-lost-row", reload=False).get(worker_id),
             timeout=60,
-            what="the killed worker listed as lost on /workers",
+            what="the killed worker listed as lost on the open /workers page",
         )
+        assert page.evaluate("window.notReloaded") is True
+        assert page.locator("#workers-lost-section").is_visible()
         reason = lost.locator("td.reason").inner_text()
         assert f"the worker process (pid {pid}) died" in reason, reason
         assert "reported 1 attempt(s) as failed" in reason, reason
-        assert worker_id not in _rows(page, "#workers tr.worker-row")
+        assert worker_id not in _rows(page, "#workers tr.worker-row", reload=False)
+        assert "1 lost in the last 10 minutes" in page.locator("#workers-count").inner_text()
         page.screenshot(path=str(artifacts / "workers-lost.png"), full_page=True)
         assert not errors, f"JavaScript errors: {errors}"

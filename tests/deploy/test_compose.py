@@ -351,6 +351,7 @@ def test_the_readme_compose_commands_parse(services: dict[str, dict[str, Any]]) 
 # -- Prometheus ------------------------------------------------------------------------------
 
 ADMIN_OFFSET = 100
+WORKER_METRICS_PORT = 7401  # [worker] metrics_port's default
 
 
 def test_prometheus_scrapes_every_scheduler_node_status_endpoint(
@@ -370,15 +371,20 @@ def test_prometheus_scrapes_every_scheduler_node_status_endpoint(
 
     config = yaml.safe_load((ROOT / mount.split(":")[0]).read_text())
     jobs = config["scrape_configs"]
-    targets = [
-        target
+    targets = {
+        job["job_name"]: sorted(
+            target for static in job.get("static_configs", []) for target in static["targets"]
+        )
         for job in jobs
         if job.get("metrics_path", "/metrics") == "/metrics"
-        for static in job.get("static_configs", [])
-        for target in static["targets"]
-    ]
+    }
     expected = [f"{name}:{RAFT_PORT + ADMIN_OFFSET}" for name in named(services, "scheduler")]
-    assert sorted(targets) == expected, "scrape targets must be the scheduler services' /metrics"
+    assert targets["raftsched-scheduler"] == expected, "the scheduler services' /metrics"
+    workers = named(services, "worker")
+    assert targets["raftsched-worker"] == [f"{name}:{WORKER_METRICS_PORT}" for name in workers]
+    for name in workers:  # reachable from Prometheus's container, published nowhere
+        assert env(services[name])["RAFTSCHED__WORKER__METRICS_HOST"] == "0.0.0.0", name
+        assert not services[name].get("ports"), name
     for name in named(services, "scheduler"):
         # the admin endpoint listens on the node's own container address, not loopback
         assert "RAFTSCHED__CLUSTER__ADMIN_BIND" not in env(services[name]), name

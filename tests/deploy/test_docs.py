@@ -9,12 +9,14 @@ against a one-node cluster on loopback standing in for the standalone one
 (``$RAFTSCHED_HOME=.raftsched-home``, the example DAGs, a Fernet key), and exits 0, or is
 listed in :data:`NOT_RUN` with the reason (remote hosts, Docker, root, long-running
 processes, benchmarks). A new command lands in one or the other, or this test fails. Its
-Python blocks each parse as a DAG file, and its list of admin commands is the command's.
+Python blocks each parse as a DAG file, and its list of admin commands is the command's. The
+migration guide's commands (docs/migrating-from-airflow.md) run too, on Airflow's tutorial DAG.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -120,6 +122,8 @@ NOT_RUN: dict[tuple[str, str], str] = {
     "simulation (tests/unit/test_sim_seeds.py runs the CI seeds)",
     ("Rebuilding a cluster from the database", r"raftsched"): "rewrites every node's Raft files "
     "(tests/integration/test_cluster_rebuild.py)",
+    ("Metrics and logs", r"curl -s http://127\.0\.0\.1:7401/"): "a running worker's metrics "
+    "(tests/integration/test_queues_e2e.py scrapes a real worker's while it runs a task)",
     ("Layout", r""): "not commands: the tree of the repository",
     ("Benchmarks", r""): "minutes each, on purpose outside CI",
 }
@@ -318,3 +322,48 @@ def test_every_readme_command_that_can_run_here_runs(readme_workdir) -> None:  #
         )
         ran.append(command)
     assert len(ran) >= 15, ran
+
+
+# -- the migration guide's shell block ---------------------------------------------------------
+
+MIGRATING = ROOT / "docs" / "migrating-from-airflow.md"
+
+
+@pytest.mark.timeout(300)
+def test_the_migration_guides_commands_run(tmp_path: Path) -> None:
+    """Its "Check a file before deploying it" commands, on Airflow's tutorial DAG
+    (tests/fixtures/airflow_dags/tutorial.py, writing to this test's folder) in ``dags/``, with
+    no config and no cluster: each only reads the folder."""
+    commands = readme_shell_commands(MIGRATING.read_text(encoding="utf-8"))
+    assert [c.split()[:3] for _, c in commands] == [
+        ["raftsched", "dags", "parse"],
+        ["raftsched", "dags", "next"],
+        ["raftsched", "dags", "test"],
+        ["raftsched", "tasks", "test"],
+    ], commands
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "out").mkdir()
+    tutorial = (ROOT / "tests" / "fixtures" / "airflow_dags" / "tutorial.py").read_text()
+    assert '"/nonexistent"' in tutorial
+    tutorial = tutorial.replace('"/nonexistent"', json.dumps(str(tmp_path / "out")))
+    (tmp_path / "dags" / "tutorial.py").write_text(tutorial)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("RAFTSCHED") and k not in ("PYTHONPATH",)
+    }
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for _, command in commands:
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (
+            f"{MIGRATING.name}: {command}\nexit {done.returncode}\n{done.stdout[-2000:]}"
+            f"{done.stderr[-2000:]}"
+        )
+    assert "print_date" in (tmp_path / "out" / "order").read_text()

@@ -1,6 +1,7 @@
 """deploy/grafana/raftsched.json: valid Grafana dashboard JSON whose every query names only
-series a scheduler node serves (``raftsched.cluster.metrics.METRIC_NAMES``; the integration
-test tests/integration/test_node_metrics.py checks them against a real node's scrape)."""
+series a scheduler node or a worker serves (``raftsched.cluster.metrics.METRIC_NAMES``,
+``raftsched.worker.metrics.WORKER_METRIC_NAMES``; tests/integration/test_node_metrics.py and
+test_queues_e2e.py check them against a real node's and a real worker's scrape)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from raftsched.cluster.metrics import METRIC_NAMES
+from raftsched.worker.metrics import WORKER_METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "raftsched.json"
@@ -46,13 +48,13 @@ def test_the_dashboard_is_valid_json_with_panels_and_queries() -> None:
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     variables = {v["name"] for v in dashboard["templating"]["list"]}
-    assert {"datasource", "instance"} <= variables
+    assert {"datasource", "instance", "worker"} <= variables
 
 
 def test_every_metric_the_dashboard_uses_is_served() -> None:
     used = dashboard_metric_names()
-    unknown = used - set(METRIC_NAMES)
-    assert not unknown, f"the dashboard queries series no node serves: {sorted(unknown)}"
+    unknown = used - set(METRIC_NAMES) - set(WORKER_METRIC_NAMES)
+    assert not unknown, f"the dashboard queries series nothing serves: {sorted(unknown)}"
 
 
 def test_the_key_series_have_a_panel() -> None:
@@ -76,6 +78,7 @@ def test_the_key_series_have_a_panel() -> None:
         "raftsched_db_write_latency_seconds",
         "raftsched_dag_parse_duration_seconds",
         "raftsched_dag_parse_errors_total",
+        *WORKER_METRIC_NAMES,
     ):
         assert key in used, key
 

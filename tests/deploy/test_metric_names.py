@@ -1,6 +1,7 @@
-"""Every series a scheduler node's and a webserver's ``/metrics`` serve follows Prometheus's
-naming conventions: the rules of ``promtool check metrics`` (client_golang's promlint), checked
-here in Python, and by promtool itself where Debian's ``prometheus`` package put it on PATH.
+"""Every series a scheduler node's, a webserver's and a worker's ``/metrics`` serve follows
+Prometheus's naming conventions: the rules of ``promtool check metrics`` (client_golang's
+promlint), checked here in Python, and by promtool itself where Debian's ``prometheus`` package
+put it on PATH.
 
 The rules: a HELP text; snake_case names without ``:``; ``_total`` on counters and only on
 counters; ``_bucket`` only on histograms, ``_count``/``_sum`` only on histograms and
@@ -84,6 +85,21 @@ def web_metrics() -> str:
         app.extensions["raftsched_gateway"].close()
 
 
+def worker_metrics() -> str:
+    import threading
+    from types import SimpleNamespace
+
+    from prometheus_client import generate_latest
+
+    from raftsched.worker.loop import WorkerSettings
+    from raftsched.worker.metrics import WorkerMetrics
+
+    metrics = WorkerMetrics()
+    idle = SimpleNamespace(settings=WorkerSettings(), _changed=threading.Condition(), _running={})
+    metrics.watch(idle)  # the gauges a worker answers, read from an idle one
+    return generate_latest(metrics.registry).decode()
+
+
 def families(text: str) -> dict[str, tuple[str, str]]:
     """name -> (type, help) from the # TYPE and # HELP lines."""
     helps = dict(re.findall(r"^# HELP (\S+) ?(.*)$", text, re.M))
@@ -116,14 +132,18 @@ def problems(text: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("source", [node_metrics, web_metrics], ids=["node", "webserver"])
+@pytest.mark.parametrize(
+    "source", [node_metrics, web_metrics, worker_metrics], ids=["node", "webserver", "worker"]
+)
 def test_metric_names_follow_the_prometheus_conventions(source) -> None:  # type: ignore[no-untyped-def]
     text = source()
     assert families(text), "no metric families parsed"
     assert not problems(text), problems(text)
 
 
-@pytest.mark.parametrize("source", [node_metrics, web_metrics], ids=["node", "webserver"])
+@pytest.mark.parametrize(
+    "source", [node_metrics, web_metrics, worker_metrics], ids=["node", "webserver", "worker"]
+)
 def test_promtool_check_metrics_passes(source) -> None:  # type: ignore[no-untyped-def]
     promtool = shutil.which("promtool")
     if promtool is None:

@@ -77,6 +77,7 @@ class ApiCluster(ClusterHarness):
                 "lease_ttl": lease_ttl,
                 "heartbeat_interval": heartbeat_interval,
                 "grace_period": 2,
+                "metrics_port": 0,  # many workers on one host: a test sets its own port
             },
         }
         for section, values in (config or {}).items():

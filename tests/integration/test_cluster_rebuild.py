@@ -285,7 +285,10 @@ def test_rebuild_keeps_variables_connections_and_pending_callbacks(
         cluster.wait_dags(client, {"cb"})
         set_secret = client.secrets.SetSecret
         set_secret(secret_pb2.SetSecretRequest(kind="variable", key="MY_VAR", value=VAR_VALUE))
-        set_secret(secret_pb2.SetSecretRequest(kind="connection", key="wh", value=CONN_URI))
+        _wait_finalized(cluster)  # a connection restricted to DAGs needs release 3
+        set_secret(
+            secret_pb2.SetSecretRequest(kind="connection", key="wh", value=CONN_URI, dags=["cb"])
+        )
         # No worker runs: the test leases the task and fails it, so its callback stays pending.
         run_id = client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="cb")).run.run_id
         lease = worker_pb2.LeaseRequest(
@@ -306,7 +309,7 @@ def test_rebuild_keeps_variables_connections_and_pending_callbacks(
         with cluster.engine.connect() as conn:
             stored = conn.execute(sa.select(t.secret)).all()
             jobs = conn.execute(sa.select(t.callback_job.c.job_id, t.callback_job.c.state)).all()
-        assert sorted(row.key for row in stored) == ["MY_VAR", "wh"]
+        assert sorted((row.key, row.dags) for row in stored) == [("MY_VAR", ""), ("wh", "cb")]
         assert VAR_VALUE not in repr(stored) and "conn-pw-91c2" not in repr(stored)
         [(job_id, state)] = jobs
         assert state == "pending" and job_id.startswith(f"cb/{run_id}/fail/")
@@ -329,6 +332,8 @@ def test_rebuild_keeps_variables_connections_and_pending_callbacks(
 
         assert reveal("variable", "MY_VAR") == VAR_VALUE
         assert reveal("connection", "wh") == CONN_URI
+        get_wh = secret_pb2.GetSecretRequest(kind="connection", key="wh")
+        assert list(client.secrets.GetSecret(get_wh).dags) == ["cb"]  # secret.dags, 0010
         [job] = wait_for(
             lambda: _lease_callbacks(worker, "t2"),
             timeout=60,

@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from api_harness import WORKER, ApiCluster, WorkerProc
+from cryptography.fernet import Fernet
+from google.protobuf import timestamp_pb2
 from harness import child_env, wait_for
 from test_rest_api import _database
 
-from raftsched.api.gen import common_pb2, dag_pb2, worker_pb2
+from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2, worker_pb2
 from raftsched.core.versions import RELEASE
 
 pytestmark = pytest.mark.slow
@@ -96,6 +99,41 @@ with NativeDag("broken_trigger", schedule=None):
 """
 
 
+CROSS_SOURCE = """
+from datetime import UTC, datetime
+
+from raftsched.airflow import DAG
+from raftsched.airflow.operators.bash import BashOperator
+from raftsched.airflow.providers.common.sql.sensors.sql import SqlSensor
+from raftsched.airflow.sensors.external_task import ExternalTaskSensor
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+with DAG("producer", schedule=None, start_date=START):
+    BashOperator(task_id="load", bash_command="true")
+
+with DAG("consumer", schedule=None, start_date=START):
+    ExternalTaskSensor(
+        task_id="wait_load",
+        external_dag_id="producer",
+        external_task_id="load",
+        failed_states=["failed"],
+        poke_interval=1,
+        deferrable=True,
+        retries=1,  # an attempt lost under a loaded CI machine must not fail the test
+    )
+    SqlSensor(
+        task_id="wait_row",
+        conn_id="warehouse",
+        sql="SELECT COUNT(*) FROM landing WHERE day = :day",
+        parameters={{"day": "2024-06-01"}},
+        poke_interval=1,
+        deferrable=True,
+        retries=1,
+    )
+"""
+
+
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -114,13 +152,19 @@ def cluster(
             dags={
                 "deferred.py": source,
                 "sensors.py": SENSORS_SOURCE.format(folder=str(files)),
+                "cross.py": CROSS_SOURCE.format(),
             },
-            config={"triggerer": {"lease_ttl": 3, "heartbeat_interval": 0.5}},
+            config={
+                "triggerer": {"lease_ttl": 3, "heartbeat_interval": 0.5},
+                "secrets": {"fernet_key": Fernet.generate_key().decode()},
+            },
         ) as harness,
     ):
         harness.start()
         harness.wait_leader()
-        harness.wait_dags(harness.client(), {DAG_ID, "sensors", "broken_trigger"})
+        harness.wait_dags(
+            harness.client(), {DAG_ID, "sensors", "broken_trigger", "producer", "consumer"}
+        )
         wait_for(  # a deferral is new in this release: refused until the cluster runs it
             lambda: all(
                 (st or {}).get("cluster_version") == RELEASE for st in harness.statuses().values()
@@ -260,3 +304,54 @@ def test_sensors_and_a_raising_trigger(cluster: tuple[ApiCluster, Path]) -> None
     assert run.state == common_pb2.RUN_STATE_SUCCESS
     tries = {k: v.try_number for k, v in harness.current(client, "sensors", "s1").items()}
     assert tries["file"] == 2 and tries["past"] == 1 and tries["marker"] >= 2, tries
+
+
+def test_external_task_and_sql_sensors_wait_on_the_triggerer(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    """ExternalTaskSensor(deferrable) waits for another DAG's task at the same logical date,
+    SqlSensor(deferrable) for a row the test inserts; the triggerer asks the cluster for the
+    other run's state and fetches the declared connection under each trigger's lease."""
+    harness, files = cluster
+    client = harness.client()
+    data = sa.create_engine(f"sqlite:///{files / 'warehouse.db'}")
+    with data.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE landing (day TEXT, n INTEGER)")
+    client.secrets.SetSecret(
+        secret_pb2.SetSecretRequest(
+            kind="connection", key="warehouse", value=f"sqlite:///{files / 'warehouse.db'}"
+        )
+    )
+    when = timestamp_pb2.Timestamp()
+    when.FromJsonString("2024-06-01T00:00:00Z")
+    client.dags.TriggerDag(
+        dag_pb2.TriggerDagRequest(dag_id="consumer", run_id="c1", logical_date=when)
+    )
+    deferred = common_pb2.TASK_STATE_DEFERRED
+    settled = {deferred, common_pb2.TASK_STATE_FAILED, common_pb2.TASK_STATE_SUCCESS}
+    for task_id in ("wait_load", "wait_row"):
+        ti = harness.wait_task(client, "consumer", "c1", task_id, lambda t: t.state in settled)
+        if ti.state != deferred:  # say why: the attempt's message and its log
+            request = dag_pb2.GetTaskLogRequest(dag_id="consumer", run_id="c1", task_id=task_id)
+            text = "".join(chunk.text for chunk in client.dags.GetTaskLog(request))
+            pytest.fail(f"{task_id}: {ti.state} {ti.message!r}\n{text[-3000:]}")
+    with data.begin() as conn:  # another day's row: not what the query waits for
+        conn.exec_driver_sql("INSERT INTO landing VALUES ('2024-05-31', 1)")
+    client.dags.TriggerDag(
+        dag_pb2.TriggerDagRequest(dag_id="producer", run_id="p1", logical_date=when)
+    )
+    harness.wait_task(
+        client, "consumer", "c1", "wait_load", lambda t: t.state == common_pb2.TASK_STATE_SUCCESS
+    )
+    assert harness.current(client, "consumer", "c1")["wait_row"].state == deferred
+    with data.begin() as conn:
+        conn.exec_driver_sql("INSERT INTO landing VALUES ('2024-06-01', 2)")
+    data.dispose()
+    run = harness.wait_run(client, "consumer", "c1", timeout=120)
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+    history: dict[str, list[tuple[int, int]]] = {}
+    for ti in harness.task_instances(client, "consumer", "c1"):
+        history.setdefault(ti.key.task_id, []).append((ti.try_number, ti.state))
+    for task_id, tries in history.items():  # the last wait deferred once, then resumed once
+        states = [state for _, state in sorted(tries)]
+        assert states[-2:] == [deferred, common_pb2.TASK_STATE_SUCCESS], (task_id, tries)

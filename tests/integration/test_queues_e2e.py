@@ -10,6 +10,10 @@ worker serves queue 'gpu'; a worker for "gpu" starts and runs it, and the run su
 The same cluster serves the admin pages for variables and connections (a webserver in this
 process): an admin sets a variable there, and neither that answer, nor any page after it, nor
 any process's log holds the value (tests/web/test_secret_pages.py covers roles and CSRF).
+
+And a worker's own ``GET /metrics`` ([worker] metrics_port), scraped while it runs a task of
+queue "metered" and after: slots, the attempt running, lease renewals, its task supervisor up,
+the attempt counted by outcome.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import html
 import io
 import re
 import secrets
+import socket
+import tempfile
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
@@ -26,6 +33,7 @@ from typing import Any
 import pytest
 from api_harness import ADMIN, ApiCluster
 from cryptography.fernet import Fernet
+from harness import wait_for
 from test_rest_api import _database
 
 from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2, user_pb2
@@ -41,6 +49,18 @@ with DAG("queues_dag", schedule=None, default_args={"queue": "io"}):
     BashTask("io_task", command="echo on io")
     BashTask("plain", command="echo on default", queue="default")
     BashTask("gpu_task", command="echo on gpu", queue="gpu")
+"""
+GATES = Path(tempfile.gettempdir()) / f"raftsched-metrics-gates-{secrets.token_hex(6)}"
+METERED_SOURCE = f"""
+from raftsched import DAG, BashTask
+
+with DAG("metered_dag", schedule=None):
+    BashTask(
+        "held",
+        command="for i in $(seq 600); do [ -e {GATES}/{{{{ run_id }}}} ] && exit 0; sleep 0.1;"
+        " done; exit 1",
+        queue="metered",
+    )
 """
 RUN_ID = "q1"
 UNSERVED = "no live worker serves queue 'gpu'"
@@ -61,14 +81,14 @@ def cluster(
         ApiCluster(
             workdir / "cluster",
             url,
-            dags={"queues.py": DAG_SOURCE},
+            dags={"queues.py": DAG_SOURCE, "metered.py": METERED_SOURCE},
             config={"secrets": {"fernet_key": Fernet.generate_key().decode()}},
         ) as harness,
     ):
         harness.start()
         harness.wait_leader()
         client = harness.client()
-        harness.wait_dags(client, {"queues_dag"})
+        harness.wait_dags(client, {"queues_dag", "metered_dag"})
         for name, password, role in (
             (VIEWER, VIEWER_PASSWORD, "viewer"),
             (ADMIN_USER, ADMIN_PASSWORD, "admin"),
@@ -182,3 +202,53 @@ def test_the_variables_page_never_shows_a_value(cluster: ApiCluster) -> None:
     assert answer.value == VALUE  # it was stored, encrypted, by the cluster
     for log in cluster.log_dir.glob("*.log"):  # every node's and worker's log
         assert VALUE not in log.read_text(errors="replace"), log
+
+
+def _scrape(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    pairs = (line.rsplit(" ", 1) for line in text.splitlines() if line.startswith("raftsched_"))
+    return {name: float(value) for name, value in pairs}
+
+
+def test_a_worker_serves_its_metrics_while_it_runs_a_task(cluster: ApiCluster) -> None:
+    client = cluster.client()
+    with socket.socket() as probe:  # a free port (the harness turns the default 7401 off)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"RAFTSCHED__WORKER__METRICS_PORT": str(port)}
+    cluster.start_worker("w-metered", queues="metered", concurrency=3, extra_env=env)
+    run_id = f"m-{secrets.token_hex(4)}"
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="metered_dag", run_id=run_id))
+    running = common_pb2.TASK_STATE_RUNNING
+    cluster.wait_task(client, "metered_dag", run_id, "held", lambda ti: ti.state == running)
+
+    def renewed() -> dict[str, float] | None:
+        m = _scrape(port)
+        return m if m["raftsched_worker_lease_renewals_total"] >= 2 else None
+
+    live = wait_for(renewed, timeout=30, what="two lease renewals in the worker's metrics")
+    assert live["raftsched_worker_slots"] == 3
+    assert live["raftsched_worker_slots_used"] == 1
+    assert live["raftsched_worker_attempts_running"] == 1
+    assert live["raftsched_worker_attempts_started_total"] == 1
+    assert live["raftsched_worker_supervisor_up"] == 1
+    assert live['raftsched_worker_lease_renewal_failures_total{reason="refused"}'] == 0
+
+    GATES.mkdir(exist_ok=True)
+    (GATES / run_id).touch()
+    try:
+        run = cluster.wait_run(client, "metered_dag", run_id)
+    finally:
+        (GATES / run_id).unlink()
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+
+    def counted() -> dict[str, float] | None:
+        m = _scrape(port)
+        return m if m['raftsched_worker_attempts_finished_total{outcome="success"}'] else None
+
+    done = wait_for(counted, timeout=30, what="the attempt counted as a success")
+    assert done["raftsched_worker_slots_used"] == 0
+    assert done["raftsched_worker_attempts_running"] == 0
+    assert done['raftsched_worker_attempts_finished_total{outcome="failed"}'] == 0
+    assert done["raftsched_worker_supervisor_restarts_total"] == 0

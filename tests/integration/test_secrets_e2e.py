@@ -26,11 +26,13 @@ import grpc
 import pytest
 from api_harness import OPERATOR, VIEWER, WORKER, ApiCluster
 from cryptography.fernet import Fernet
+from harness import wait_for
 
 from raftsched.addresses import ADMIN_PORT_OFFSET
 from raftsched.api.client import ApiError
-from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2
+from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, secret_pb2
 from raftsched.cli.main import main as cli
+from raftsched.core.versions import RELEASE
 from raftsched.store import queries
 
 pytestmark = pytest.mark.slow
@@ -41,7 +43,12 @@ URI = f"postgresql://bob:{PASSWORD}@db.example:5432/app?sslmode=require"
 HOOK_TOKEN = f"hook-{secrets.token_hex(8)}"
 API_KEY = f"key-{secrets.token_hex(8)}"
 HOOK = f"https://hooks.example/services/T0AB/{HOOK_TOKEN}?api_key={API_KEY}&verbose=true"
-PLAIN = (VALUE, PASSWORD, HOOK_TOKEN, API_KEY)
+# read on demand, undeclared (tests/fixtures/airflow_dags/on_demand.py)
+OD_VALUE = f"odv-{secrets.token_hex(8)}"
+OD_PASSWORD = f"odpw-{secrets.token_hex(8)}"
+TEAM_VALUE = f"team-{secrets.token_hex(8)}"
+PLAIN = (VALUE, PASSWORD, HOOK_TOKEN, API_KEY, OD_VALUE, OD_PASSWORD, TEAM_VALUE)
+ON_DEMAND_DAG = Path(__file__).resolve().parents[1] / "fixtures" / "airflow_dags" / "on_demand.py"
 
 
 def _dag(seen: Path) -> str:
@@ -103,12 +110,12 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
     seen.mkdir()
     key = Fernet.generate_key().decode()
     config = {"secrets": {"fernet_key": key}}
-    dags = {"secret_user.py": _dag(seen)}
+    dags = {"secret_user.py": _dag(seen), "on_demand.py": ON_DEMAND_DAG.read_text()}
     with ApiCluster(tmp_path / "cluster", sqlite_url, dags=dags, config=config) as cluster:
         cluster.start()
         cluster.wait_leader()
         client = cluster.client()
-        cluster.wait_dags(client, {"secret_user"})
+        cluster.wait_dags(client, {"secret_user", "on_demand", "on_demand_other"})
 
         base = ["--config", str(cluster.config_path), "--token", "admin-token-0123456789"]
         with redirect_stdout(io.StringIO()) as out:
@@ -118,7 +125,7 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
             client.secrets.SetSecret(
                 secret_pb2.SetSecretRequest(kind="connection", key=conn_id, value=uri)
             )
-        cluster.start_worker("w1")
+        cluster.start_worker("w1", token_in_env=True)  # a task's environment leaves it out
         run_id = client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="secret_user")).run.run_id
         run = cluster.wait_run(client, "secret_user", run_id)
         assert run.state == common_pb2.RUN_STATE_SUCCESS
@@ -219,6 +226,7 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
             _code(lambda: worker.secrets.ResolveSecrets(stale))
             == grpc.StatusCode.FAILED_PRECONDITION
         )
+        _read_on_demand(cluster, client, seen)
         host, port = cluster.addresses[0].rsplit(":", 1)
         metrics_url = f"http://{host}:{int(port) + ADMIN_PORT_OFFSET}/metrics"
         with urllib.request.urlopen(metrics_url, timeout=10) as page:
@@ -234,3 +242,89 @@ def test_values_reach_tasks_and_nowhere_else(tmp_path: Path, sqlite_url: str) ->
         data = path.read_bytes()
         for plain in PLAIN:
             assert plain.encode() not in data, f"{plain} in {path}"
+
+
+def _read_on_demand(cluster: ApiCluster, client, seen: Path) -> None:  # type: ignore[no-untyped-def]
+    """Airflow code reads what it never declared: the values come through the worker with the
+    attempt's lease, masked in the task's log and return value, each read in the audit log; a
+    variable restricted to DAG on_demand fails DAG on_demand_other's task, saying so; the task
+    holds no token."""
+    wait_for(  # a restriction and an on-demand read are new in release 3
+        lambda: all(
+            (st or {}).get("cluster_version") == RELEASE for st in cluster.statuses().values()
+        ),
+        timeout=30,
+        what="the cluster version of this release",
+    )
+    base = ["--config", str(cluster.config_path), "--token", "admin-token-0123456789"]
+    with redirect_stdout(io.StringIO()):
+        assert cli([*base, "variables", "set", "OD_VAR", OD_VALUE]) == 0
+        assert cli([*base, "variables", "set", "OD_JSON", '{"limit": 3}']) == 0
+        assert cli([*base, "variables", "set", "TEAM_VAR", TEAM_VALUE, "--dags", "on_demand"]) == 0
+        uri = f"postgresql://od:{OD_PASSWORD}@od.example:5432/app"
+        assert cli([*base, "connections", "add", "od_db", uri]) == 0
+    with redirect_stdout(io.StringIO()) as out:
+        assert cli([*base, "-o", "json", "variables", "list"]) == 0
+    listed = {v["key"]: v["dags"] for v in json.loads(out.getvalue())["variables"]}
+    assert listed["TEAM_VAR"] == "on_demand" and listed["OD_VAR"] == ""
+    with redirect_stdout(io.StringIO()) as out:
+        assert cli([*base, "-o", "json", "variables", "get", "TEAM_VAR"]) == 0
+    assert json.loads(out.getvalue())["dags"] == ["on_demand"]
+
+    conf = json.dumps({"out": str(seen)})
+    trigger = dag_pb2.TriggerDagRequest(dag_id="on_demand", conf_json=conf)
+    run_id = client.dags.TriggerDag(trigger).run.run_id
+    other_id = client.dags.TriggerDag(
+        dag_pb2.TriggerDagRequest(dag_id="on_demand_other")
+    ).run.run_id
+    assert cluster.wait_run(client, "on_demand", run_id).state == common_pb2.RUN_STATE_SUCCESS
+    assert (
+        cluster.wait_run(client, "on_demand_other", other_id).state == common_pb2.RUN_STATE_FAILED
+    )
+
+    read = json.loads((seen / "on_demand.json").read_text())
+    assert (read["od_var"], read["od_password"], read["team"]) == (
+        _sha(OD_VALUE),
+        _sha(OD_PASSWORD),
+        _sha(TEAM_VALUE),
+    )
+    assert (read["od_host"], read["settings"], read["absent"]) == (
+        "od.example",
+        {"limit": 3},
+        "fallback",
+    )
+    assert "no variable 'RAFTSCHED_TOKEN'" in read["token_read"]
+    assert _sha(WORKER) not in read["env_shas"]  # the worker's token is in no task's environment
+
+    cluster.wait_caught_up(timeout=60)
+    logs = {
+        task: "".join(
+            c.text for c in queries.read_log(cluster.engine, "on_demand", run_id, task, 1)
+        )
+        for task in ("templated", "python")
+    }
+    assert "bash reads *** at od.example as ***" in logs["templated"]
+    assert "python reads *** password *** team ***" in logs["python"]
+    tis = client.dags.ListTaskInstances(
+        dag_pb2.ListTaskInstancesRequest(dag_id="on_demand", run_id=run_id)
+    )
+    python = next(ti for ti in tis.task_instances if ti.key.task_id == "python")
+    assert json.loads(python.result_json) == {"note": "read ***"}
+    other = client.dags.ListTaskInstances(
+        dag_pb2.ListTaskInstancesRequest(dag_id="on_demand_other", run_id=other_id)
+    ).task_instances[0]
+    assert "variable TEAM_VAR is restricted to DAGs on_demand" in other.message, other.message
+
+    records = client.cluster.ListAuditRecords(cluster_pb2.ListAuditRecordsRequest()).records
+    reads = {
+        (r.action, r.dag_id, r.run_id, r.detail.split()[0])
+        for r in records
+        if r.action.startswith("read_")
+    }
+    assert reads == {
+        ("read_variable", "on_demand", run_id, "OD_VAR"),
+        ("read_variable", "on_demand", run_id, "OD_JSON"),
+        ("read_variable", "on_demand", run_id, "TEAM_VAR"),
+        ("read_connection", "on_demand", run_id, "od_db"),
+    }  # OD_ABSENT is not set, TEAM_VAR was refused to on_demand_other: no record
+    assert all(r.actor == "worker w1" for r in records if r.action.startswith("read_"))

@@ -48,6 +48,7 @@ from cryptography.fernet import Fernet
 from harness import wait_for
 
 from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2
+from raftsched.core.versions import RELEASE
 from raftsched.store import queries
 
 pytestmark = [
@@ -248,6 +249,40 @@ def raftsched_pids():
         found |= more
 
 
+# Every attempt's on-demand socket (worker/secret_channel.py) asked for A_SECRET, and this
+# attempt's own through get_variable: holder's is not this session's, and A_SECRET is
+# restricted to DAG holder. The answers, never a value.
+def channels():
+    import socket
+
+    from raftsched.secrets import get_variable
+
+    out = []
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    found = {{
+        os.path.join(folder, name, "s")
+        for folder in {{"/tmp", tmp}}
+        for name in (os.listdir(folder) if os.path.isdir(folder) else ())
+        if name.startswith("raftsched-secrets-")
+    }}
+    for path in sorted(found)[:50]:
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(20)
+                s.connect(path)
+                s.sendall(b'{{"kind": "variable", "name": "A_SECRET"}}\\n')
+                answer = json.loads(s.makefile().readline())
+            out.append([path, answer.get("code", "VALUE"), answer.get("error", "")[:200]])
+        except (OSError, ValueError) as err:
+            out.append([path, "denied", str(err)[:200]])
+    try:
+        get_variable("A_SECRET")
+        out.append(["own", "VALUE", ""])
+    except Exception as err:
+        out.append(["own", type(err).__name__, str(err)[:200]])
+    return out
+
+
 def walk():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(4, ctypes.c_ulong(1), 0, 0, 0)  # PR_SET_DUMPABLE 1: my own memory too
@@ -257,6 +292,7 @@ def walk():
             holder = int((SYNC / "holder.pid").read_text())
             break
         time.sleep(0.1)
+    asked = channels()  # first: nothing it could get is in memory the walk reads later
     w = Walk()
     pids = raftsched_pids()
     for pid in pids:
@@ -271,7 +307,7 @@ def walk():
         "cap_eff": cap_eff, "home": os.environ.get("HOME"), "cwd": os.getcwd(),
         "self": os.getpid(), "holder": holder, "pids": w.pids, "tried": w.tried,
         "readable": w.readable, "files_tried": files_tried, "files_read": files_read,
-        "found": w.found,
+        "found": w.found, "channels": asked,
     }}
     print("WALK " + json.dumps(report))
 
@@ -377,8 +413,17 @@ def _walk(
         wait_for(leads, timeout=60, what="a leader")
         client = cluster.client()
         cluster.wait_dags(client, {"holder", "walker"})
+        wait_for(  # a restriction is new in release 3
+            lambda: (cluster.status(0) or {}).get("cluster_version") == RELEASE,
+            timeout=30,
+            what="the cluster version of this release",
+        )
+        # Any DAG may read an unrestricted variable on demand, as in Airflow: "another DAG's
+        # secret" is one restricted to its DAG (docs/architecture.md §22)
         client.secrets.SetSecret(
-            secret_pb2.SetSecretRequest(kind="variable", key="A_SECRET", value=A_SECRET)
+            secret_pb2.SetSecretRequest(
+                kind="variable", key="A_SECRET", value=A_SECRET, dags=["holder"]
+            )
         )
         options = {k: v for k, v in (worker or {}).items() if k != "uid"}
         cluster.start_worker("w1", concurrency=3, token_in_env=True, token=TOKEN, **options)
@@ -422,6 +467,12 @@ def _check(report: dict[str, Any]) -> None:
     supervisors = [p for p, v in pids.items() if "raftsched.worker.supervisor" in v["cmd"]]
     assert len(supervisors) >= 3, pids  # the supervisor, its fork servers, the guards
     assert report["tried"] >= 4 * len(pids) >= 4 * 7
+    # the on-demand sockets: the holder's refuses another session, its own the restriction
+    asked = {path: (code, error) for path, code, error in report["channels"]}
+    assert asked.pop("own")[1].startswith("variable A_SECRET is restricted to DAGs holder"), asked
+    assert len(asked) >= 2, asked  # the holder's and its own socket at least
+    assert all(code in ("refused", "restricted", "denied") for code, _ in asked.values()), asked
+    assert any("not in this attempt's session" in error for _, error in asked.values()), asked
     for pid, seen in pids.items():
         routes = seen["routes"]
         assert routes["cmdline"].startswith("read"), (pid, routes)

@@ -27,6 +27,7 @@ from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import limits as lim
 from raftsched.core import results as r
+from raftsched.core import secret_reads as sr
 from raftsched.core import versions as vs
 from raftsched.core import xcom
 from raftsched.core.callback_table import RUNNING
@@ -337,6 +338,7 @@ BUILDERS: dict[type, Builder] = {
                 "ciphertext": st.just("gAAAAAabc="),
                 "description": st.just(""),
                 "expected": st.sampled_from([None, "gAAAAAabc=", "gAAAAAxyz="]),
+                "dags": st.sampled_from([(), ("d",), ("d", "e")]),  # core/secret_policy.py
             },
             {
                 "kind": st.sampled_from(["bogus", None, ""]),
@@ -344,6 +346,12 @@ BUILDERS: dict[type, Builder] = {
                 "ciphertext": st.sampled_from(["clear text", "gAAAAA" + "a" * 90_000, ""]),
                 "description": st.one_of(HOSTILE_TEXT, NOT_TEXT),
                 "expected": st.one_of(HOSTILE_TEXT, NOT_TEXT),
+                "dags": st.one_of(
+                    st.sampled_from([("e", "d"), ("d", "d"), ["d"], "d", (None,), ("",)]),
+                    st.just(tuple(f"d{i}" for i in range(60))),
+                    st.tuples(IDS),
+                    NOT_TEXT,
+                ),
             },
         ),
     ),
@@ -489,6 +497,42 @@ def any_hostile_command(draw: Draw, sim: Sim, rid: str) -> c.Command:
     now = draw(st.one_of(fine, fine, fine, fine, DATES))
     kind = draw(st.sampled_from(sorted(BUILDERS, key=lambda k: k.__name__)))
     return BUILDERS[kind](draw, sim, rid, now)
+
+
+# -- on-demand reads of variables and connections (core/secret_reads.py) ----------------------
+
+
+def _read_secrets(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    live = sim.state.leases()
+    lease = draw(st.sampled_from(live)) if live else None
+    return sr.ReadSecrets(
+        request_id=rid,
+        now=now,
+        **_fields(
+            draw,
+            {
+                "key": st.just(lease.key) if lease else st.builds(lambda: _key(draw)),
+                "token": st.just(lease.token) if lease else st.just(1),
+                "worker_id": st.just(lease.worker_id) if lease else st.just("w1"),
+                "kind": st.sampled_from(["variable", "connection"]),
+                "names": st.sampled_from([("K",), ("K", "L"), ("NOT_SET",)]),
+            },
+            {
+                "key": st.sampled_from([None, "d/r/a", ("d", "r", "a")]),
+                "token": st.builds(lambda: _token(draw, sim)),
+                "worker_id": st.one_of(st.sampled_from(["w2", "", "w\n"]), NOT_TEXT),
+                "kind": st.sampled_from(["bogus", None, "", "token"]),
+                "names": st.one_of(
+                    st.sampled_from([(), ["K"], "K", ("1bad",), ("K" * 200,), (None,)]),
+                    st.just(tuple(f"N{i}" for i in range(20))),
+                    NOT_TEXT,
+                ),
+            },
+        ),
+    )
+
+
+BUILDERS[sr.ReadSecrets] = _read_secrets
 
 
 # -- deferred tasks and triggers (core/handlers_triggers.py) ----------------------------------
@@ -727,13 +771,16 @@ def test_every_command_with_hostile_fields_never_breaks_apply(
 
 
 def test_every_command_class_has_a_hostile_builder() -> None:
-    """A command added to core/commands.py must be added to BUILDERS (with hostile values in
-    its new fields), or it goes into the log untested."""
+    """A command added to core/commands.py, or in a module of its own that the state handles
+    (core/secret_reads.py), must be added to BUILDERS (with hostile values in its new fields),
+    or it goes into the log untested."""
+    from raftsched.core import state as state_module
+
     commands = {
         obj
         for _, obj in inspect.getmembers(c, inspect.isclass)
         if issubclass(obj, c.Command) and obj is not c.Command and obj.__module__ == c.__name__
-    }
+    } | set(state_module._HANDLERS)
     missing = sorted(k.__name__ for k in commands - set(BUILDERS))
     assert not missing, f"no hostile builder in {__name__} for: {missing}"
     assert set(BUILDERS) <= commands

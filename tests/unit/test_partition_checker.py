@@ -692,7 +692,8 @@ def test_poison_wraps_every_nth_fault_and_leaves_a_seeds_faults_as_they_were(pro
         assert [(s.at, s.heal_at, s.settle) for s in steps] == [
             (s.at, s.heal_at, s.settle) for s in plain
         ]
-    # the CI run's faults (seed 1, 90 s) are the ones it had before poison existed
+    # the CI run's faults (seed 1, 90 s) are the ones it had before poison existed (and its
+    # plain kill-worker now kills a triggerer: same time, same target index)
     ci = schedule.make_schedule(seed=1, duration=90, profile="short")
     assert [s.nemesis for s in schedule.unwrapped(ci)] == [
         "split",
@@ -701,7 +702,7 @@ def test_poison_wraps_every_nth_fault_and_leaves_a_seeds_faults_as_they_were(pro
         "kill-worker",
         "delay",
         "isolate-leader",
-        "kill-worker",
+        "kill-triggerer",
         "db-restart",
     ]
     assert [s.params.get("under") for s in ci if s.nemesis == "poison"] == [
@@ -1003,3 +1004,88 @@ def test_an_attempt_started_as_its_worker_was_killed_ends_with_the_kill(tmp_path
     assert before.ended_at == datetime.fromtimestamp(kill + GUARD_TEARDOWN, UTC)
     assert after.ended_at == datetime.fromtimestamp(kill + 0.025 + GUARD_TEARDOWN, UTC)
     assert load_executions([path])[0].ended_at is None  # no kill known: still running
+
+
+# -- triggerers and invariant 8 -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", ["short", "long"])
+def test_every_other_plain_worker_kill_kills_a_triggerer_at_the_same_time(profile: str) -> None:
+    every = schedule.PROFILES[profile].triggerer_every
+    for seed in (1, 2, 42, 2026):
+        steps = schedule.make_schedule(seed=seed, duration=900, profile=profile)
+        before = schedule.with_poison(
+            schedule._faults(seed, 900, profile, 3), schedule.PROFILES[profile].poison_every
+        )
+        assert [(s.at, s.heal_at, s.settle) for s in steps] == [
+            (s.at, s.heal_at, s.settle) for s in before
+        ]
+        kills = [b for b in before if b.nemesis == "kill-worker"]
+        turned = [s for s, b in zip(steps, before, strict=True) if s != b]
+        assert len(turned) == -(-len(kills) // every)
+        for step in turned:
+            assert step.nemesis == "kill-triggerer" and step.params["triggerer"] in (0, 1)
+    assert "kill-triggerer" in nemesis.KINDS
+    assert nemesis.make("kill-triggerer").unavailable(FakeCluster()) == (
+        "the cluster has no triggerers"
+    )
+
+
+def _row(task: str, n: int, state: str, message: str = "", run: str = "r1") -> AttemptRow:
+    return AttemptRow("pt_deferred", run, task, n, state, "w", n, T0, T0, T0, message)
+
+
+def _resume(task: str, n: int, fired: str = "2024-01-01T00:00:03+00:00", run: str = "r1"):
+    return {
+        "event": "resume",
+        "dag_id": "pt_deferred",
+        "run_id": run,
+        "task_id": task,
+        "try": n,
+        "due": "2024-01-01T00:00:03+00:00",
+        "fired": fired,
+        "worker": "pt-w0-g0",
+        "t": 1.0,
+    }
+
+
+def test_firings_consumed_once_passes_a_clean_history_and_names_each_breach(
+    tmp_path: Path,
+) -> None:
+    from scripts.partition import triggers as pt
+
+    log = tmp_path / "pt-w0-g0.jsonl"
+    records = [_resume("a", 2), {"event": "start", "pid": 1}, _resume("b", 2, "bad")]
+    log.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"torn')
+    resumes = pt.load_resumes([log])
+    assert [(r["key"][2], r["try"]) for r in resumes] == [("a", 2), ("b", 2)]
+    fired = "deferred on a time trigger; it fired"
+    runs = [RunRow("pt_deferred", "r1", T0, state="success")]
+    clean = pt.check_firings_consumed_once(
+        [_row("a", 1, "deferred", fired), _row("a", 2, "success")], runs, [], resumes[:1]
+    )
+    assert clean.ok and clean.checked == 2, clean.violations
+    ran = [
+        Execution("pt_deferred", "r1", "c", 3, "w", T0, T0, try_number=2),
+    ]
+    broken = pt.check_firings_consumed_once(
+        [
+            _row("a", 1, "deferred", fired),
+            _row("a", 2, "success"),
+            _row("b", 2, "success"),  # resumed with no firing of try 1
+            _row("c", 1, "deferred", fired),
+            _row("c", 2, "success"),  # ran without its event
+            _row("d", 1, "deferred", fired),  # fired, run finished, never resumed
+        ],
+        runs,
+        ran,
+        [*resumes, _resume("a", 2)],  # a's firing resumed twice; b's event not its own
+    )
+    kinds = sorted(v.kind for v in broken.violations)
+    assert kinds == [
+        "DOUBLE_RESUME",
+        "FIRING_LOST",
+        "NOT_RESUMED",
+        "RESUMED_WITHOUT_FIRING",
+        "WRONG_EVENT",
+    ], broken.violations

@@ -77,3 +77,75 @@ def test_poll_returns_the_first_done_result_or_the_last_one() -> None:
 
     last = retry.poll(refused, done=lambda a: False, deadline=0.05, every=0.01)
     assert last == f"refused {len(calls)}" and len(calls) >= 2
+
+
+def _doubling(initial: float, maximum: float, count: int) -> list[float]:
+    """The hand-written loops retry.backoff replaced: start at initial, double, cap."""
+    out, delay = [], initial
+    for _ in range(count):
+        out.append(delay)
+        delay = min(maximum, delay * 2)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("where", "initial", "maximum"),
+    [
+        ("proposer: immediate refusals", 0.02, 0.5),
+        ("worker and callback runner: lease calls", 0.5, 5.0),
+        ("worker and callback runner: outcome reports", 0.2, 5.0),
+        ("the death report (_last_words)", 0.1, 1.0),
+    ],
+)
+def test_each_converted_loop_waits_as_it_did(where: str, initial: float, maximum: float) -> None:
+    delays = [retry.backoff(n, initial=initial, maximum=maximum) for n in range(1, 12)]
+    assert delays == _doubling(initial, maximum, 11), where
+
+
+def test_the_materializer_waits_as_it_did() -> None:
+    from raftsched.cluster.materializer_driver import BACKOFF_MAX, BACKOFF_MIN, MaterializerDriver
+
+    delays = [MaterializerDriver._backoff(n) for n in range(1, 12)]
+    assert delays == _doubling(BACKOFF_MIN, BACKOFF_MAX, 11)
+
+
+def test_until_async_retries_reports_each_retry_and_gives_up() -> None:
+    import asyncio
+
+    calls: list[int] = []
+    seen: list[str] = []
+
+    async def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise Flaky(f"try {len(calls)}")
+        return "ok"
+
+    async def always() -> str:
+        raise Flaky("never")
+
+    def accept(err: BaseException) -> bool:
+        return isinstance(err, Flaky)
+
+    result = asyncio.run(
+        retry.until_async(
+            flaky, deadline=10, every=0.01, retry_on=accept, on_retry=lambda e: seen.append(str(e))
+        )
+    )
+    assert (result, len(calls), seen) == ("ok", 3, ["try 1", "try 2"])
+    with pytest.raises(retry.GaveUp) as gave_up:
+        asyncio.run(retry.until_async(always, deadline=0.05, every=0.01, retry_on=accept))
+    assert str(gave_up.value.last_attempt.exception()) == "never"
+
+
+def test_until_async_passes_a_cancellation_through() -> None:
+    import asyncio
+
+    async def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    def accept(err: BaseException) -> bool:
+        return isinstance(err, Exception)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(retry.until_async(cancelled, deadline=10, every=0.01, retry_on=accept))

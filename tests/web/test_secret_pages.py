@@ -39,18 +39,25 @@ REFUSE = "refuse-me"  # a description the fake cluster refuses (INVALID_ARGUMENT
 class FakeSecrets(secret_pb2_grpc.SecretServiceServicer):
     def __init__(self) -> None:
         self.stored: dict[tuple[str, str], tuple[str, str]] = {}
+        self.dags: dict[tuple[str, str], list[str]] = {}  # the DAGs each may be read by
 
     def SetSecret(self, request: Any, context: Any) -> Any:
         if request.description == REFUSE:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "refused: the value is not valid")
         old = self.stored.get((request.kind, request.key))
         self.stored[(request.kind, request.key)] = (request.value, request.description)
+        self.dags[(request.kind, request.key)] = list(request.dags)
         return secret_pb2.SetSecretResponse(changed=old != (request.value, request.description))
 
     def ListSecrets(self, request: Any, context: Any) -> Any:
         return secret_pb2.ListSecretsResponse(
             secrets=[
-                secret_pb2.Secret(kind=kind, key=key, description=description)
+                secret_pb2.Secret(
+                    kind=kind,
+                    key=key,
+                    description=description,
+                    dags=self.dags.get((kind, key), []),
+                )
                 for (kind, key), (_, description) in sorted(self.stored.items())
                 if kind == request.kind
             ]
@@ -82,6 +89,7 @@ def _cluster() -> Iterator[tuple[CannedCluster, FakeSecrets, str]]:
 @pytest.fixture
 def secrets(_cluster: tuple[CannedCluster, FakeSecrets, str]) -> FakeSecrets:
     _cluster[1].stored.clear()
+    _cluster[1].dags.clear()
     return _cluster[1]
 
 
@@ -181,3 +189,14 @@ def test_add_a_connection_without_ever_showing_its_uri(
     assert (sx.VARIABLE, "warehouse") not in secrets.stored
     assert "warehouse" not in _body(admin.get("/variables"))
     assert VALUE not in caplog.text
+
+
+def test_a_variable_restricted_to_dags_says_which(admin: FlaskClient, secrets: FakeSecrets) -> None:
+    token = csrf_token(admin, "/variables")
+    form = {"key": "TEAM", "value": VALUE, "dags": "etl, reports ,", "csrf_token": token}
+    text = _body(admin.post("/variables", data=form, follow_redirects=True))
+    assert secrets.dags[(sx.VARIABLE, "TEAM")] == ["etl", "reports"]
+    assert "<td>etl, reports</td>" in text
+    form = {"key": "OPEN", "value": VALUE, "csrf_token": token}
+    text = _body(admin.post("/variables", data=form, follow_redirects=True))
+    assert secrets.dags[(sx.VARIABLE, "OPEN")] == [] and "every DAG" in text

@@ -1,5 +1,6 @@
 // raftsched web: small vanilla JS for live pages. Every page works without it; with it,
-// the DAG list, grid, graph, run page, cluster page and task logs update in place.
+// the DAG list, grid, graph, run page, cluster page, workers page and task logs update in
+// place.
 "use strict";
 
 (function () {
@@ -213,6 +214,57 @@
     });
   }
 
+  // -- workers page: live and lost workers -------------------------------------------------
+  function workersPage(table) {
+    const lostTable = document.getElementById("workers-lost");
+    const dash = (v) => (v === null || v === undefined || v === "" ? "—" : String(v));
+    const row = (cls, w, cells) => {
+      const tr = el("tr", { class: cls, "data-worker": w.worker_id });
+      for (const c of cells) {
+        const td = el("td", c.cls ? { class: c.cls } : {});
+        if (c.node) td.append(...c.node); else td.textContent = c.text;
+        tr.append(td);
+      }
+      return tr;
+    };
+    const running = (w) => {
+      if (!w.running.length) return [el("span", { class: "muted" }, "idle")];
+      const out = [];
+      w.running.forEach((r, i) => {
+        const a = el("a", {}, `${r.dag_id}/${r.task_id}`);
+        a.href = table.dataset.taskUrl.replace("__DAG__", encodeURIComponent(r.dag_id))
+          .replace("__RUN__", encodeURIComponent(r.run_id)).replace("__TASK__", encodeURIComponent(r.task_id));
+        out.push(a, " ", el("span", { class: "muted small" }, `try ${r.try_number}, ${r.run_id}`));
+        if (i < w.running.length - 1) out.push(el("br"));
+      });
+      return out;
+    };
+    every(3000, async () => {
+      const data = await getJSON(table.dataset.refresh);
+      const live = data.workers.map((w) => row("worker-row", w, [
+        { node: [el("code", {}, w.worker_id)] }, { text: dash(w.host) }, { text: dash(w.pid) },
+        { text: dash(w.version) }, { text: w.queues.length ? w.queues.join(", ") : "default" },
+        { cls: "slots", text: `${w.slots_used}/${w.slots_total || "?"}` },
+        { cls: "running", node: running(w) }, { text: fmt(w.last_seen) },
+      ]));
+      if (!live.length) {
+        const tr = el("tr"), td = el("td", { colspan: "8", class: "muted" }, "No worker has called any node in the last 30 s.");
+        tr.append(td); live.push(tr);
+      }
+      table.tBodies[0].replaceChildren(...live);
+      lostTable.tBodies[0].replaceChildren(...data.lost.map((w) => row("worker-lost-row", w, [
+        { node: [el("code", {}, w.worker_id)] }, { text: dash(w.host) }, { text: dash(w.pid) },
+        { text: dash(w.version) }, { text: fmt(w.last_seen) }, { text: fmt(w.lost_at) },
+        { cls: "reason", text: dash(w.lost_reason) },
+      ])));
+      document.getElementById("workers-lost-section").hidden = data.lost.length === 0;
+      document.getElementById("workers-count").textContent = `${data.workers.length} live`
+        + (data.lost.length ? `, ${data.lost.length} lost in the last 10 minutes` : "");
+      document.getElementById("workers-answered").textContent = "answered by " + (data.answered_by || "?");
+      document.getElementById("workers-updated").textContent = "updated " + new Date().toLocaleTimeString();
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", () => {
     document.querySelectorAll("form[data-confirm]").forEach((form) =>
       form.addEventListener("submit", (e) => { if (!confirm(form.dataset.confirm)) e.preventDefault(); }));
@@ -222,5 +274,6 @@
     pick("run-form", runPage);
     pick("log", liveLog);
     pick("cluster", clusterPage);
+    pick("workers", workersPage);
   });
 })();

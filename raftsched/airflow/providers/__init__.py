@@ -1,1 +1,2 @@
-"""``airflow.providers``: only ``standard`` (Airflow 3's home of the core operators)."""
+"""``airflow.providers``: ``standard`` (Airflow 3's home of the core operators and sensors),
+``common.sql`` (SqlSensor) and ``http`` (HttpSensor)."""

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from . import common_pb2 as raftsched_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftsched/v1/secret.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"e\n\x10SetSecretRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\"P\n\x11SetSecretResponse\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x08\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"=\n\x10GetSecretRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0e\n\x06reveal\x18\x03 \x01(\x08\"\x84\x01\n\x0f\x43onnectionParts\x12\x11\n\tconn_type\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\r\x12\r\n\x05login\x18\x04 \x01(\t\x12\x14\n\x0chas_password\x18\x05 \x01(\x08\x12\x0e\n\x06schema\x18\x06 \x01(\t\x12\r\n\x05\x65xtra\x18\x07 \x01(\t\"\xe6\x01\n\x06Secret\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06masked\x18\x05 \x01(\t\x12\r\n\x05value\x18\x06 \x01(\t\x12\x31\n\nconnection\x18\x07 \x01(\x0b\x32\x1d.raftsched.v1.ConnectionParts\x12*\n\tfreshness\x18\x08 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\"\n\x12ListSecretsRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\"h\n\x13ListSecretsResponse\x12%\n\x07secrets\x18\x01 \x03(\x0b\x32\x14.raftsched.v1.Secret\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"D\n\x13\x44\x65leteSecretRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"B\n\x14\x44\x65leteSecretResponse\x12*\n\tfreshness\x18\x01 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"*\n\x14RotateSecretsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"e\n\x15RotateSecretsResponse\x12\x0f\n\x07rotated\x18\x01 \x01(\r\x12\x0f\n\x07skipped\x18\x02 \x01(\r\x12*\n\tfreshness\x18\x03 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\x85\x01\n\x15ResolveSecretsRequest\x12\"\n\x03key\x18\x01 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x11\n\tvariables\x18\x04 \x03(\t\x12\x13\n\x0b\x63onnections\x18\x05 \x03(\t\"7\n\x0bSecretValue\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\"o\n\x16ResolveSecretsResponse\x12)\n\x06values\x18\x01 \x03(\x0b\x32\x19.raftsched.v1.SecretValue\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness2\x82\x04\n\rSecretService\x12L\n\tSetSecret\x12\x1e.raftsched.v1.SetSecretRequest\x1a\x1f.raftsched.v1.SetSecretResponse\x12\x41\n\tGetSecret\x12\x1e.raftsched.v1.GetSecretRequest\x1a\x14.raftsched.v1.Secret\x12R\n\x0bListSecrets\x12 .raftsched.v1.ListSecretsRequest\x1a!.raftsched.v1.ListSecretsResponse\x12U\n\x0c\x44\x65leteSecret\x12!.raftsched.v1.DeleteSecretRequest\x1a\".raftsched.v1.DeleteSecretResponse\x12X\n\rRotateSecrets\x12\".raftsched.v1.RotateSecretsRequest\x1a#.raftsched.v1.RotateSecretsResponse\x12[\n\x0eResolveSecrets\x12#.raftsched.v1.ResolveSecretsRequest\x1a$.raftsched.v1.ResolveSecretsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftsched/v1/secret.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"s\n\x10SetSecretRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x12\n\nrequest_id\x18\x05 \x01(\t\x12\x0c\n\x04\x64\x61gs\x18\x06 \x03(\t\"P\n\x11SetSecretResponse\x12\x0f\n\x07\x63hanged\x18\x01 \x01(\x08\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"=\n\x10GetSecretRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0e\n\x06reveal\x18\x03 \x01(\x08\"\x84\x01\n\x0f\x43onnectionParts\x12\x11\n\tconn_type\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\r\x12\r\n\x05login\x18\x04 \x01(\t\x12\x14\n\x0chas_password\x18\x05 \x01(\x08\x12\x0e\n\x06schema\x18\x06 \x01(\t\x12\r\n\x05\x65xtra\x18\x07 \x01(\t\"\xf4\x01\n\x06Secret\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12.\n\nupdated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06masked\x18\x05 \x01(\t\x12\r\n\x05value\x18\x06 \x01(\t\x12\x31\n\nconnection\x18\x07 \x01(\x0b\x32\x1d.raftsched.v1.ConnectionParts\x12*\n\tfreshness\x18\x08 \x01(\x0b\x32\x17.raftsched.v1.Freshness\x12\x0c\n\x04\x64\x61gs\x18\t \x03(\t\"\"\n\x12ListSecretsRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\"h\n\x13ListSecretsResponse\x12%\n\x07secrets\x18\x01 \x03(\x0b\x32\x14.raftsched.v1.Secret\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"D\n\x13\x44\x65leteSecretRequest\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"B\n\x14\x44\x65leteSecretResponse\x12*\n\tfreshness\x18\x01 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"*\n\x14RotateSecretsRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\"e\n\x15RotateSecretsResponse\x12\x0f\n\x07rotated\x18\x01 \x01(\r\x12\x0f\n\x07skipped\x18\x02 \x01(\r\x12*\n\tfreshness\x18\x03 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\x98\x01\n\x15ResolveSecretsRequest\x12\"\n\x03key\x18\x01 \x01(\x0b\x32\x15.raftsched.v1.TaskKey\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x11\n\tvariables\x18\x04 \x03(\t\x12\x13\n\x0b\x63onnections\x18\x05 \x03(\t\x12\x11\n\ton_demand\x18\x06 \x01(\x08\"7\n\x0bSecretValue\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\r\n\x05value\x18\x03 \x01(\t\"o\n\x16ResolveSecretsResponse\x12)\n\x06values\x18\x01 \x03(\x0b\x32\x19.raftsched.v1.SecretValue\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness2\x82\x04\n\rSecretService\x12L\n\tSetSecret\x12\x1e.raftsched.v1.SetSecretRequest\x1a\x1f.raftsched.v1.SetSecretResponse\x12\x41\n\tGetSecret\x12\x1e.raftsched.v1.GetSecretRequest\x1a\x14.raftsched.v1.Secret\x12R\n\x0bListSecrets\x12 .raftsched.v1.ListSecretsRequest\x1a!.raftsched.v1.ListSecretsResponse\x12U\n\x0c\x44\x65leteSecret\x12!.raftsched.v1.DeleteSecretRequest\x1a\".raftsched.v1.DeleteSecretResponse\x12X\n\rRotateSecrets\x12\".raftsched.v1.RotateSecretsRequest\x1a#.raftsched.v1.RotateSecretsResponse\x12[\n\x0eResolveSecrets\x12#.raftsched.v1.ResolveSecretsRequest\x1a$.raftsched.v1.ResolveSecretsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,33 +34,33 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'raftsched.api.gen.secret_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_SETSECRETREQUEST']._serialized_start=103
-  _globals['_SETSECRETREQUEST']._serialized_end=204
-  _globals['_SETSECRETRESPONSE']._serialized_start=206
-  _globals['_SETSECRETRESPONSE']._serialized_end=286
-  _globals['_GETSECRETREQUEST']._serialized_start=288
-  _globals['_GETSECRETREQUEST']._serialized_end=349
-  _globals['_CONNECTIONPARTS']._serialized_start=352
-  _globals['_CONNECTIONPARTS']._serialized_end=484
-  _globals['_SECRET']._serialized_start=487
-  _globals['_SECRET']._serialized_end=717
-  _globals['_LISTSECRETSREQUEST']._serialized_start=719
-  _globals['_LISTSECRETSREQUEST']._serialized_end=753
-  _globals['_LISTSECRETSRESPONSE']._serialized_start=755
-  _globals['_LISTSECRETSRESPONSE']._serialized_end=859
-  _globals['_DELETESECRETREQUEST']._serialized_start=861
-  _globals['_DELETESECRETREQUEST']._serialized_end=929
-  _globals['_DELETESECRETRESPONSE']._serialized_start=931
-  _globals['_DELETESECRETRESPONSE']._serialized_end=997
-  _globals['_ROTATESECRETSREQUEST']._serialized_start=999
-  _globals['_ROTATESECRETSREQUEST']._serialized_end=1041
-  _globals['_ROTATESECRETSRESPONSE']._serialized_start=1043
-  _globals['_ROTATESECRETSRESPONSE']._serialized_end=1144
-  _globals['_RESOLVESECRETSREQUEST']._serialized_start=1147
-  _globals['_RESOLVESECRETSREQUEST']._serialized_end=1280
-  _globals['_SECRETVALUE']._serialized_start=1282
-  _globals['_SECRETVALUE']._serialized_end=1337
-  _globals['_RESOLVESECRETSRESPONSE']._serialized_start=1339
-  _globals['_RESOLVESECRETSRESPONSE']._serialized_end=1450
-  _globals['_SECRETSERVICE']._serialized_start=1453
-  _globals['_SECRETSERVICE']._serialized_end=1967
+  _globals['_SETSECRETREQUEST']._serialized_end=218
+  _globals['_SETSECRETRESPONSE']._serialized_start=220
+  _globals['_SETSECRETRESPONSE']._serialized_end=300
+  _globals['_GETSECRETREQUEST']._serialized_start=302
+  _globals['_GETSECRETREQUEST']._serialized_end=363
+  _globals['_CONNECTIONPARTS']._serialized_start=366
+  _globals['_CONNECTIONPARTS']._serialized_end=498
+  _globals['_SECRET']._serialized_start=501
+  _globals['_SECRET']._serialized_end=745
+  _globals['_LISTSECRETSREQUEST']._serialized_start=747
+  _globals['_LISTSECRETSREQUEST']._serialized_end=781
+  _globals['_LISTSECRETSRESPONSE']._serialized_start=783
+  _globals['_LISTSECRETSRESPONSE']._serialized_end=887
+  _globals['_DELETESECRETREQUEST']._serialized_start=889
+  _globals['_DELETESECRETREQUEST']._serialized_end=957
+  _globals['_DELETESECRETRESPONSE']._serialized_start=959
+  _globals['_DELETESECRETRESPONSE']._serialized_end=1025
+  _globals['_ROTATESECRETSREQUEST']._serialized_start=1027
+  _globals['_ROTATESECRETSREQUEST']._serialized_end=1069
+  _globals['_ROTATESECRETSRESPONSE']._serialized_start=1071
+  _globals['_ROTATESECRETSRESPONSE']._serialized_end=1172
+  _globals['_RESOLVESECRETSREQUEST']._serialized_start=1175
+  _globals['_RESOLVESECRETSREQUEST']._serialized_end=1327
+  _globals['_SECRETVALUE']._serialized_start=1329
+  _globals['_SECRETVALUE']._serialized_end=1384
+  _globals['_RESOLVESECRETSRESPONSE']._serialized_start=1386
+  _globals['_RESOLVESECRETSRESPONSE']._serialized_end=1497
+  _globals['_SECRETSERVICE']._serialized_start=1500
+  _globals['_SECRETSERVICE']._serialized_end=2014
 # @@protoc_insertion_point(module_scope)

@@ -11,18 +11,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class SetSecretRequest(_message.Message):
-    __slots__ = ("kind", "key", "value", "description", "request_id")
+    __slots__ = ("kind", "key", "value", "description", "request_id", "dags")
     KIND_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DAGS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     key: str
     value: str
     description: str
     request_id: str
-    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ..., description: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+    dags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., value: _Optional[str] = ..., description: _Optional[str] = ..., request_id: _Optional[str] = ..., dags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SetSecretResponse(_message.Message):
     __slots__ = ("changed", "freshness")
@@ -61,7 +63,7 @@ class ConnectionParts(_message.Message):
     def __init__(self, conn_type: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., login: _Optional[str] = ..., has_password: _Optional[bool] = ..., schema: _Optional[str] = ..., extra: _Optional[str] = ...) -> None: ...
 
 class Secret(_message.Message):
-    __slots__ = ("kind", "key", "description", "updated_at", "masked", "value", "connection", "freshness")
+    __slots__ = ("kind", "key", "description", "updated_at", "masked", "value", "connection", "freshness", "dags")
     KIND_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +72,7 @@ class Secret(_message.Message):
     VALUE_FIELD_NUMBER: _ClassVar[int]
     CONNECTION_FIELD_NUMBER: _ClassVar[int]
     FRESHNESS_FIELD_NUMBER: _ClassVar[int]
+    DAGS_FIELD_NUMBER: _ClassVar[int]
     kind: str
     key: str
     description: str
@@ -78,7 +81,8 @@ class Secret(_message.Message):
     value: str
     connection: ConnectionParts
     freshness: _common_pb2.Freshness
-    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., description: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., masked: _Optional[str] = ..., value: _Optional[str] = ..., connection: _Optional[_Union[ConnectionParts, _Mapping]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
+    dags: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, kind: _Optional[str] = ..., key: _Optional[str] = ..., description: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., masked: _Optional[str] = ..., value: _Optional[str] = ..., connection: _Optional[_Union[ConnectionParts, _Mapping]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ..., dags: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListSecretsRequest(_message.Message):
     __slots__ = ("kind",)
@@ -127,18 +131,20 @@ class RotateSecretsResponse(_message.Message):
     def __init__(self, rotated: _Optional[int] = ..., skipped: _Optional[int] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
 class ResolveSecretsRequest(_message.Message):
-    __slots__ = ("key", "token", "worker_id", "variables", "connections")
+    __slots__ = ("key", "token", "worker_id", "variables", "connections", "on_demand")
     KEY_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     VARIABLES_FIELD_NUMBER: _ClassVar[int]
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
+    ON_DEMAND_FIELD_NUMBER: _ClassVar[int]
     key: _common_pb2.TaskKey
     token: int
     worker_id: str
     variables: _containers.RepeatedScalarFieldContainer[str]
     connections: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., worker_id: _Optional[str] = ..., variables: _Optional[_Iterable[str]] = ..., connections: _Optional[_Iterable[str]] = ...) -> None: ...
+    on_demand: bool
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., worker_id: _Optional[str] = ..., variables: _Optional[_Iterable[str]] = ..., connections: _Optional[_Iterable[str]] = ..., on_demand: _Optional[bool] = ...) -> None: ...
 
 class SecretValue(_message.Message):
     __slots__ = ("kind", "key", "value")

@@ -118,9 +118,10 @@ class SecretServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResolveSecrets(self, request, context):
-        """The values a task declares (secrets= / connections= of its DAG file), for the worker that
-        holds its lease: FAILED_PRECONDITION for a stale token, PERMISSION_DENIED for a name the
-        task does not declare, NOT_FOUND for one that is not set. Needs worker.
+        """The values a task declares (secrets= / connections= of its DAG file), or reads on demand
+        (on_demand), for the worker that holds its lease: FAILED_PRECONDITION for a stale token,
+        PERMISSION_DENIED for a name the task does not declare or its DAG may not read, NOT_FOUND
+        for one that is not set. Needs worker.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -491,3 +491,27 @@ class FireTriggersResponse(_message.Message):
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     refused: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, refused: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ExternalRunStateRequest(_message.Message):
+    __slots__ = ("triggerer_id", "ref", "dag_id", "logical_date", "task_ids")
+    TRIGGERER_ID_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    DAG_ID_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_DATE_FIELD_NUMBER: _ClassVar[int]
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    triggerer_id: str
+    ref: TriggerRef
+    dag_id: str
+    logical_date: _timestamp_pb2.Timestamp
+    task_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, triggerer_id: _Optional[str] = ..., ref: _Optional[_Union[TriggerRef, _Mapping]] = ..., dag_id: _Optional[str] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ExternalRunStateResponse(_message.Message):
+    __slots__ = ("found", "run_state", "task_states")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    RUN_STATE_FIELD_NUMBER: _ClassVar[int]
+    TASK_STATES_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    run_state: str
+    task_states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, found: _Optional[bool] = ..., run_state: _Optional[str] = ..., task_states: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -105,6 +105,11 @@ class WorkerServiceStub:
                 request_serializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersRequest.SerializeToString,
                 response_deserializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersResponse.FromString,
                 _registered_method=True)
+        self.ExternalRunState = channel.unary_unary(
+                '/raftsched.v1.WorkerService/ExternalRunState',
+                request_serializer=raftsched_dot_v1_dot_worker__pb2.ExternalRunStateRequest.SerializeToString,
+                response_deserializer=raftsched_dot_v1_dot_worker__pb2.ExternalRunStateResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -219,6 +224,15 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExternalRunState(self, request, context):
+        """The state of another DAG's run (by logical date) and of some of its tasks, for a
+        triggerer holding the live lease of a trigger that waits on it (ExternalTaskSensor).
+        FAILED_PRECONDITION if the lease is not the caller's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -291,6 +305,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.FireTriggers,
                     request_deserializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersRequest.FromString,
                     response_serializer=raftsched_dot_v1_dot_worker__pb2.FireTriggersResponse.SerializeToString,
+            ),
+            'ExternalRunState': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExternalRunState,
+                    request_deserializer=raftsched_dot_v1_dot_worker__pb2.ExternalRunStateRequest.FromString,
+                    response_serializer=raftsched_dot_v1_dot_worker__pb2.ExternalRunStateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -672,6 +691,33 @@ class WorkerService:
             '/raftsched.v1.WorkerService/FireTriggers',
             raftsched_dot_v1_dot_worker__pb2.FireTriggersRequest.SerializeToString,
             raftsched_dot_v1_dot_worker__pb2.FireTriggersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExternalRunState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/raftsched.v1.WorkerService/ExternalRunState',
+            raftsched_dot_v1_dot_worker__pb2.ExternalRunStateRequest.SerializeToString,
+            raftsched_dot_v1_dot_worker__pb2.ExternalRunStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

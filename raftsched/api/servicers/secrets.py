@@ -2,7 +2,10 @@
 
 This node holds the Fernet keys (``[secrets] fernet_key``): it encrypts a value it is given
 and proposes ``SetSecret`` with the ciphertext; it decrypts only for an admin's ``reveal`` and
-for a worker that holds the live lease of a task declaring the name (``ResolveSecrets``). An
+for a worker that holds the live lease of a task declaring the name, or reading it on demand
+once ``ReadSecrets`` committed (``ResolveSecrets``, ``on_demand_secrets.py``), of a DAG the
+name is not restricted away from (``core/secret_policy.py``); or for a triggerer that holds
+the lease of the trigger the deferred task waits on. An
 operator's ``GetSecret`` of a connection shows its parts with every credential part (password,
 path past its first segment, query values, fragment: ``secrets.masked_connection``) masked.
 Nothing here logs a value, and no error message quotes one. A node without a key refuses every
@@ -23,12 +26,14 @@ from raftsched.api.auth import Role, caller_role
 from raftsched.api.gen import secret_pb2, secret_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
+from raftsched.api.servicers.on_demand_secrets import resolve_on_demand
 from raftsched.api.status import StatusError, invalid_argument, translate_errors
 from raftsched.core import callbacks as cb
 from raftsched.core import commands as c
 from raftsched.core import handlers_secrets as hs
 from raftsched.core import limits, mapping
 from raftsched.core import results as r
+from raftsched.core import secret_policy as policy
 from raftsched.core.model import TaskKey, TaskState
 from raftsched.core.results import Result
 
@@ -71,11 +76,14 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
             except ValueError as err:  # the message never quotes the URI (its password)
                 raise StatusError(Code.INVALID_ARGUMENT, str(err)) from None
         limits.check_text("description", request.description, limits.MAX_SECRET_DESCRIPTION_CHARS)
+        dags = policy.normalized(request.dags)
+        policy.check_dags("dags", dags)  # LimitExceeded: INVALID_ARGUMENT naming the field
         box = self.box()
         current = self._record(kind, key)
         if (
             current is not None
             and current.description == request.description
+            and current.dags == dags
             and _same(box, current.ciphertext, value)
         ):  # Fernet tokens differ each time: compare values, or every set would change
             return secret_pb2.SetSecretResponse(changed=False, freshness=self.ctx.freshness())
@@ -86,6 +94,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
             key=key,
             ciphertext=box.encrypt(value),
             description=request.description,
+            dags=dags,  # not () only from cluster version 3 (the gate)
         )
         result = self.ctx.propose(command, context)
         _raise(result, kind, key)
@@ -112,6 +121,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
             description=record.description,
             updated_at=convert.ts(record.updated_at),
             freshness=fresh,
+            dags=record.dags,
         )
         if kind == sx.CONNECTION:
             out.masked = sx.masked_uri(value)
@@ -146,6 +156,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
                     key=key,
                     description=rec.description,
                     updated_at=convert.ts(rec.updated_at),
+                    dags=rec.dags,
                 )
                 for key, rec in records
             ],
@@ -173,6 +184,9 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
                 for n, rec in st.secret_records(k).items()
             ]
         )
+        restricted, _ = self.ctx.read(
+            lambda st: {(k, n): rec.dags for (k, n), rec in st.secrets.items() if rec.dags}
+        )
         base = bounds.request_id(request.request_id)
         commands = [
             self.ctx.make(
@@ -186,6 +200,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
                 description=description,
                 expected=old,  # a value set meanwhile is kept
                 actor="",  # a re-encryption changes no value: no audit record per key
+                dags=restricted.get((kind, key), ()),  # who may read it stays as it was
             )
             for kind, key, new, description, old in sx.rotation_plan(box, records)
         ]
@@ -226,6 +241,14 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
             )
         declared, records = found
         box = self.box()
+        if request.on_demand:  # undeclared: committed (lease, policy, audit) before decrypting
+            read = resolve_on_demand(
+                self.ctx, context, request, key, worker_id, wanted, box.decrypt
+            )
+            return secret_pb2.ResolveSecretsResponse(
+                values=[secret_pb2.SecretValue(kind=k, key=n, value=v) for k, n, v in read],
+                freshness=self.ctx.freshness(),
+            )
         values = []
         for kind, name in wanted:
             if name not in declared[kind]:
@@ -237,18 +260,33 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
             rec = records.get((kind, name))
             if rec is None:
                 raise _not_found(kind, name)
-            values.append(secret_pb2.SecretValue(kind=kind, key=name, value=box.decrypt(rec)))
+            why = policy.refusal(kind, name, rec.dags, key.dag_id)  # declared or not
+            if why is not None:
+                raise StatusError(Code.PERMISSION_DENIED, why)
+            values.append(
+                secret_pb2.SecretValue(kind=kind, key=name, value=box.decrypt(rec.ciphertext))
+            )
         return secret_pb2.ResolveSecretsResponse(values=values, freshness=self.ctx.freshness())
 
     def _lease_view(
         self, key: TaskKey, token: int, worker_id: str
-    ) -> tuple[dict[str, set[str]], dict[tuple[str, str], str]] | None:
+    ) -> tuple[dict[str, set[str]], dict[tuple[str, str], hs.SecretRecord]] | None:
         """What the task declares and the ciphertexts, if ``worker_id`` holds its lease."""
 
         def view(st: Any) -> Any:
             ti = st.task_instance(key)
             lease = None if ti is None else ti.lease
-            if (
+            trigger = st.triggers.get(key)
+            # a triggerer running a deferred task's trigger (a SQL trigger's connection) holds
+            # what the task declares, as its worker would (docs/architecture.md §17)
+            triggered = (
+                ti is not None
+                and ti.state is TaskState.DEFERRED
+                and trigger is not None
+                and trigger.token == token
+                and trigger.triggerer_id == worker_id
+            )
+            if not triggered and (
                 ti is None
                 or ti.state is not TaskState.RUNNING
                 or lease is None
@@ -267,7 +305,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
                 except (AttributeError, KeyError, ValueError):
                     return None
             records = {
-                (kind, name): rec.ciphertext
+                (kind, name): rec
                 for kind in sx.KINDS
                 for name, rec in st.secret_records(kind).items()
             }

@@ -15,6 +15,7 @@ import grpc
 
 from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import bounds, convert
+from raftsched.api.servicers.external_state import ExternalStateRpcs
 from raftsched.api.servicers.lease_poll import poll_for_grants
 from raftsched.api.status import StatusError, raise_for_result, translate_errors
 from raftsched.core import commands as c
@@ -45,8 +46,9 @@ def _json(field: str, text: str, default: str, most: int, *, obj: bool = True) -
     return text
 
 
-class TriggerRpcs:
-    """Mixed into ``WorkerServicer`` (which provides ``ctx`` and ``signal``)."""
+class TriggerRpcs(ExternalStateRpcs):
+    """Mixed into ``WorkerServicer`` (which provides ``ctx`` and ``signal``); with
+    ExternalRunState, a triggerer's read under a trigger's lease."""
 
     ctx: Any
     signal: Any

@@ -5,7 +5,7 @@ events each asset-triggered run carried. Rows are written once, from ASSET_EVENT
 ASSET_RUN outbox entries. Empty until the cluster runs the release with assets (0.3.0).
 
 Revision ID: 0009
-Revises: 0007 (the lead sets it to 0008 when the pools migration lands)
+Revises: 0007 (0008, the pools migration, once it lands)
 Create Date: 2026-12-05
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0007"  # "0008" once the pools migration (0008) is merged
 branch_labels = None
 depends_on = None
 

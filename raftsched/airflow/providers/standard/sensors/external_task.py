@@ -1,26 +1,17 @@
-"""``airflow.providers.standard.sensors.external_task``: not supported yet (see the package)."""
+"""``airflow.providers.standard.sensors.external_task``: ExternalTaskSensor, waiting on the
+triggerer (raftsched.airflow._external_sensor); ExternalTaskMarker is not offered."""
 
 from __future__ import annotations
 
+from raftsched.airflow._external_sensor import ExternalTaskSensor
 from raftsched.airflow._unsupported import missing_names
+
+__all__ = ["ExternalTaskSensor"]
 
 __getattr__ = missing_names(
     "airflow.providers.standard.sensors.external_task",
     {
-        name: "sensors are not supported yet: check once in a @task that raises when not"
-        " ready, with retries= and retry_delay= to poll"
-        for name in (
-            "BashSensor",
-            "PythonSensor",
-            "TimeSensor",
-            "TimeSensorAsync",
-            "TimeDeltaSensor",
-            "TimeDeltaSensorAsync",
-            "DateTimeSensor",
-            "DateTimeSensorAsync",
-            "FileSensor",
-            "ExternalTaskSensor",
-            "ExternalTaskMarker",
-        )
+        "ExternalTaskMarker": "clearing across DAGs is not offered: clear the other DAG's"
+        " tasks with `raftsched tasks clear`",
     },
 )

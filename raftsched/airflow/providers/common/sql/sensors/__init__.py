@@ -1,0 +1,1 @@
+"""``airflow.providers.common.sql.sensors``: ``sql.SqlSensor``."""

@@ -1,0 +1,7 @@
+"""``airflow.providers.common.sql.sensors.sql``: SqlSensor (raftsched.airflow._sql_sensor)."""
+
+from __future__ import annotations
+
+from raftsched.airflow._sql_sensor import SqlSensor
+
+__all__ = ["SqlSensor"]

@@ -1,0 +1,1 @@
+"""``airflow.providers.http``: ``sensors.http.HttpSensor``."""
