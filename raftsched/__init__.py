@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.3.0"
 __all__ = [
     "DAG",
+    "Asset",
+    "AssetAll",
+    "AssetAny",
     "BashTask",
     "EmptyTask",
     "Param",
@@ -24,11 +27,15 @@ __all__ = [
 ]
 _AUTHORING = frozenset(
     {"DAG", "BashTask", "EmptyTask", "PythonTask", "Param", "TaskSkipped", "chain", "dag", "task"}
+    | {"Asset", "AssetAll", "AssetAny"}
 )
 
 if TYPE_CHECKING:
     from raftsched.dags.authoring import (
         DAG,
+        Asset,
+        AssetAll,
+        AssetAny,
         BashTask,
         EmptyTask,
         Param,

@@ -25,6 +25,7 @@ csrf = CSRFProtect()
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     from raftsched.web import (
+        asset_pages,
         audit,
         auth,
         backfill,
@@ -78,6 +79,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         users,
         secret_pages,
         audit,
+        asset_pages,
     )
     for module in (*blueprints, health):
         app.register_blueprint(module.bp)

@@ -40,4 +40,5 @@ def rendered_fields(
         data_interval_end=run.get("data_interval_end"),
         conf=conf if isinstance(conf, dict) else {},
         params_json=dag.get("params_json") or "",
+        asset_events_json=run.get("asset_events_json") or "",
     )

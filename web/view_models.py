@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from raftsched.web.gateway_assets import condition_text, condition_uris
+
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2
 from raftsched.api.wire import enum_text, when
 
@@ -93,6 +95,8 @@ def dag_dict(dag: dag_pb2.Dag) -> dict[str, Any]:
         "jitter_seconds": dag.jitter_seconds,
         "pause_on_failure": dag.pause_on_failure,
         "pause_note": dag.pause_note,
+        "asset_condition": condition_text(dag.asset_condition),  # §21
+        "asset_uris": condition_uris(dag.asset_condition),
         "skipped": [
             {
                 "first": ts(s, "first"),
@@ -117,6 +121,8 @@ def task_dict(task: dag_pb2.TaskDefinition) -> dict[str, Any]:
         "retries": task.retries,
         "trigger_rule": task.trigger_rule,
         "upstream": list(task.upstream),
+        "outlets": list(task.outlets),
+        "inlets": list(task.inlets),
         "execution_timeout": (
             task.execution_timeout_seconds if task.HasField("execution_timeout_seconds") else None
         ),
@@ -133,6 +139,7 @@ def run_dict(run: dag_pb2.DagRun) -> dict[str, Any]:
         "run_type": run_type(run.run_type),
         "state": run_state(run.state),
         "conf_json": run.conf_json,
+        "asset_events_json": run.asset_events_json,
         "created_at": ts(run, "created_at"),
         "start_date": ts(run, "start_date"),
         "end_date": ts(run, "end_date"),

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import mapping
 from raftsched.dags import template_names
+from raftsched.dags.assets import ASSET_EVENTS_ENV, Asset, triggering_events
 from raftsched.dags.params import effective_params
 from raftsched.secrets import VAR_ENV_PREFIX
 
@@ -117,6 +118,11 @@ def build(
     context["task"] = task
     context["dag"] = dag
     context["run_after"] = context["data_interval_end"]
+    # assets (raftsched.dags.assets): the run's triggering events, the task's inlets/outlets
+    events = triggering_events(env.get(ASSET_EVENTS_ENV, ""))
+    context["triggering_asset_events"] = context["triggering_dataset_events"] = events
+    context["inlets"] = [Asset(uri) for uri in getattr(task, "inlets", ())]
+    context["outlets"] = [Asset(uri) for uri in getattr(task, "outlets", ())]
     return context
 
 

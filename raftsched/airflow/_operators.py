@@ -50,6 +50,8 @@ NATIVE = (
     "queue",
     "pool",  # pools are set with `raftsched pools set NAME SLOTS` (README, Pools)
     "pool_slots",
+    "outlets",  # assets (raftsched.dags.assets)
+    "inlets",
     "on_failure_callback",
     "on_success_callback",
     "on_retry_callback",
@@ -74,8 +76,6 @@ DROPPED = frozenset(
         "task_display_name",
         "weight_rule",
         "do_xcom_push",
-        "inlets",
-        "outlets",
         "executor_config",
         "resources",
         "ui_color",

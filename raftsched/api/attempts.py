@@ -29,6 +29,7 @@ READ_ONLY = frozenset(
     {"GetStatus", "ListDags", "GetDag", "ListRuns", "ListTaskInstances", "GetTaskLog"}
     | {"ListImportErrors", "ExplainSlot", "VerifyUser", "GetPasswordHash", "ListUsers"}
     | {"GetDagSource", "GetSecret", "ListSecrets", "ResolveSecrets", "ListWorkers"}
+    | {"ListAssets", "GetAsset"}
     | {"ExternalRunState"}
 )
 

@@ -73,6 +73,7 @@ _W = "/raftsched.v1.WorkerService/"
 _U = "/raftsched.v1.UserService/"
 _S = "/raftsched.v1.SecretService/"
 _P = "/raftsched.v1.PoolService/"
+_A = "/raftsched.v1.AssetService/"
 
 METHOD_ROLES: Mapping[str, Role] = {
     _C + "GetStatus": Role.VIEWER,
@@ -123,6 +124,9 @@ METHOD_ROLES: Mapping[str, Role] = {
     _P + "ListPools": Role.VIEWER,
     _P + "SetPool": Role.OPERATOR,
     _P + "DeletePool": Role.OPERATOR,
+    _A + "EmitAssetEvent": Role.OPERATOR,
+    _A + "ListAssets": Role.VIEWER,
+    _A + "GetAsset": Role.VIEWER,
 }
 
 # Services anyone may call without a token.

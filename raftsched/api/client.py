@@ -70,6 +70,8 @@ from raftsched.api.attempts import (  # re-exported: the client's public names
     _Rpc,
 )
 from raftsched.api.gen import (
+    asset_pb2,
+    asset_pb2_grpc,
     cluster_pb2,
     cluster_pb2_grpc,
     dag_pb2,
@@ -185,6 +187,7 @@ class RaftschedClient:
         self.users = _Service(self, user_pb2, "UserService")
         self.secrets = _Service(self, secret_pb2, "SecretService")
         self.pools = _Service(self, pool_pb2, "PoolService")
+        self.assets = _Service(self, asset_pb2, "AssetService")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -350,4 +353,5 @@ _STUB_CLASSES: dict[str, Callable[[grpc.Channel], Any]] = {
     "UserService": user_pb2_grpc.UserServiceStub,
     "SecretService": secret_pb2_grpc.SecretServiceStub,
     "PoolService": pool_pb2_grpc.PoolServiceStub,
+    "AssetService": asset_pb2_grpc.AssetServiceStub,
 }

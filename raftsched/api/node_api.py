@@ -27,6 +27,7 @@ from raftsched.api.servicers import (
     UserServicer,
     WorkerServicer,
 )
+from raftsched.api.servicers.assets import AssetServicer
 from raftsched.api.servicers.pools import PoolServicer
 from raftsched.api.servicers.secrets import SecretServicer
 
@@ -77,6 +78,7 @@ class NodeApi:
             UserServicer(self.ctx),
             SecretServicer(self.ctx, getattr(runtime, "fernet_keys", ())),
             PoolServicer(self.ctx),
+            AssetServicer(self.ctx),
         ]
         self.server: ApiServer = build_server(  # pools: [api] grpc_max_workers, _long_polls
             api, servicers, bind=self.bind, max_workers=max_workers, gate=self.ctx

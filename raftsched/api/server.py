@@ -37,6 +37,8 @@ from grpc_reflection.v1alpha import reflection
 from raftsched.api import auth, tls
 from raftsched.api.consistency import ConsistencyInterceptor, Gate
 from raftsched.api.gen import (
+    asset_pb2,
+    asset_pb2_grpc,
     cluster_pb2,
     cluster_pb2_grpc,
     dag_pb2,
@@ -88,6 +90,11 @@ SERVICES: tuple[tuple[type, Any, str], ...] = (
         pool_pb2_grpc.PoolServiceServicer,
         pool_pb2_grpc.add_PoolServiceServicer_to_server,
         pool_pb2.DESCRIPTOR.services_by_name["PoolService"].full_name,
+    ),
+    (
+        asset_pb2_grpc.AssetServiceServicer,
+        asset_pb2_grpc.add_AssetServiceServicer_to_server,
+        asset_pb2.DESCRIPTOR.services_by_name["AssetService"].full_name,
     ),
 )
 

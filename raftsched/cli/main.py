@@ -32,6 +32,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool stopped
 # One module per area; each adds its subcommands with register(sub). Imported when the parser
 # is built, so `import raftsched.cli.main` stays cheap.
 COMMAND_MODULES = (
+    "assets_cmd",
     "audit_cmd",
     "cluster_cmd",
     "dags_cmd",

@@ -15,7 +15,7 @@ from raftsched.cli.dags_cmd import text_arg
 from raftsched.cli.output import emit
 
 RUN_STATES = ("queued", "running", "success", "failed")
-RUN_TYPES = ("scheduled", "manual")
+RUN_TYPES = ("scheduled", "manual", "asset_triggered")
 COLUMNS = ("dag_id", "run_id", "state", "type", "logical_date", "start_date", "end_date")
 
 
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "dag_id", nargs="?", default="", type=text_arg, help="default: runs of every DAG"
     )
     lst.add_argument("--state", action="append", choices=RUN_STATES, default=[], help="repeatable")
-    lst.add_argument("--type", choices=RUN_TYPES, help="scheduled or manual (default: both)")
+    lst.add_argument("--type", choices=RUN_TYPES, help="one run type (default: all)")
     lst.add_argument(
         "--limit", type=positive_int, default=50, metavar="N", help="at most N runs (50)"
     )

@@ -61,6 +61,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         data_interval_end=when(run, "data_interval_end"),
         conf=json.loads(run.conf_json or "{}"),
         params_json=dag.dag.params_json,
+        asset_events_json=run.asset_events_json,
     )
     if args.output == "json":
         emit(rendered, output="json")

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 # re-exported: the node, the proposer and the parse thread import them from here
@@ -138,6 +138,7 @@ METRIC_NAMES: tuple[str, ...] = (
     "raftsched_triggers_running",
     "raftsched_pool_slots",
     "raftsched_pool_queued_tasks",
+    "raftsched_asset_events_total",
     "raftsched_dag_parse_errors_total",
     "raftsched_snapshot_failures_total",
     *DAG_METRIC_NAMES,
@@ -228,6 +229,12 @@ class _NodeCollector(Collector):
         )
         running.add_metric([], float(node.read(_triggers_running)))
         yield running
+        events = CounterMetricFamily(  # the state's event ids: 1, 2, ... across the cluster
+            "raftsched_asset_events",
+            "Asset events committed since the cluster began (task outlets and from outside).",
+        )
+        events.add_metric([], float(node.read(lambda st: st.assets.next_id() - 1)))
+        yield events
         yield from _pool_families(node.read(_pools))
 
 

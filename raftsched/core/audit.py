@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from raftsched.core import asset_commands as acm
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import limits as lim
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 BACKFILL_PREFIX = "backfill__"
 AUDITED = (c.SetPaused, c.CreateRuns, c.ClearTasks, c.MarkTasks, c.SetSecret, c.DeleteSecret)
 AUDITED += (pc.SetPool, pc.DeletePool)
+AUDITED += (acm.EmitAssetEvents,)  # an event from outside (§21)
 ACTIONS = (
     "trigger",
     "backfill",
@@ -58,6 +60,7 @@ ACTIONS = (
     "read_connection",
     "set_pool",
     "delete_pool",
+    "asset_event",
 )
 
 
@@ -169,6 +172,8 @@ def _what(cmd: Any, result: Result) -> list[tuple[str, str, str, str]]:
         return [("pause" if cmd.paused else "unpause", cmd.dag_id, "", unchanged.strip(" ()"))]
     if isinstance(cmd, c.CreateRuns):
         return _runs(cmd, result)
+    if isinstance(cmd, acm.EmitAssetEvents):
+        return _events(cmd, result)
     if isinstance(cmd, c.ClearTasks | c.MarkTasks):
         tasks = ", ".join(cmd.task_ids) or "every task"
         if isinstance(cmd, c.ClearTasks):
@@ -184,6 +189,18 @@ def _what(cmd: Any, result: Result) -> list[tuple[str, str, str, str]]:
     verb = "set" if isinstance(cmd, c.SetSecret) else "delete"
     detail = "unchanged" if result.reason == r.UNCHANGED else ""
     return [(f"{verb}_{cmd.kind}", "", "", f"{cmd.key}{' ' if detail else ''}{detail}")]
+
+
+def _events(cmd: Any, result: Result) -> list[tuple[str, str, str, str]]:
+    """One record per new event from outside (a repeated event id makes none)."""
+    out = []
+    for event, item in zip(cmd.events, result.value or (), strict=False):
+        if item.ok and item.reason != acm.DUPLICATE_EVENT:
+            runs = ", ".join(f"{d}/{r}" for d, r in item.value["runs"])
+            detail = f"event {item.value['event_id']} of {event.uri}"
+            detail += f": {runs}" if runs else ""
+            out.append(("asset_event", "", "", detail))
+    return out
 
 
 def _runs(cmd: c.CreateRuns, result: Result) -> list[tuple[str, str, str, str]]:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from raftsched.core import commands as c
+from raftsched.core import handlers_assets, secret_reads
 from raftsched.core import handlers_callbacks as hc
 from raftsched.core import handlers_dags as hd
 from raftsched.core import handlers_marks as hm
@@ -21,7 +22,6 @@ from raftsched.core import handlers_secrets as hs
 from raftsched.core import handlers_tasks as ht
 from raftsched.core import handlers_triggers as htr
 from raftsched.core import run_timeout as rt
-from raftsched.core import secret_reads
 from raftsched.core import versions as vs
 from raftsched.core.results import Result
 
@@ -59,5 +59,6 @@ HANDLERS: dict[type, Callable[[SchedulerState, Any, datetime, int], Result]] = {
     **hp.HANDLERS,
     **rt.HANDLERS,
     **secret_reads.HANDLERS,
+    **handlers_assets.HANDLERS,
     c.SetClusterVersion: vs.apply_set_cluster_version,
 }

@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
 
 
+def on_spec_change(state: SchedulerState, dag_id: str, condition: str | None, old: str) -> None:
+    from raftsched.core import handlers_assets  # not at the top: it imports this module
+
+    handlers_assets.on_spec_change(state, dag_id, condition, old)
+
+
+def on_unpause(state: SchedulerState, dag_id: str, now: datetime) -> None:
+    from raftsched.core import handlers_assets
+
+    handlers_assets.on_unpause(state, dag_id, now)
+
+
 def is_aware(value: Any) -> bool:
     return isinstance(value, datetime) and value.utcoffset() is not None
 
@@ -56,6 +68,8 @@ def apply_register_dags(
             new = replace(record, spec=spec, active=True)
         set_dag(state, new, emit=True, now=now)
         state.task_queue.unblock(spec.dag_id)  # max_active_tasks may have grown
+        old = record.spec.asset_condition if record is not None and record.active else ""
+        on_spec_change(state, spec.dag_id, spec.asset_condition, old)  # assets (§21)
         items.append(Item(True, "", spec.dag_id))
     return Result.of_items(items)
 
@@ -72,6 +86,7 @@ def apply_remove_dags(
             items.append(Item(True, r.UNCHANGED, dag_id))
         else:
             set_dag(state, replace(record, active=False), emit=True, now=now)
+            on_spec_change(state, dag_id, None, record.spec.asset_condition)
             items.append(Item(True, "", dag_id))
     return Result.of_items(items)
 
@@ -109,4 +124,5 @@ def apply_set_paused(state: SchedulerState, cmd: c.SetPaused, now: datetime, ind
     set_dag(state, changed, emit=record.paused != bool(cmd.paused), now=now)
     if not cmd.paused:
         state.task_queue.unblock(cmd.dag_id)
+        on_unpause(state, cmd.dag_id, now)  # events queued while paused (§21)
     return Result(True)

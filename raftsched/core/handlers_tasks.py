@@ -20,6 +20,7 @@ from raftsched.core import dagrun_trigger, mapping, past_deps, xcom
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, touch_run, touch_ti
+from raftsched.core.handlers_assets import on_task_success
 from raftsched.core.limits import MAX_LOG_CHUNK_CHARS, MAX_MESSAGE_CHARS, clean_text
 from raftsched.core.model import Lease, OutboxKind, RunState, TaskInstance, TaskKey, TaskState
 from raftsched.core.pool_table import DEFAULT_POOL, pool_of, slots_of
@@ -238,6 +239,7 @@ def apply_complete_attempt(
         if follow is not None:
             xcom.skip_unfollowed(state, rec, ti, follow, now)
         finish_task(state, rec, ti, TaskState.SUCCESS, now)
+        on_task_success(state, rec, ti, now)  # its outlets' events, in this same apply
     else:
         fail_attempt(state, rec, ti, now)
     return Result(True, value=ti.state)

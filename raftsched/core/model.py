@@ -37,6 +37,7 @@ class TriggerRule(StrEnum):
 class RunType(StrEnum):
     SCHEDULED = "scheduled"
     MANUAL = "manual"
+    ASSET_TRIGGERED = "asset_triggered"  # made by asset events (core/asset_commands.py)
 
 
 class RunState(StrEnum):
@@ -120,8 +121,7 @@ class TaskSpec:
     upstream: tuple[str, ...] = ()  # sorted task ids this task depends on
     queue: str = added_field(DEFAULT_QUEUE)  # leased by workers serving it (worker --queues)
     skip_on_exit_code: int | None = added_field(None)  # bash: this exit code ends it SKIPPED
-    # (event, callable, kwargs JSON): "failure" | "success" | "retry", a module-level name of
-    # the DAG file or a built-in notifier ("raftsched:webhook"), see core/callbacks.py
+    # (event "failure"|"success"|"retry", DAG file name or "raftsched:...", kwargs JSON)
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
     expand_json: str = added_field("")  # dynamic task mapping (core/mapping.py); "": none
     max_map_length: int = added_field(0)  # its bound on instances (0: the default, 1,024)
@@ -129,6 +129,8 @@ class TaskSpec:
     pool_slots: int = added_field(1)  # slots one attempt takes (core/pool_table.py)
     past_deps: str = added_field("")  # depends_on_past & co (core/past_deps.py); "": none
     trigger_dagrun: bool = added_field(False)  # its outcome creates a run (core/dagrun_trigger)
+    outlets: tuple[str, ...] = added_field(())  # asset URIs a success emits events of (§21)
+    inlets: tuple[str, ...] = added_field(())  # asset URIs the task reads (its context's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +153,7 @@ class DagSpec:
     params_json: str = added_field("")  # canonical JSON text ("": none), dags/params.py
     # Run-level callbacks (event "failure" | "success" | "deadline"), as TaskSpec.callbacks
     callbacks: tuple[tuple[str, str, str], ...] = added_field(())
-    # A run not done by its logical date plus this many seconds fires its "deadline" callbacks
-    deadline_seconds: float | None = added_field(None)
+    deadline_seconds: float | None = added_field(None)  # past logical date + it: "deadline"
     # Schedule policies, see core/slot_policy.py ("" = allow_all; None: no window, no end)
     overlap: str = added_field("")
     catchup_window_seconds: float | None = added_field(None)
@@ -162,6 +163,7 @@ class DagSpec:
     dst_repeated: str = added_field("")  # core/timetable_dst.py ("": once)
     dst_skipped: str = added_field("")  # ("": shift)
     dagrun_timeout_seconds: float | None = added_field(None)  # core/run_timeout.py
+    asset_condition: str = added_field("")  # JSON (core/asset_condition.py); "": no assets
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -242,6 +244,7 @@ _POLICY_FIELDS = (
     "dst_repeated",
     "dst_skipped",
     "dagrun_timeout_seconds",
+    "asset_condition",
 )
 
 
@@ -262,6 +265,7 @@ def _task_from_dict(task: dict[str, Any], seen: dict[Any, TaskSpec] | None) -> T
             "upstream": tuple(task.get("upstream", ())),
             "trigger_rule": TriggerRule(task.get("trigger_rule", "all_success")),
             "callbacks": _callbacks(task.get("callbacks", ())),
+            **{name: tuple(task[name]) for name in ("outlets", "inlets") if name in task},
         }
     )
     if seen is not None:
@@ -315,6 +319,7 @@ class DagRun:
     created_at: datetime | None = None
     start_date: datetime | None = None
     end_date: datetime | None = None
+    asset_events_json: str = added_field("")  # an asset-triggered run's events (JSON list)
 
 
 @dataclass(slots=True)
@@ -334,12 +339,10 @@ class TaskInstance:
     exit_code: int | None = None
     message: str = ""
     log_chunks: int = 0  # chunks appended to the current attempt (for their sequence numbers)
-    # Worker and fencing token of the current or last attempt, kept after its lease ends so
-    # the attempt's history row still names them (``lease`` is set only while RUNNING).
+    # Worker and token of the current or last attempt, kept after its lease ends for its row
     worker_id: str | None = None
     lease_token: int | None = None
-    # The attempt's return value (XCom), JSON text; None: none. Set by a successful
-    # CompleteAttempt, dropped by ClearTasks; downstream leases carry it (core/xcom.py).
+    # The attempt's return value (XCom) JSON; None: none (core/xcom.py, dropped by a clear)
     result_json: str | None = added_field(None)
     # A fired trigger's {"method", "kwargs", "event"} for the next lease (handlers_triggers)
     resume_json: str | None = added_field(None)
@@ -347,22 +350,17 @@ class TaskInstance:
 
 
 class OutboxKind(StrEnum):
-    """What an outbox entry asks the materializer to write. ``data`` layouts:
-
-    DAG            upsert dags row: {dag_id, fileloc, spec (DagSpec.to_dict()), spec_hash,
-                   paused (bool), active (bool), updated_at (iso)}
-    DAG_RUN        upsert dag_run row by (dag_id, run_id): {dag_id, run_id, logical_date,
-                   data_interval_start, data_interval_end, run_type, state, conf, created_at,
-                   start_date, end_date}  (datetimes iso or None)
-    TASK_INSTANCE  upsert task_instance row by (dag_id, run_id, task_id, try_number):
-                   {dag_id, run_id, task_id, try_number, state, worker_id, lease_token,
-                   queued_at, start_date, end_date, exit_code, message}
-    TASK_LOG       insert task_log row: {dag_id, run_id, task_id, try_number, chunk_seq,
-                   stream ("stdout"|"stderr"), text, created_at}
-    IMPORT_ERRORS  the import_error table: {errors: [{fileloc, message, traceback}], updated_at}
-    SECRET, CALLBACK_JOB, AUDIT, POOL  SecretRow, CallbackJobRow, AuditRow, handlers_pools
-    SKIPPED_SLOTS  upsert skipped_slots row by (dag_id, last): {dag_id, first, last, count,
-                   reason, at} (core/slot_policy.py; written only from release 3 on)
+    """What an outbox entry asks the materializer to write. ``data`` layouts (datetimes iso):
+    DAG            upsert dags: {dag_id, fileloc, spec, spec_hash, paused, active, updated_at}
+    DAG_RUN        upsert dag_run by (dag_id, run_id): {dag_id, run_id, logical_date, conf,
+                   data_interval_start/_end, run_type, state, created_at, start/end_date}
+    TASK_INSTANCE  upsert task_instance by (dag_id, run_id, task_id, try_number): those, state,
+                   worker_id, lease_token, queued_at, start/end_date, exit_code, message
+    TASK_LOG       insert task_log: {dag_id, run_id, task_id, try_number, chunk_seq, stream,
+                   text, created_at};  IMPORT_ERRORS: {errors: [{fileloc, message, ...}], ...}
+    SECRET, CALLBACK_JOB, AUDIT, POOL  SecretRow, CallbackJobRow, AuditRow, handlers_pools;
+    SKIPPED_SLOTS  upsert skipped_slots by (dag_id, last): {dag_id, first, last, count, reason,
+                   at} (core/slot_policy.py; release 3 on); ASSET_*: below
     """
 
     DAG = "dag"
@@ -375,6 +373,8 @@ class OutboxKind(StrEnum):
     AUDIT = "audit"
     SKIPPED_SLOTS = "skipped_slots"
     POOL = "pool"
+    ASSET_EVENT = "asset_event"  # insert asset_event row: AssetEvent.to_dict() (§21)
+    ASSET_RUN = "asset_run"  # insert asset_event_run rows: {dag_id, run_id, event_ids}
 
 
 @dataclass(frozen=True, slots=True)

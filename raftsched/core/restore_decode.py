@@ -124,6 +124,7 @@ class RestoreDecoder:
             dst_repeated=get("dst_repeated", ""),
             dst_skipped=get("dst_skipped", ""),
             dagrun_timeout_seconds=None if timeout is None else float(timeout),
+            asset_condition=get("asset_condition", ""),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:
@@ -177,6 +178,7 @@ class RestoreDecoder:
             created_at=date(data["created_at"]),
             start_date=date(data["start_date"]),
             end_date=date(data["end_date"]),
+            asset_events_json=data.get("asset_events_json", ""),
         )
 
     def task_instance(self, data: dict[str, Any], dag_id: str, run_id: str) -> TaskInstance:

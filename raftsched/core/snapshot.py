@@ -176,6 +176,8 @@ def _policy_fields(record: DagRecord) -> dict:
 def run_to_dict(run: DagRun, spec_hash: str, row_seq: int, tis: list[dict]) -> dict:
     data = run_row(run)
     data.update(spec_hash=spec_hash, row_seq=row_seq, tis=tis)
+    if run.asset_events_json:  # only then: runs without snapshot as before (§21)
+        data["asset_events_json"] = run.asset_events_json
     return data
 
 

@@ -15,7 +15,7 @@ Each invariant has one owner, a small class in its own module that the state hol
 ``outbox.Outbox`` (entries, seqs, the hard cap), ``changes.ChangeSet`` (what the command
 being applied changed), ``secret_table.SecretTable``, ``callback_table.CallbackTable``
 (callback jobs), ``trigger_table.TriggerTable`` (deferred tasks), ``audit.AuditLog`` (who
-changed what) and ``request_memory.RequestMemory``.
+changed what), ``asset_table.AssetTable`` and ``request_memory.RequestMemory``.
 Owners that hold entities add and remove their digest shares in the one ``DigestSum``.
 This module keeps dispatch (validate, dedup, then the handler), the digest and snapshots;
 ``state_views`` holds the read views. The handlers are plain functions taking the state, by
@@ -32,8 +32,7 @@ decision's precondition before its first change to that decision; a handler that
 the same is a bug: the state records it in :attr:`SchedulerState.halted` and refuses every
 later command with HALTED, on every replica alike, rather than run on half-applied.
 
-Not thread-safe: readers must not run concurrently with apply (pysyncobj applies on its tick
-thread; read there or under the node's lock).
+Not thread-safe: read on pysyncobj's tick thread or under the node's lock, never during apply.
 """
 
 from __future__ import annotations
@@ -51,6 +50,7 @@ from raftsched.core import results as r
 from raftsched.core import run_timeout as rt
 from raftsched.core import snapshot as sn
 from raftsched.core import versions as vs
+from raftsched.core.asset_table import AssetTable
 from raftsched.core.callback_table import CallbackTable
 from raftsched.core.catalog import DagCatalog
 from raftsched.core.changes import ChangeFeed, ChangeSet, flush
@@ -95,6 +95,7 @@ class SchedulerState(StateViews):
         self.triggers = TriggerTable(self._sum)
         self.audit = audit.AuditLog(self._sum)  # who changed what (core/audit.py)
         self.pools = PoolTable(self._sum)  # pools and their slots in use (core/pool_table.py)
+        self.assets = AssetTable(self._sum)  # asset events and consumers' queues (§21)
         self._dedup = RequestMemory(self._sum)
         self.halted: str | None = None  # a handler raised (a bug): what failed (§3, apply)
         self._clock = _EPOCH  # the latest command time applied (``now`` raised to it)
@@ -230,6 +231,7 @@ class SchedulerState(StateViews):
             *self.triggers.fingerprints(),
             *self.audit.fingerprints(),
             *self.pools.fingerprints(),
+            *self.assets.fingerprints(),
         ):
             acc.add(fingerprint)
         return acc.value
@@ -241,7 +243,8 @@ class SchedulerState(StateViews):
         if self.secrets:  # only then: a state without any snapshots as before
             data["schema_version"] = sn.SECRETS_SCHEMA_VERSION
             data["secrets"] = self.secrets.to_list()
-        for name, table in (("callbacks", self.callbacks), ("triggers", self.triggers)):
+        tables = {"callbacks": self.callbacks, "triggers": self.triggers, "assets": self.assets}
+        for name, table in tables.items():
             if table:  # only then: a state without any snapshots as before
                 data[name] = table.to_dict()
         for name, held in (("audit", self.audit), ("pools", self.pools)):
@@ -337,7 +340,7 @@ class SchedulerState(StateViews):
             (TaskKey(dag_id, run_id, task_id), sn.parse_utc(until))
             for dag_id, run_id, task_id, until in data.get("fences", ())
         )
-        for name in ("secrets", "callbacks", "triggers", "audit", "pools"):  # None: before it
+        for name in ("secrets", "callbacks", "triggers", "audit", "pools", "assets"):
             getattr(state, name).load(data.get(name))
         state.cluster_version = cluster_version
         state._sum.value = state._entity_sum(state.outbox.digest_share)

@@ -21,6 +21,7 @@ from raftsched.core import commands as c
 from raftsched.core import limits as lim
 from raftsched.core import secret_policy, xcom
 from raftsched.core import versions as vs
+from raftsched.core.asset_commands import CHECKS as ASSET_CHECKS
 from raftsched.core.handlers_callbacks import CHECKS as CALLBACK_CHECKS
 from raftsched.core.handlers_pools import CHECKS as POOL_CHECKS
 from raftsched.core.handlers_triggers import CHECKS as TRIGGER_CHECKS
@@ -354,5 +355,6 @@ _CHECKS: dict[type, Callable[[Any], None]] = {
     **POOL_CHECKS,
     **TIMEOUT_CHECKS,
     **SECRET_READ_CHECKS,
+    **ASSET_CHECKS,
     c.SetClusterVersion: _cluster_version,
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from raftsched.core import asset_condition as ac
 from raftsched.core import callbacks as cb
 from raftsched.core import limits as lim
 from raftsched.core import mapping
@@ -125,12 +126,24 @@ def check_spec(spec: object, field: str = "spec") -> None:
     for task in tasks:
         _task(f"{field}.tasks", task)
     _graph(f"{field}.tasks", tasks)
+    _assets(field, spec, tasks)
     if any(getattr(task, "expand_json", "") for task in tasks):  # instance ids are free
         for task in tasks:
             if mapping.is_instance(task.task_id):
                 raise LimitExceeded(
                     f"{field}.tasks[{task.task_id}]", "ends like a mapped instance's id ([n])"
                 )
+
+
+def _assets(field: str, spec: DagSpec, tasks: tuple[TaskSpec, ...]) -> None:
+    """Outlets, inlets and the asset condition (§21): at most MAX_ASSETS_PER_DAG URIs in all."""
+    condition = ac.check_condition(f"{field}.asset_condition", spec.asset_condition)
+    uris = set(ac.uris_of(condition)) if condition is not None else set()
+    for task in tasks:
+        for name in ("outlets", "inlets"):
+            uris.update(ac.check_uris(f"{field}.tasks[{task.task_id}].{name}", getattr(task, name)))
+    if len(uris) > ac.MAX_ASSETS_PER_DAG:
+        raise LimitExceeded(f"{field}", f"names more than {ac.MAX_ASSETS_PER_DAG} assets")
 
 
 def _schedule(field: str, schedule: object) -> None:

@@ -23,6 +23,7 @@ this module re-exports them.
 from __future__ import annotations
 
 from raftsched.dags import validation as v  # noqa: F401  (re-exported: reached as authoring.v)
+from raftsched.dags.assets import Asset, AssetAll, AssetAny, Dataset
 from raftsched.dags.callbacks import DeadlineAlert, DeadlineReference
 from raftsched.dags.dag import DAG, collect_dags, set_catchup_default
 from raftsched.dags.decorators import chain, dag, task
@@ -35,7 +36,11 @@ from raftsched.dags.xcom_args import TaskSkipped
 
 __all__ = [
     "DAG",
+    "Asset",
+    "AssetAll",
+    "AssetAny",
     "BashTask",
+    "Dataset",
     "DeadlineAlert",
     "DeadlineReference",
     "EmptyTask",

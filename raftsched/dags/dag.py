@@ -19,6 +19,7 @@ from raftsched.core import limits
 from raftsched.core.model import DEFAULT_QUEUE, DagSpec
 from raftsched.core.slot_policy import ALLOW_ALL, OVERLAP_POLICIES
 from raftsched.dags import validation as v
+from raftsched.dags.assets import condition_json, is_asset_schedule
 from raftsched.dags.callbacks import TASK_CALLBACKS, DeadlineAlert, dag_callbacks
 from raftsched.dags.mapping import check_max_map_length
 from raftsched.dags.params import params_json_from
@@ -56,7 +57,7 @@ class DAG:
         self,
         dag_id: str,
         *,
-        schedule: str | timedelta | None,
+        schedule: Any,  # cron text, a timedelta, None, or assets (raftsched.dags.assets)
         start_date: datetime | None = None,
         end_date: datetime | None = None,
         timezone: str = "UTC",
@@ -89,7 +90,13 @@ class DAG:
         self.max_map_length = (
             None if max_map_length is None else check_max_map_length(max_map_length, dag_id=dag_id)
         )
+        self.asset_condition = ""  # schedule=[Asset(...), ...]: runs on data (dags/assets.py)
+        if is_asset_schedule(schedule):
+            self.asset_condition = condition_json(schedule, dag_id)
+            schedule = None
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
+        if self.asset_condition:
+            self.schedule = replace(self.schedule, display="assets")
         zone = v.check_zone(timezone, dag_id=dag_id)
         self.timezone = zone.key
         self.start_date = v.to_utc(start_date, zone, what="start_date", dag_id=dag_id)
@@ -259,6 +266,7 @@ class DAG:
             dst_repeated=self.dst_repeated,
             dst_skipped=self.dst_skipped,
             dagrun_timeout_seconds=self.dagrun_timeout_seconds,
+            asset_condition=self.asset_condition,
             tasks=tuple(self._task_spec(self.tasks[tid]) for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

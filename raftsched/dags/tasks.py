@@ -18,6 +18,7 @@ from raftsched.core import limits, past_deps
 from raftsched.core.model import TaskSpec, TriggerRule
 from raftsched.dags import mapping, task_groups
 from raftsched.dags import validation as v
+from raftsched.dags.assets import uris as asset_uris
 from raftsched.dags.callbacks import task_callbacks
 from raftsched.dags.dag import DAG, _context
 from raftsched.errors import DagDefinitionError
@@ -60,6 +61,8 @@ class Task:
         depends_on_past: bool = False,
         wait_for_downstream: bool = False,
         ignore_first_depends_on_past: bool = False,
+        outlets: Any = None,  # Assets a success emits an event of (raftsched.dags.assets)
+        inlets: Any = None,  # Assets the task reads (in its context)
         **callbacks: Any,  # on_failure_callback, on_success_callback, on_retry_callback
     ) -> None:
         dag = dag if dag is not None else (_context[-1] if _context else None)
@@ -109,6 +112,8 @@ class Task:
         self.past_deps = past_deps.rule(
             bool(depends_on_past), bool(wait_for_downstream), bool(ignore_first_depends_on_past)
         )
+        self.outlets = asset_uris(outlets, f"outlets {where}", **ids)
+        self.inlets = asset_uris(inlets, f"inlets {where}", **ids)
         self.upstream: set[str] = set()
         self.callbacks = task_callbacks(
             callbacks, getattr(dag, "default_callbacks", {}), dag_id=dag_id, task_id=task_id
@@ -183,6 +188,8 @@ class Task:
             pool_slots=self.pool_slots,
             callbacks=self.callbacks,
             past_deps=self.past_deps,
+            outlets=self.outlets,
+            inlets=self.inlets,
             **self._spec_fields(),
             **self._mapping_fields(),
         )

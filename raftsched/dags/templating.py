@@ -41,6 +41,7 @@ from jinja2.sandbox import SecurityError
 
 from raftsched.core import mapping
 from raftsched.dags import render_limits, sandbox, template_names
+from raftsched.dags.assets import triggering_events
 from raftsched.dags.params import effective_params
 from raftsched.dags.sandbox import MAX_RENDERED_CHARS
 
@@ -93,6 +94,7 @@ def template_context(
     secret_env: Iterable[tuple[str, str]] | None = None,
     upstream_results: Mapping[str, str] | None = None,
     fencing_token: int | None = None,
+    asset_events_json: str = "",
 ) -> dict[str, Any]:
     """The names a template sees (datetimes aware UTC or ISO text; "" or None: unknown);
     ``task_env`` (the task's spec env) may ask for Airflow 2's dates (dags.template_names);
@@ -117,7 +119,10 @@ def template_context(
         "conf": json.loads(json.dumps(dict(conf))),  # a copy the template cannot share
         "params": effective_params(params_json, conf),
         "fencing_token": fencing_token,
+        # an asset-triggered run's events by URI (raftsched.dags.assets), Airflow 3 and 2 names
+        "triggering_asset_events": triggering_events(asset_events_json),
     }
+    base["triggering_dataset_events"] = base["triggering_asset_events"]
     # Airflow's names: macros, var, ti.xcom_pull, dag_run, its dates (dags.template_names)
     return template_names.extend(base, task_env, secret_env, upstream_results)
 
@@ -285,6 +290,7 @@ def render_assignment(assignment: Assignment) -> Assignment:
         secret_env=a.secret_env,
         upstream_results=a.upstream_results,
         fencing_token=a.token,
+        asset_events_json=a.asset_events_json,
     )
     rendered = render_task(command=a.command, env=a.env, kwargs=a.kwargs, context=context)
     if (rendered.command, rendered.env, rendered.kwargs) == (a.command, a.env, dict(a.kwargs)):
@@ -303,6 +309,7 @@ def render_for_display(
     data_interval_end: datetime | None,
     conf: Mapping[str, Any],
     params_json: str,
+    asset_events_json: str = "",
 ) -> dict[str, Any]:
     """What the task's attempt ``try_number`` of run ``run_id`` runs (or ran): ``{"command",
     "env", "kwargs"}`` as rendered, or ``{"error": text}`` when a template cannot be. For the
@@ -318,6 +325,7 @@ def render_for_display(
         conf=conf,
         params_json=params_json,
         task_env=task.env,
+        asset_events_json=asset_events_json,
     )
     try:
         rendered = render_task(

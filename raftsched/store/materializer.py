@@ -50,7 +50,7 @@ from raftsched.core.rows import (
     TaskRow,
 )
 from raftsched.errors import RaftschedError, StoreUnavailable
-from raftsched.store import bulk
+from raftsched.store import asset_rows, bulk
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors, write_transaction
@@ -253,6 +253,12 @@ def _apply(conn: Connection, entries: Sequence[OutboxEntry]) -> None:
         insert_ignore(conn, t.audit_log, audits)  # a record is immutable once written
     if by_kind[OutboxKind.IMPORT_ERRORS]:
         _replace_import_errors(conn, by_kind[OutboxKind.IMPORT_ERRORS][-1].data)
+    events = [asset_rows.event_row(e.data) for e in by_kind[OutboxKind.ASSET_EVENT]]
+    if events:  # immutable once written, like audit records
+        insert_ignore(conn, t.asset_event, events)
+    links = [row for e in by_kind[OutboxKind.ASSET_RUN] for row in asset_rows.run_rows(e.data)]
+    if links:
+        insert_ignore(conn, t.asset_event_run, links)
 
 
 def upsert_row(entry: OutboxEntry) -> dict[str, Any]:

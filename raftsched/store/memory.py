@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from raftsched.core.model import OutboxEntry, OutboxKind
+from raftsched.store import asset_rows
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
 from raftsched.store.materializer import (
@@ -92,6 +93,11 @@ class MemoryMaterializer:
             self._put(t.task_log, log_row(entry.data), replace=False)
         elif kind is OutboxKind.AUDIT:
             self._put(t.audit_log, audit_row(entry.data), replace=False)
+        elif kind is OutboxKind.ASSET_EVENT:
+            self._put(t.asset_event, asset_rows.event_row(entry.data), replace=False)
+        elif kind is OutboxKind.ASSET_RUN:
+            for row in asset_rows.run_rows(entry.data):
+                self._put(t.asset_event_run, row, replace=False)
         elif kind is OutboxKind.IMPORT_ERRORS:
             self._tables[t.import_error.name].clear()
             for row in import_error_rows(entry.data):

@@ -25,8 +25,8 @@ format of ``core.state``) plus the Raft index the new log starts at:
   finished ones of the last hour (so a repeat of their event stays a no-op), and the creation
   counter past every job the DB saw (a new job's log chunks never meet an old one's). A
   deadline job of a kept run marks that run alerted.
-- Pools come back from the ``pool`` table (their slots in use are derived from the running
-  tasks, and a rebuilt state has none).
+- Pools come back from the ``pool`` table (slots in use are derived from running tasks: none).
+  Asset events: the next id, each asset's newest events, client event ids (``rebuild_assets``).
 - The outbox continues the DB: ``acked_seq = last_seq = watermark``, so the first new entry
   is ``watermark + 1``; the rows that close lost attempts are its first entries.
 - Fencing tokens are Raft log indices. The new log starts at ``base_index`` =
@@ -50,14 +50,9 @@ import sqlalchemy as sa
 
 from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
+from raftsched.store import rebuild_extras as rx
 from raftsched.store import tables as t
-from raftsched.store.rebuild_extras import (
-    read_audit,
-    read_callbacks,
-    read_pools,
-    read_secrets,
-    read_skipped,
-)
+from raftsched.store.rebuild_assets import read_assets, run_events
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +101,7 @@ def build_state(
         base_index = max(highest_index(conn), watermark) + INDEX_MARGIN
         specs, dags = _dags(conn)
         last_sched = _last_scheduled(conn)
-        skipped = read_skipped(conn)
+        skipped = rx.read_skipped(conn)
         for dag in dags:
             last = last_sched.get(dag["dag_id"])
             kept = skipped.get(dag["dag_id"])
@@ -118,10 +113,14 @@ def build_state(
         runs = _runs(conn, now, run_retention_sec, last_sched, set(specs_by_dag(dags)))
         tis = _latest_attempts(conn, [(r.dag_id, r.run_id) for r in runs])
         slots = _recent_slots(conn, now, {(r.dag_id, r.run_id) for r in runs})
-        secrets = read_secrets(conn)
-        pools = read_pools(conn)
-        audit = read_audit(conn)
-        callbacks = read_callbacks(conn, now, {(r.dag_id, r.run_id) for r in runs})
+        secrets = rx.read_secrets(conn)
+        pools = rx.read_pools(conn)
+        audit = rx.read_audit(conn)
+        assets = read_assets(conn)
+        carried = run_events(
+            conn, [(r.dag_id, r.run_id) for r in runs if r.run_type == "asset_triggered"]
+        )
+        callbacks = rx.read_callbacks(conn, now, {(r.dag_id, r.run_id) for r in runs})
     spec_of = specs_by_dag(dags)
     outbox: list[list[Any]] = []
     counts = defaultdict(int)
@@ -154,6 +153,11 @@ def build_state(
                 "spec_hash": spec_hash,
                 "row_seq": watermark,
                 "tis": ti_list,
+                **(
+                    {"asset_events_json": carried[(run.dag_id, run.run_id)]}
+                    if (run.dag_id, run.run_id) in carried
+                    else {}
+                ),
             }
         )
         counts["runs_active" if run.state in _ACTIVE_RUN else "runs_finished_kept"] += 1
@@ -188,6 +192,8 @@ def build_state(
         state["audit"] = audit
     if pools:
         state["pools"] = pools
+    if assets is not None:
+        state["assets"] = assets
     return RebuildPlan(state=state, base_index=base_index, watermark=watermark, counts=dict(counts))
 
 

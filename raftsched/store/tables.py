@@ -277,3 +277,28 @@ pool = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=True),
     sa.Column("outbox_seq", sa.BigInteger, nullable=True),
 )
+
+# Asset events (core/asset_table.py, store/asset_rows.py), every one: the Raft state holds
+# each asset's newest; and the events each asset-triggered run carried. Written once.
+asset_event = sa.Table(
+    "asset_event",
+    metadata,
+    sa.Column("id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("uri", sa.String(1000), nullable=False),
+    sa.Column("extra", sa.Text, nullable=False),
+    sa.Column("timestamp", UTCDateTime, nullable=False),
+    sa.Column("source_dag_id", sa.String(250), nullable=False),
+    sa.Column("source_run_id", sa.String(250), nullable=False),
+    sa.Column("source_task_id", sa.String(250), nullable=False),
+    sa.Column("source_try", sa.Integer, nullable=False),
+    sa.Column("event_key", sa.String(200), nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+)
+sa.Index("ix_asset_event_uri_id", asset_event.c.uri, asset_event.c.id)
+asset_event_run = sa.Table(
+    "asset_event_run",
+    metadata,
+    sa.Column("event_id", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("dag_id", sa.String(250), primary_key=True),
+    sa.Column("run_id", sa.String(250), primary_key=True),
+)

@@ -357,10 +357,9 @@ def assignment_from(lease: Any) -> Assignment:
         conf=_json_object(lease.conf_json, "conf_json"),
         params_json=lease.params_json,
         upstream_results=dict(lease.upstream_results),
-        skip_on_exit_code=(
-            lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None
-        ),
+        skip_on_exit_code=lease.skip_on_exit_code if lease.HasField("skip_on_exit_code") else None,
         resume_json=lease.resume_json,
+        asset_events_json=lease.asset_events_json,
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from raftsched.core import mapping
 from raftsched.core.model import TaskKey
+from raftsched.dags.assets import ASSET_EVENTS_ENV
 from raftsched.errors import RaftschedError
 
 STDOUT = "stdout"
@@ -72,6 +73,8 @@ class Assignment:
     skip_on_exit_code: int | None = None  # bash: this exit code ends the attempt SKIPPED
     # A resumed deferral's {"method", "kwargs", "event"} as JSON text (dags.deferral)
     resume_json: str = ""
+    # An asset-triggered run's events, JSON text ("" for other runs): RAFTSCHED_ASSET_EVENTS
+    asset_events_json: str = ""
 
     def task_env(self) -> dict[str, str]:
         """The RAFTSCHED_* variables every attempt sees (added after the task's own env);
@@ -91,6 +94,7 @@ class Assignment:
             "RAFTSCHED_DATA_INTERVAL_START": self.data_interval_start,
             "RAFTSCHED_DATA_INTERVAL_END": self.data_interval_end,
             "RAFTSCHED_CONF": json.dumps(dict(self.conf), sort_keys=True),
+            **({ASSET_EVENTS_ENV: self.asset_events_json} if self.asset_events_json else {}),
         }
 
 

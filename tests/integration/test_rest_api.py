@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -277,7 +278,7 @@ def test_the_openapi_document_is_valid_and_lists_every_route(stack: Stack) -> No
             continue
         if rule.rule == "/api/v1/openapi.json":
             continue
-        path = rule.rule.replace("<", "{").replace(">", "}")
+        path = re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule.rule)  # <path:uri> is {uri}
         for method in rule.methods - {"HEAD", "OPTIONS"}:
             served.add((method.lower(), path))
     documented = {(m, p) for p, item in spec["paths"].items() for m in item if m != "parameters"}

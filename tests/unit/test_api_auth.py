@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 from raftsched.api import auth
 from raftsched.api.client import ApiError, RaftschedClient
 from raftsched.api.gen import (
+    asset_pb2,
     cluster_pb2,
     cluster_pb2_grpc,
     common_pb2,
@@ -193,6 +194,7 @@ def test_every_rpc_has_a_role():
             "SecretService": secret_pb2,
             "WorkerService": worker_pb2,
             "PoolService": pool_pb2,
+            "AssetService": asset_pb2,
         }[service]
         for method in module.DESCRIPTOR.services_by_name[service].methods:
             methods.add(f"/{name}/{method.name}")

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from raftsched.core import asset_commands as acm
 from raftsched.core import commands as c
 from raftsched.core import digest as dg
 from raftsched.core import limits as lim
@@ -582,6 +583,51 @@ def _delete_pool(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
 
 BUILDERS[pc.SetPool] = _set_pool
 BUILDERS[pc.DeletePool] = _delete_pool
+
+
+# -- asset events from outside (core/asset_commands.py, core/handlers_assets.py) --------------
+ASSET_URIS = st.sampled_from(["s3://bucket/a", "file:///data/b.csv", "s3://bucket/a"])
+ASSET_URIS_HOSTILE = st.one_of(
+    st.sampled_from(["", "a\nb", "s3://" + "x" * 5_000, "no scheme", "s3://a\x00b"]), NOT_TEXT
+)
+ASSET_EXTRAS_HOSTILE = st.one_of(
+    st.sampled_from(["", "[1]", "{", '{"a": "' + "v" * 70_000 + '"}', "[" * 100 + "]" * 100]),
+    NOT_TEXT,
+)
+
+
+def _asset_event(draw: Draw) -> Any:
+    fields = _fields(
+        draw,
+        {
+            "uri": ASSET_URIS,
+            "extra_json": st.sampled_from(["{}", '{"rows": 3}']),
+            "key": st.sampled_from(["", "k1", "k1"]),
+        },
+        {
+            "uri": ASSET_URIS_HOSTILE,
+            "extra_json": ASSET_EXTRAS_HOSTILE,
+            "key": st.one_of(st.sampled_from(["a\nb", "k" * 1_000]), NOT_TEXT),
+        },
+    )
+    return acm.AssetEventIn(**fields)
+
+
+def _emit_asset_events(draw: Draw, sim: Sim, rid: str, now: Any) -> c.Command:
+    events = draw(
+        st.one_of(
+            st.lists(st.builds(lambda: None), max_size=0).map(tuple),
+            st.lists(st.just(None), min_size=1, max_size=3).map(
+                lambda slots: tuple(_asset_event(draw) for _ in slots)
+            ),
+            st.sampled_from([None, "s3://bucket/a", [], ({"uri": "s3://bucket/a"},)]),
+        )
+    )
+    actor = draw(st.one_of(ACTORS, ACTORS_HOSTILE))
+    return acm.EmitAssetEvents(request_id=rid, now=now, events=events, actor=actor)
+
+
+BUILDERS[acm.EmitAssetEvents] = _emit_asset_events
 
 
 # -- dagrun_timeout (core/run_timeout.py) ------------------------------------------------------

@@ -82,6 +82,7 @@ def test_each_node_renders_its_own_instruments_and_every_listed_name() -> None:
         "raftsched_triggers_running",
         "raftsched_pool_slots",
         "raftsched_pool_queued_tasks",
+        "raftsched_asset_events_total",
     }
     node_only |= {  # per-DAG series, read from the node's state (cluster/dag_metrics.py)
         "raftsched_dag_runs",

@@ -107,7 +107,7 @@ def every_field_set() -> DagSpec:
         max_active_tasks=5,
         tags=("a", "b"),
         description="every field",
-        tasks=(task("a"), task("b", "a", retries=1)),
+        tasks=(task("a", outlets=("s3://a",)), task("b", "a", retries=1, inlets=("s3://a",))),
         params_json='{"p":1}',
         callbacks=(("failure", "notify", "{}"),),
         deadline_seconds=600.0,
@@ -119,6 +119,7 @@ def every_field_set() -> DagSpec:
         dst_repeated="twice",
         dst_skipped="skip",
         dagrun_timeout_seconds=90.0,
+        asset_condition='{"all":["s3://a","s3://b"]}',
     )
     return replace(spec, spec_hash=spec.compute_hash())
 

@@ -13,11 +13,15 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from raftsched.dags import render_limits
 from raftsched.dags.templating import TemplateError, render_task, render_text
+
+# The child runs from the checkout, so `python -c` imports this raftsched whatever the cwd
+ROOT = str(Path(__file__).resolve().parents[2])
 
 S = '{% set s = "x" * 999999 %}'  # a value just within the bound
 S100K = '{% set s = "x" * 99999 %}'
@@ -88,7 +92,9 @@ def test_the_attacks_never_build_their_values() -> None:
                 render_text(text, {}, "command")
             except TemplateError:
                 refused += 1
-        print(refused, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        import raftsched
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        print(refused, peak, raftsched.__file__)
         """
     )
     done = subprocess.run(
@@ -97,11 +103,12 @@ def test_the_attacks_never_build_their_values() -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    refused, peak_mb = map(int, done.stdout.split())
-    assert refused == len(ATTACKS)
-    assert peak_mb < 200, f"peak RSS {peak_mb} MB"
+    refused, peak_mb, module = done.stdout.split()
+    assert int(refused) == len(ATTACKS), done.stdout
+    assert int(peak_mb) < 200, f"peak RSS {peak_mb} MB ({module})"
 
 
 @pytest.mark.parametrize(
@@ -306,13 +313,19 @@ assignment = Assignment(
 lines = []
 outcome = Attempt(assignment, lambda stream, text: lines.append(text)).run()
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-print(json.dumps({"success": outcome.success, "message": outcome.message, "peak_mb": peak}))
+import raftsched
+print(json.dumps({"success": outcome.success, "message": outcome.message, "peak_mb": peak,
+                  "module": raftsched.__file__}))
 """
 
 
 def test_a_real_worker_attempt_fails_with_the_reason_and_stays_small() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", WORKER_ATTEMPT], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", WORKER_ATTEMPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])

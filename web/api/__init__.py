@@ -44,9 +44,9 @@ class RestApi(Api):
 
 
 def init_app(app: Flask, csrf: Any) -> RestApi:
-    from raftsched.web.api import docs, pool_routes, routes, upstream
+    from raftsched.web.api import asset_routes, docs, pool_routes, routes, upstream
 
-    del pool_routes  # its routes are on routes.bp
+    del asset_routes, pool_routes  # their routes are on routes.bp
 
     app.config.setdefault(f"{CONFIG_PREFIX}_OPENAPI_URL_PREFIX", PREFIX)
     app.config.setdefault(f"{CONFIG_PREFIX}_OPENAPI_JSON_PATH", "openapi.json")

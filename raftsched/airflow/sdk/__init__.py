@@ -1,6 +1,6 @@
 """``airflow.sdk`` (Airflow 3): ``DAG``, ``dag``, ``task``, ``task_group``, ``TaskGroup``,
 ``Param``, ``Label``, ``BaseOperator``, ``chain``, ``cross_downstream``, ``Context``,
-``get_current_context``, ``TriggerRule``, ``Variable``."""
+``get_current_context``, ``TriggerRule``, ``Variable``, ``Asset``, ``AssetAll``, ``AssetAny``."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ from raftsched.airflow.models.baseoperator import BaseOperator, chain, cross_dow
 from raftsched.airflow.utils.context import Context
 from raftsched.airflow.utils.edgemodifier import Label
 from raftsched.airflow.utils.trigger_rule import TriggerRule
+from raftsched.dags.assets import Asset, AssetAll, AssetAny
 from raftsched.dags.task_groups import TaskGroup
 
 __getattr__ = missing_names(
     "airflow.sdk",
     {
         "Connection": "declare it with connections=['ID'] and read RAFTSCHED_CONN_ID",
-        "Asset": "data-aware scheduling is not supported yet; use a schedule",
-        "Dataset": "data-aware scheduling is not supported yet; use a schedule",
         "BaseSensorOperator": "poll in a @task with retries and retry_delay",
         "setup": "setup/teardown tasks are not supported yet",
         "teardown": "setup/teardown tasks are not supported yet",
@@ -30,6 +29,9 @@ __getattr__ = missing_names(
 
 __all__ = [
     "DAG",
+    "Asset",
+    "AssetAll",
+    "AssetAny",
     "BaseOperator",
     "Context",
     "Label",

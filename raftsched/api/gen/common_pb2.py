@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftsched/v1/common.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n\tFreshness\x12\x11\n\tleader_id\x18\x01 \x01(\t\x12\x15\n\rapplied_index\x18\x02 \x01(\x04\x12\x0f\n\x07node_id\x18\x03 \x01(\t\":\n\x07TaskKey\x12\x0e\n\x06\x64\x61g_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07task_id\x18\x03 \x01(\t\"\'\n\x07LogText\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"y\n\x08LogChunk\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x12\n\ntry_number\x18\x02 \x01(\r\x12\x0e\n\x06stream\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*P\n\x07RunType\x12\x18\n\x14RUN_TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_TYPE_SCHEDULED\x10\x01\x12\x13\n\x0fRUN_TYPE_MANUAL\x10\x02*\x7f\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n\x11RUN_STATE_RUNNING\x10\x02\x12\x15\n\x11RUN_STATE_SUCCESS\x10\x03\x12\x14\n\x10RUN_STATE_FAILED\x10\x04*\x88\x02\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTASK_STATE_NONE\x10\x01\x12\x15\n\x11TASK_STATE_QUEUED\x10\x02\x12\x16\n\x12TASK_STATE_RUNNING\x10\x03\x12\x16\n\x12TASK_STATE_SUCCESS\x10\x04\x12\x15\n\x11TASK_STATE_FAILED\x10\x05\x12\x1b\n\x17TASK_STATE_UP_FOR_RETRY\x10\x06\x12\x1e\n\x1aTASK_STATE_UPSTREAM_FAILED\x10\x07\x12\x16\n\x12TASK_STATE_SKIPPED\x10\x08\x12\x17\n\x13TASK_STATE_DEFERRED\x10\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19raftsched/v1/common.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n\tFreshness\x12\x11\n\tleader_id\x18\x01 \x01(\t\x12\x15\n\rapplied_index\x18\x02 \x01(\x04\x12\x0f\n\x07node_id\x18\x03 \x01(\t\":\n\x07TaskKey\x12\x0e\n\x06\x64\x61g_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07task_id\x18\x03 \x01(\t\"\'\n\x07LogText\x12\x0e\n\x06stream\x18\x01 \x01(\t\x12\x0c\n\x04text\x18\x02 \x01(\t\"y\n\x08LogChunk\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x12\n\ntry_number\x18\x02 \x01(\r\x12\x0e\n\x06stream\x18\x03 \x01(\t\x12\x0c\n\x04text\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*n\n\x07RunType\x12\x18\n\x14RUN_TYPE_UNSPECIFIED\x10\x00\x12\x16\n\x12RUN_TYPE_SCHEDULED\x10\x01\x12\x13\n\x0fRUN_TYPE_MANUAL\x10\x02\x12\x1c\n\x18RUN_TYPE_ASSET_TRIGGERED\x10\x03*\x7f\n\x08RunState\x12\x19\n\x15RUN_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10RUN_STATE_QUEUED\x10\x01\x12\x15\n\x11RUN_STATE_RUNNING\x10\x02\x12\x15\n\x11RUN_STATE_SUCCESS\x10\x03\x12\x14\n\x10RUN_STATE_FAILED\x10\x04*\x88\x02\n\tTaskState\x12\x1a\n\x16TASK_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTASK_STATE_NONE\x10\x01\x12\x15\n\x11TASK_STATE_QUEUED\x10\x02\x12\x16\n\x12TASK_STATE_RUNNING\x10\x03\x12\x16\n\x12TASK_STATE_SUCCESS\x10\x04\x12\x15\n\x11TASK_STATE_FAILED\x10\x05\x12\x1b\n\x17TASK_STATE_UP_FOR_RETRY\x10\x06\x12\x1e\n\x1aTASK_STATE_UPSTREAM_FAILED\x10\x07\x12\x16\n\x12TASK_STATE_SKIPPED\x10\x08\x12\x17\n\x13TASK_STATE_DEFERRED\x10\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,11 +33,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'raftsched.api.gen.common_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RUNTYPE']._serialized_start=372
-  _globals['_RUNTYPE']._serialized_end=452
-  _globals['_RUNSTATE']._serialized_start=454
-  _globals['_RUNSTATE']._serialized_end=581
-  _globals['_TASKSTATE']._serialized_start=584
-  _globals['_TASKSTATE']._serialized_end=848
+  _globals['_RUNTYPE']._serialized_end=482
+  _globals['_RUNSTATE']._serialized_start=484
+  _globals['_RUNSTATE']._serialized_end=611
+  _globals['_TASKSTATE']._serialized_start=614
+  _globals['_TASKSTATE']._serialized_end=878
   _globals['_FRESHNESS']._serialized_start=76
   _globals['_FRESHNESS']._serialized_end=146
   _globals['_TASKKEY']._serialized_start=148

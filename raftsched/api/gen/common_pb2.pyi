@@ -14,6 +14,7 @@ class RunType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RUN_TYPE_UNSPECIFIED: _ClassVar[RunType]
     RUN_TYPE_SCHEDULED: _ClassVar[RunType]
     RUN_TYPE_MANUAL: _ClassVar[RunType]
+    RUN_TYPE_ASSET_TRIGGERED: _ClassVar[RunType]
 
 class RunState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -38,6 +39,7 @@ class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 RUN_TYPE_UNSPECIFIED: RunType
 RUN_TYPE_SCHEDULED: RunType
 RUN_TYPE_MANUAL: RunType
+RUN_TYPE_ASSET_TRIGGERED: RunType
 RUN_STATE_UNSPECIFIED: RunState
 RUN_STATE_QUEUED: RunState
 RUN_STATE_RUNNING: RunState

@@ -23,7 +23,7 @@ class Schedule(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., cron: _Optional[str] = ..., interval_seconds: _Optional[int] = ..., display: _Optional[str] = ...) -> None: ...
 
 class TaskDefinition(_message.Message):
-    __slots__ = ("task_id", "kind", "command", "env", "callable_name", "kwargs_json", "retries", "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "execution_timeout_seconds", "priority_weight", "trigger_rule", "upstream", "queue")
+    __slots__ = ("task_id", "kind", "command", "env", "callable_name", "kwargs_json", "retries", "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "execution_timeout_seconds", "priority_weight", "trigger_rule", "upstream", "queue", "outlets", "inlets")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -46,6 +46,8 @@ class TaskDefinition(_message.Message):
     TRIGGER_RULE_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    OUTLETS_FIELD_NUMBER: _ClassVar[int]
+    INLETS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     kind: str
     command: str
@@ -61,7 +63,9 @@ class TaskDefinition(_message.Message):
     trigger_rule: str
     upstream: _containers.RepeatedScalarFieldContainer[str]
     queue: str
-    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., retries: _Optional[int] = ..., retry_delay_seconds: _Optional[float] = ..., retry_exponential_backoff: _Optional[bool] = ..., max_retry_delay_seconds: _Optional[float] = ..., execution_timeout_seconds: _Optional[float] = ..., priority_weight: _Optional[int] = ..., trigger_rule: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., queue: _Optional[str] = ...) -> None: ...
+    outlets: _containers.RepeatedScalarFieldContainer[str]
+    inlets: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., retries: _Optional[int] = ..., retry_delay_seconds: _Optional[float] = ..., retry_exponential_backoff: _Optional[bool] = ..., max_retry_delay_seconds: _Optional[float] = ..., execution_timeout_seconds: _Optional[float] = ..., priority_weight: _Optional[int] = ..., trigger_rule: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., queue: _Optional[str] = ..., outlets: _Optional[_Iterable[str]] = ..., inlets: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunSummary(_message.Message):
     __slots__ = ("run_id", "state", "logical_date", "run_type")
@@ -86,7 +90,7 @@ class NextRun(_message.Message):
     def __init__(self, logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Dag(_message.Message):
-    __slots__ = ("dag_id", "fileloc", "description", "tags", "schedule", "timezone", "start_date", "end_date", "catchup", "max_active_runs", "max_active_tasks", "paused", "active", "spec_hash", "updated_at", "last_logical_date", "next_run", "recent_runs", "task_count", "params_json", "overlap", "catchup_window_seconds", "max_runs", "scheduled_runs", "jitter_seconds", "pause_on_failure", "pause_note", "skipped")
+    __slots__ = ("dag_id", "fileloc", "description", "tags", "schedule", "timezone", "start_date", "end_date", "catchup", "max_active_runs", "max_active_tasks", "paused", "active", "spec_hash", "updated_at", "last_logical_date", "next_run", "recent_runs", "task_count", "params_json", "overlap", "catchup_window_seconds", "max_runs", "scheduled_runs", "jitter_seconds", "pause_on_failure", "pause_note", "skipped", "asset_condition")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     FILELOC_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +119,7 @@ class Dag(_message.Message):
     PAUSE_ON_FAILURE_FIELD_NUMBER: _ClassVar[int]
     PAUSE_NOTE_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    ASSET_CONDITION_FIELD_NUMBER: _ClassVar[int]
     dag_id: str
     fileloc: str
     description: str
@@ -143,7 +148,8 @@ class Dag(_message.Message):
     pause_on_failure: bool
     pause_note: str
     skipped: _containers.RepeatedCompositeFieldContainer[SkippedSlots]
-    def __init__(self, dag_id: _Optional[str] = ..., fileloc: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., timezone: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., catchup: _Optional[bool] = ..., max_active_runs: _Optional[int] = ..., max_active_tasks: _Optional[int] = ..., paused: _Optional[bool] = ..., active: _Optional[bool] = ..., spec_hash: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run: _Optional[_Union[NextRun, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., task_count: _Optional[int] = ..., params_json: _Optional[str] = ..., overlap: _Optional[str] = ..., catchup_window_seconds: _Optional[float] = ..., max_runs: _Optional[int] = ..., scheduled_runs: _Optional[int] = ..., jitter_seconds: _Optional[float] = ..., pause_on_failure: _Optional[bool] = ..., pause_note: _Optional[str] = ..., skipped: _Optional[_Iterable[_Union[SkippedSlots, _Mapping]]] = ...) -> None: ...
+    asset_condition: str
+    def __init__(self, dag_id: _Optional[str] = ..., fileloc: _Optional[str] = ..., description: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., schedule: _Optional[_Union[Schedule, _Mapping]] = ..., timezone: _Optional[str] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., catchup: _Optional[bool] = ..., max_active_runs: _Optional[int] = ..., max_active_tasks: _Optional[int] = ..., paused: _Optional[bool] = ..., active: _Optional[bool] = ..., spec_hash: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., next_run: _Optional[_Union[NextRun, _Mapping]] = ..., recent_runs: _Optional[_Iterable[_Union[RunSummary, _Mapping]]] = ..., task_count: _Optional[int] = ..., params_json: _Optional[str] = ..., overlap: _Optional[str] = ..., catchup_window_seconds: _Optional[float] = ..., max_runs: _Optional[int] = ..., scheduled_runs: _Optional[int] = ..., jitter_seconds: _Optional[float] = ..., pause_on_failure: _Optional[bool] = ..., pause_note: _Optional[str] = ..., skipped: _Optional[_Iterable[_Union[SkippedSlots, _Mapping]]] = ..., asset_condition: _Optional[str] = ...) -> None: ...
 
 class SkippedSlots(_message.Message):
     __slots__ = ("first", "last", "count", "reason", "decided_at")
@@ -306,7 +312,7 @@ class BackfillDagResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[DagRun, _Mapping]]] = ..., skipped: _Optional[_Iterable[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]]] = ..., freshness: _Optional[_Union[_common_pb2.Freshness, _Mapping]] = ...) -> None: ...
 
 class DagRun(_message.Message):
-    __slots__ = ("dag_id", "run_id", "logical_date", "data_interval_start", "data_interval_end", "run_type", "state", "conf_json", "created_at", "start_date", "end_date")
+    __slots__ = ("dag_id", "run_id", "logical_date", "data_interval_start", "data_interval_end", "run_type", "state", "conf_json", "created_at", "start_date", "end_date", "asset_events_json")
     DAG_ID_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     LOGICAL_DATE_FIELD_NUMBER: _ClassVar[int]
@@ -318,6 +324,7 @@ class DagRun(_message.Message):
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     START_DATE_FIELD_NUMBER: _ClassVar[int]
     END_DATE_FIELD_NUMBER: _ClassVar[int]
+    ASSET_EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     dag_id: str
     run_id: str
     logical_date: _timestamp_pb2.Timestamp
@@ -329,7 +336,8 @@ class DagRun(_message.Message):
     created_at: _timestamp_pb2.Timestamp
     start_date: _timestamp_pb2.Timestamp
     end_date: _timestamp_pb2.Timestamp
-    def __init__(self, dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_type: _Optional[_Union[_common_pb2.RunType, str]] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., conf_json: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    asset_events_json: str
+    def __init__(self, dag_id: _Optional[str] = ..., run_id: _Optional[str] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., run_type: _Optional[_Union[_common_pb2.RunType, str]] = ..., state: _Optional[_Union[_common_pb2.RunState, str]] = ..., conf_json: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., asset_events_json: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
     __slots__ = ("dag_id", "states", "run_type", "page_size", "page_token")

@@ -41,7 +41,7 @@ class LeaseRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., max_tasks: _Optional[int] = ..., wait_seconds: _Optional[float] = ..., lease_ttl_seconds: _Optional[float] = ..., request_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., info: _Optional[_Union[WorkerInfo, _Mapping]] = ...) -> None: ...
 
 class TaskLease(_message.Message):
-    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json", "params_json", "upstream_results", "skip_on_exit_code", "resume_json")
+    __slots__ = ("key", "token", "try_number", "max_tries", "expires_at", "kind", "command", "env", "callable_name", "kwargs_json", "fileloc", "execution_timeout_seconds", "logical_date", "data_interval_start", "data_interval_end", "conf_json", "params_json", "upstream_results", "skip_on_exit_code", "resume_json", "asset_events_json")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,6 +76,7 @@ class TaskLease(_message.Message):
     UPSTREAM_RESULTS_FIELD_NUMBER: _ClassVar[int]
     SKIP_ON_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     RESUME_JSON_FIELD_NUMBER: _ClassVar[int]
+    ASSET_EVENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     key: _common_pb2.TaskKey
     token: int
     try_number: int
@@ -96,7 +97,8 @@ class TaskLease(_message.Message):
     upstream_results: _containers.ScalarMap[str, str]
     skip_on_exit_code: int
     resume_json: str
-    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ..., params_json: _Optional[str] = ..., upstream_results: _Optional[_Mapping[str, str]] = ..., skip_on_exit_code: _Optional[int] = ..., resume_json: _Optional[str] = ...) -> None: ...
+    asset_events_json: str
+    def __init__(self, key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., try_number: _Optional[int] = ..., max_tries: _Optional[int] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., fileloc: _Optional[str] = ..., execution_timeout_seconds: _Optional[float] = ..., logical_date: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_start: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., data_interval_end: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., conf_json: _Optional[str] = ..., params_json: _Optional[str] = ..., upstream_results: _Optional[_Mapping[str, str]] = ..., skip_on_exit_code: _Optional[int] = ..., resume_json: _Optional[str] = ..., asset_events_json: _Optional[str] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
     __slots__ = ("leases",)

@@ -156,6 +156,7 @@ def dag(
         jitter_seconds=spec.jitter_seconds or 0.0,
         pause_on_failure=spec.pause_on_failure,
         pause_note=record.pause_note,
+        asset_condition=spec.asset_condition,
         skipped=[
             dag_pb2.SkippedSlots(
                 first=ts(s.first),
@@ -197,6 +198,8 @@ def task_definition(task: TaskSpec) -> dag_pb2.TaskDefinition:
         trigger_rule=str(task.trigger_rule),
         upstream=sorted(task.upstream),
         queue=task.queue,
+        outlets=task.outlets,
+        inlets=task.inlets,
     )
     if task.max_retry_delay_seconds is not None:
         out.max_retry_delay_seconds = task.max_retry_delay_seconds
@@ -221,6 +224,7 @@ def dag_run(run: DagRun) -> dag_pb2.DagRun:
         created_at=ts(run.created_at),
         start_date=ts(run.start_date),
         end_date=ts(run.end_date),
+        asset_events_json=run.asset_events_json,
     )
 
 

@@ -30,6 +30,7 @@ import grpc
 from raftsched.api.gen import worker_pb2, worker_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
+from raftsched.api.servicers.lease_assets import add_asset_events
 from raftsched.api.servicers.queue_signal import QueueSignal
 from raftsched.api.servicers.worker_batch import CommandBatcher, Rider
 from raftsched.api.servicers.worker_callbacks import CallbackRpcs
@@ -167,9 +168,9 @@ class WorkerServicer(
             if any(g.task.upstream for g in grants)
             else {}
         )
-        return worker_pb2.LeaseResponse(
-            leases=[convert.task_lease(g, results.get(g.lease.key)) for g in grants]
-        )
+        leases = [convert.task_lease(g, results.get(g.lease.key)) for g in grants]
+        add_asset_events(self.ctx.node, grants, leases)  # an asset-triggered run's (§21)
+        return worker_pb2.LeaseResponse(leases=leases)
 
     def _seen(self, worker_id: str, queues: tuple[str, ...], info: dict[str, Any]) -> None:
         """Note that the worker called, serving ``queues``: the "waiting" notes of tasks

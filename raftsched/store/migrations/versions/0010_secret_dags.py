@@ -6,7 +6,7 @@ for one every DAG may read, which is what every row written before this column m
 Additive only: a release that does not know it writes what it wrote before (the default).
 
 Revision ID: 0010
-Revises: 0008 (the lead chains it after 0009 at merge)
+Revises: 0009
 Create Date: 2026-12-05
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0008"  # "0009" once 0009 is merged
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

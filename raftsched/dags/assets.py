@@ -1,0 +1,163 @@
+"""Assets in DAG files (docs/architecture.md §21): ``Asset("s3://bucket/key")`` (``Dataset``
+is Airflow 2's name), a task's ``outlets=[...]`` and ``inlets=[...]``, and a DAG's
+``schedule=[a, b]`` (all of them), ``a | b`` (AssetAny), ``a & b`` (AssetAll), nested.
+
+A DAG file only declares: the parser turns these into URIs (``TaskSpec.outlets``/``inlets``)
+and a condition (``DagSpec.asset_condition``, core/asset_condition.py), and the cluster
+decides every event and run. Checked here with the core's bounds, so a bad URI is an import
+error of its file naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from raftsched.core import asset_condition as ac
+from raftsched.errors import DagDefinitionError, LimitExceeded
+
+# An asset-triggered run's events (JSON text) in its attempts' environment (the worker sets it)
+ASSET_EVENTS_ENV = "RAFTSCHED_ASSET_EVENTS"
+
+
+class _Condition:
+    """What ``|`` and ``&`` combine."""
+
+    def __or__(self, other: object) -> AssetAny:
+        return AssetAny(self, _operand(other))
+
+    def __and__(self, other: object) -> AssetAll:
+        return AssetAll(self, _operand(other))
+
+    def as_condition(self) -> Any:  # the JSON value of core/asset_condition.py
+        raise NotImplementedError
+
+
+class Asset(_Condition):
+    """A named piece of data. ``uri``: printable ASCII without spaces, at most 1,000
+    characters (``s3://bucket/key``, ``file:///data/x.csv``, or a plain name). ``extra`` is
+    kept for Airflow's signature; events carry their own extra."""
+
+    def __init__(
+        self,
+        uri: str | None = None,
+        *,
+        name: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+        group: str = "asset",
+        watchers: Any = None,
+    ) -> None:
+        value = uri if uri is not None else name
+        if watchers:  # a watcher would be a trigger whose events never came: say so
+            raise DagDefinitionError(
+                f"Asset({value!r}, watchers=...): asset watchers are not supported yet; send"
+                " its events with `raftsched assets event URI` or POST /api/v1/assets/events"
+            )
+        try:
+            self.uri = ac.check_uri("asset URI", value)
+        except LimitExceeded as err:
+            raise DagDefinitionError(f"Asset({value!r}): {err}") from None
+        self.name = name or self.uri
+        self.extra = dict(extra or {})
+        self.group = group
+
+    def as_condition(self) -> Any:
+        return self.uri
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Asset) and other.uri == self.uri
+
+    def __hash__(self) -> int:
+        return hash(self.uri)
+
+    def __repr__(self) -> str:
+        return f"Asset({self.uri!r})"
+
+
+Dataset = Asset  # Airflow 2's name
+
+
+class AssetAll(_Condition):
+    """Every one of the assets (or conditions) has a new event."""
+
+    op = ac.ALL
+
+    def __init__(self, *objects: object) -> None:
+        if not objects:
+            raise DagDefinitionError(f"{type(self).__name__}() needs at least one asset")
+        self.objects = [_operand(o) for o in objects]
+
+    def as_condition(self) -> Any:
+        return {self.op: [o.as_condition() for o in self.objects]}
+
+
+class AssetAny(AssetAll):
+    """Any one of the assets (or conditions) has a new event."""
+
+    op = ac.ANY
+
+
+DatasetAll, DatasetAny = AssetAll, AssetAny
+
+
+def _operand(value: object) -> _Condition:
+    if isinstance(value, str):
+        return Asset(value)
+    if isinstance(value, _Condition):
+        return value
+    raise DagDefinitionError(f"expected an Asset, AssetAll or AssetAny, got {value!r}")
+
+
+def is_asset_schedule(schedule: object) -> bool:
+    """``schedule`` names assets (an Asset, a condition, or a non-empty list of them)."""
+    if isinstance(schedule, _Condition):
+        return True
+    if isinstance(schedule, list | tuple) and schedule:
+        return all(isinstance(item, _Condition) for item in schedule)
+    return False
+
+
+def condition_json(schedule: object, dag_id: str) -> str:
+    """The DagSpec's ``asset_condition`` of an asset schedule (a list means all of them)."""
+    node = (
+        AssetAll(*schedule) if isinstance(schedule, list | tuple) else _operand(schedule)
+    ).as_condition()
+    text = ac.canonical_json(node)
+    try:
+        ac.check_condition("schedule", text)
+    except LimitExceeded as err:
+        raise DagDefinitionError(f"schedule of DAG {dag_id!r}: {err}", dag_id=dag_id) from None
+    return text
+
+
+def uris(values: object, what: str, **ids: str) -> tuple[str, ...]:
+    """A task's ``outlets``/``inlets`` as URIs (Assets or URI strings; other objects, such as
+    Airflow lineage entities, are not assets and are left out)."""
+    if values is None:
+        return ()
+    items = [values] if isinstance(values, Asset | str) else values
+    if not isinstance(items, Iterable):
+        raise DagDefinitionError(f"{what} must be a list of Assets", **ids)
+    out: dict[str, None] = {}
+    for item in items:
+        if isinstance(item, str | Asset):
+            out[_operand(item).as_condition()] = None
+    if len(out) > ac.MAX_ASSETS_PER_DAG:
+        raise DagDefinitionError(f"{what} names more than {ac.MAX_ASSETS_PER_DAG} assets", **ids)
+    return tuple(out)
+
+
+def triggering_events(text: str) -> dict[str, list[dict[str, Any]]]:
+    """An asset-triggered run's events (its lease's JSON text) by URI, oldest first, each
+    {id, uri, extra (a dict), timestamp, source_dag_id, source_run_id, source_task_id,
+    source_try, event_id}: the context's ``triggering_asset_events`` (Airflow's name; in
+    templates ``{{ triggering_asset_events['s3://x'][0].extra }}``). {} for other runs."""
+    import json
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in json.loads(text) if text else ():
+        item = {k: v for k, v in event.items() if k not in ("extra_json", "key", "actor")}
+        item["extra"] = json.loads(event.get("extra_json") or "{}")
+        item["event_id"] = event.get("key", "")
+        out.setdefault(event["uri"], []).append(item)
+    return out

@@ -1,0 +1,287 @@
+"""Assets in the state machine (§21): a producer's success emits its outlets' events in the
+same apply, AssetAll/AssetAny consumers get one run per satisfied condition carrying the
+events, client event ids are idempotent, the bounds, the gate and digests/snapshots."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_state_harness import T0, Sim, at, dag, task
+
+from raftsched.core import asset_commands as acm
+from raftsched.core import asset_condition as ac
+from raftsched.core import commands as c
+from raftsched.core import versions as vs
+from raftsched.core.asset_table import MAX_EVENTS_KEPT
+from raftsched.core.model import RunType, Schedule, ScheduleKind
+from raftsched.core.state import SchedulerState
+from raftsched.core.validate import check_command
+from raftsched.errors import LimitExceeded
+
+A, B = "s3://bucket/a", "s3://bucket/b"
+MANUAL = Schedule(ScheduleKind.NONE, display="assets")
+
+
+def consumer(dag_id: str, condition: object) -> object:
+    spec = dag(dag_id, task("t"), asset_condition=ac.canonical_json(condition))
+    return replace(spec, schedule=MANUAL)
+
+
+def asset_sim(*specs: object) -> Sim:
+    sim = Sim()
+    assert sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=3)).ok
+    assert sim.register(*specs).ok
+    return sim
+
+
+def three_dags() -> Sim:
+    """producer (outlets A and B) -> consumer all_ab (A & B) and any_ab (A | B)."""
+    producer = dag("producer", task("make", outlets=(A, B)))
+    return asset_sim(
+        producer,
+        consumer("all_ab", {"all": [A, B]}),
+        consumer("any_ab", {"any": [A, B]}),
+    )
+
+
+def emit(sim: Sim, uri: str, key: str = "", extra: str = "{}", now=T0, rid: str = ""):
+    return sim.apply(
+        acm.EmitAssetEvents(
+            request_id=rid or sim.rid(),
+            now=now,
+            events=(acm.AssetEventIn(uri, extra, key),),
+            actor="tester",
+        )
+    )
+
+
+def asset_runs(sim: Sim, dag_id: str) -> list:
+    return [
+        rec.run
+        for rec in sim.state.run_table.records()
+        if rec.run.dag_id == dag_id and rec.run.run_type is RunType.ASSET_TRIGGERED
+    ]
+
+
+def test_a_producer_success_runs_each_consumer_once_in_the_same_apply() -> None:
+    sim = three_dags()
+    sim.create("producer")
+    before = sim.index
+    sim.run_task("make", now=at(5))
+    assert sim.index == before + 2  # the lease, then the outcome: its apply did the rest
+    (all_run,) = asset_runs(sim, "all_ab")
+    (any_run,) = asset_runs(sim, "any_ab")
+    assert all_run.run_id.startswith("asset_triggered__")
+    events = json.loads(all_run.asset_events_json)
+    assert [(e["uri"], e["source_dag_id"], e["source_task_id"]) for e in events] == [
+        (A, "producer", "make"),
+        (B, "producer", "make"),
+    ]
+    # one attempt's events are decided together: A | B is one run, with both events
+    assert len(json.loads(any_run.asset_events_json)) == 2
+    assert sim.state.assets.queued("all_ab") == {}
+    rows = sim.outbox("asset_event")
+    assert [r["uri"] for r in rows] == [A, B] and [r["id"] for r in rows] == [1, 2]
+    links = sim.outbox("asset_run")
+    assert {(r["dag_id"], tuple(r["event_ids"])) for r in links} >= {("all_ab", (1, 2))}
+    assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_any_runs_per_event_and_all_waits_for_every_asset() -> None:
+    sim = asset_sim(consumer("all_ab", {"all": [A, B]}), consumer("any_ab", {"any": [A, B]}))
+    emit(sim, A, now=at(1))
+    emit(sim, A, now=at(2))
+    assert asset_runs(sim, "all_ab") == [] and len(asset_runs(sim, "any_ab")) == 2
+    assert [e.id for e in sim.state.assets.queued("all_ab")[A]] == [1, 2]
+    result = emit(sim, B, now=at(3))
+    (item,) = result.value
+    assert item.ok and item.value["event_id"] == 3
+    (run,) = asset_runs(sim, "all_ab")
+    assert item.value["runs"][0] == ("all_ab", run.run_id)
+    assert [e["id"] for e in json.loads(run.asset_events_json)] == [1, 2, 3]
+    assert (run.data_interval_start, run.data_interval_end) == (at(1), at(3))
+
+
+def test_nested_condition() -> None:
+    cond = {"any": [{"all": [A, B]}, "s3://c"]}
+    sim = asset_sim(consumer("n", cond))
+    emit(sim, A)
+    assert asset_runs(sim, "n") == []
+    emit(sim, "s3://c", now=at(1))
+    assert len(asset_runs(sim, "n")) == 1 and sim.state.assets.queued("n") == {}
+
+
+def test_a_repeated_event_id_makes_one_event_and_one_run() -> None:
+    sim = asset_sim(consumer("one", A))
+    first = emit(sim, A, key="evt-1")
+    again = emit(sim, A, key="evt-1", now=at(1))  # a client retried with a new request id
+    assert first.value[0].value["event_id"] == 1
+    assert again.value[0].reason == acm.DUPLICATE_EVENT
+    assert again.value[0].value == {"event_id": 1, "runs": ()}
+    assert len(asset_runs(sim, "one")) == 1 and sim.state.assets.count(A) == 1
+    (record,) = list(sim.state.audit)  # the first event only, by its actor
+    assert (record.actor, record.action) == ("tester", "asset_event") and A in record.detail
+    same_request = emit(sim, A, key="evt-1", rid="req-1000")
+    assert emit(sim, A, key="evt-1", rid="req-1000").duplicate and same_request.ok
+
+
+def test_two_runs_in_one_apply_get_distinct_logical_dates() -> None:
+    sim = asset_sim(consumer("one", A))
+    events = tuple(acm.AssetEventIn(A, "{}", f"k{i}") for i in range(3))
+    result = sim.apply(acm.EmitAssetEvents(request_id=sim.rid(), now=T0, events=events))
+    assert result.ok
+    runs = asset_runs(sim, "one")
+    assert len(runs) == 3 and len({r.logical_date for r in runs}) == 3
+
+
+def test_paused_consumers_queue_until_unpaused_and_failures_emit_nothing() -> None:
+    sim = three_dags()
+    assert sim.apply(c.SetPaused(request_id=sim.rid(), now=T0, dag_id="any_ab", paused=True)).ok
+    sim.create("producer")
+    sim.run_task("make", success=False)
+    assert not sim.state.assets and asset_runs(sim, "all_ab") == []
+    emit(sim, A)
+    assert asset_runs(sim, "any_ab") == [] and A in sim.state.assets.queued("any_ab")
+    # unpausing decides what waited, in the same apply
+    assert sim.apply(c.SetPaused(request_id=sim.rid(), now=T0, dag_id="any_ab", paused=False)).ok
+    (run,) = asset_runs(sim, "any_ab")
+    assert [e["uri"] for e in json.loads(run.asset_events_json)] == [A]
+    assert sim.state.assets.queued("any_ab") == {}
+
+
+def test_refused_before_cluster_version_3_and_outlets_ignored() -> None:
+    sim = Sim()
+    assert sim.register(dag("producer", task("make", outlets=(A,))), consumer("x", A)).ok
+    result = emit(sim, A)
+    assert not result.ok and result.reason == acm.NOT_YET
+    sim.create("producer")
+    sim.run_task("make")
+    assert not sim.state.assets and asset_runs(sim, "x") == []
+    refusal = vs.refusal(acm.EmitAssetEvents(request_id="r", now=T0, events=()), 2)
+    assert refusal and "EmitAssetEvents" in refusal
+    # the gate holds back DAG files with assets until the upgrade is finalized
+    for spec in (dag("p", task("t", outlets=(A,))), consumer("x", A)):
+        register = c.RegisterDags(request_id="r", now=T0, specs=(spec,))
+        assert vs.refusal(register, 2) and vs.refusal(register, 3) is None
+    plain = c.RegisterDags(request_id="r", now=T0, specs=(dag("p", task("t")),))
+    assert vs.refusal(plain, 2) is None
+
+
+@pytest.mark.parametrize(
+    ("uri", "extra", "key"),
+    [
+        ("", "{}", ""),
+        ("s3://has space", "{}", ""),
+        ("x" * 1001, "{}", ""),
+        ("s3://é", "{}", ""),
+        (A, "[1]", ""),
+        (A, "not json", ""),
+        (A, json.dumps({"v": "x" * 5000}), ""),
+        (A, "{}", "k\n"),
+    ],
+)
+def test_bounds(uri: str, extra: str, key: str) -> None:
+    cmd = acm.EmitAssetEvents(request_id="r", now=T0, events=(acm.AssetEventIn(uri, extra, key),))
+    with pytest.raises(LimitExceeded):
+        check_command(cmd)
+
+
+def test_condition_bounds() -> None:
+    deep: object = A
+    for _ in range(ac.MAX_CONDITION_DEPTH + 1):
+        deep = {"all": [deep]}
+    for bad in ('{"all":[]}', '{"xor":["a"]}', "[1]", ac.canonical_json(deep)):
+        with pytest.raises(LimitExceeded):
+            ac.check_condition("c", bad)
+    many = {"any": [f"s3://{i}" for i in range(ac.MAX_ASSETS_PER_DAG + 1)]}
+    with pytest.raises(LimitExceeded):
+        ac.check_condition("c", ac.canonical_json(many))
+
+
+def test_events_kept_are_bounded() -> None:
+    sim = asset_sim()
+    for i in range(MAX_EVENTS_KEPT + 5):
+        emit(sim, A, now=at(i))
+    assert len(sim.state.assets.events(A)) == MAX_EVENTS_KEPT
+    assert sim.state.assets.count(A) == MAX_EVENTS_KEPT + 5
+    assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_snapshot_restores_the_same_digest_and_no_assets_changes_nothing() -> None:
+    empty = SchedulerState()
+    assert "assets" not in empty.snapshot()
+    sim = three_dags()
+    emit(sim, A, key="k1")
+    snap = sim.state.snapshot()
+    assert "assets" in snap
+    restored = SchedulerState.restore(pickle.loads(pickle.dumps(snap)))
+    assert restored.digest() == sim.state.digest()
+    assert restored.assets.queued("all_ab").keys() == {A}
+    # the restored state goes on alike: B completes all_ab on both
+    for state in (sim.state, restored):
+        state.apply(
+            acm.EmitAssetEvents(request_id="b", now=at(9), events=(acm.AssetEventIn(B),)),
+            log_index=sim.index + 1,
+        )
+    assert restored.digest() == sim.state.digest()
+    assert len([r for r in restored.run_table.records() if r.run.dag_id == "all_ab"]) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([A, B, "s3://other"]), min_size=1, max_size=12))
+def test_any_event_order_runs_once_per_satisfied_condition(order: list[str]) -> None:
+    """Whatever the order, all_ab runs once each time both A and B have a queued event, and
+    any_ab once per A or B event; every event is carried by at most one run of each."""
+    sim = asset_sim(consumer("all_ab", {"all": [A, B]}), consumer("any_ab", {"any": [A, B]}))
+    expected_all, have = 0, set()
+    for i, uri in enumerate(order):
+        emit(sim, uri, key=f"k{i}", now=at(i))
+        emit(sim, uri, key=f"k{i}", now=at(i))  # a retry: nothing new
+        if uri in (A, B):
+            have.add(uri)
+            if have == {A, B}:
+                expected_all, have = expected_all + 1, set()
+    assert len(asset_runs(sim, "all_ab")) == expected_all
+    assert len(asset_runs(sim, "any_ab")) == sum(u in (A, B) for u in order)
+    for dag_id in ("all_ab", "any_ab"):
+        carried = [
+            e["id"] for r in asset_runs(sim, dag_id) for e in json.loads(r.asset_events_json)
+        ]
+        assert len(carried) == len(set(carried))
+    assert sim.state.digest() == sim.state.recompute_digest()
+
+
+def test_spec_bounds_are_checked_at_register() -> None:
+    from raftsched.core.validate_specs import check_spec
+
+    many = tuple(f"s3://{i}" for i in range(ac.MAX_ASSETS_PER_DAG + 1))
+    for bad in (
+        dag("p", task("t", outlets=("has space",))),
+        dag("p", task("t", outlets=many)),
+        dag("p", task("t", inlets=many[:60]), task("u", outlets=many[60:])),
+        replace(dag("p", task("t")), asset_condition='{"all":[]}'),
+    ):
+        with pytest.raises(LimitExceeded):
+            check_spec(bad)
+    check_spec(consumer("ok", {"all": [A, {"any": [B, "s3://c"]}]}))
+
+
+def test_a_rewritten_or_removed_consumer_keeps_no_stale_queue() -> None:
+    sim = asset_sim(consumer("c", {"all": [A, B]}))
+    emit(sim, A)
+    emit(sim, "s3://c", now=at(1))
+    assert set(sim.state.assets.queued("c")) == {A}
+    assert sim.register(consumer("c", {"all": [B, "s3://c"]}), now=at(2)).ok  # A dropped
+    assert sim.state.assets.queued("c") == {}
+    emit(sim, B, now=at(3))
+    assert set(sim.state.assets.queued("c")) == {B}  # the consumer index follows the spec
+    assert sim.apply(c.RemoveDags(request_id=sim.rid(), now=at(4), dag_ids=("c",))).ok
+    assert sim.state.assets.queued("c") == {}
+    emit(sim, "s3://c", now=at(5))  # a removed DAG consumes nothing
+    assert sim.state.assets.queued("c") == {} and asset_runs(sim, "c") == []
+    assert sim.state.digest() == sim.state.recompute_digest()
