@@ -54,7 +54,7 @@ from raftsched.core.commands import (
     QueueTasks,
 )
 from raftsched.core.results import Result
-from raftsched.errors import RaftschedError, StoreUnavailable
+from raftsched.errors import LogDbMismatch, RaftschedError, StoreUnavailable
 from raftsched.store.abc import OutboxSink
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,6 @@ REBUILD_HINT = (
     " the cluster's state), then start the nodes again"
 )
 _SCHEDULING = (CreateRuns, LeaseTasks, QueueTasks)
-
-
-class LogDbMismatch(RaftschedError):
-    """The metadata DB and the replicated outbox disagree; nothing may be written or acked."""
 
 
 def mismatch_reason(watermark: int, last_seq: int, acked_seq: int) -> str | None:

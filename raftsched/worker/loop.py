@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from raftsched import retry
 from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
-from raftsched.errors import RaftschedError
+from raftsched.errors import RaftschedError, WorkerRejected
 from raftsched.logging_setup import task_context
 from raftsched.worker.callback_runner import CallbackRunner
 from raftsched.worker.death_report import DeathReport
@@ -57,7 +57,7 @@ from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
 from raftsched.worker.secret_channel import serving
 from raftsched.worker.task_secrets import with_secrets
-from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
+from raftsched.worker.transport import Assignment, WorkerTransport, describe
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ from raftsched.api import consistency
 from raftsched.api.client import (
     MAX_SEEN_FILES,
     SEEN_INDEX_ENV,
-    ApiError,
     RaftschedClient,
     SeenIndex,
     seen_index_path,
@@ -28,11 +27,10 @@ from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc, common_pb2
 from raftsched.api.server import build_server
 from raftsched.api.servicers import context as ctx_module
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError
 from raftsched.cluster import test_hooks
 from raftsched.config import default_config
 from raftsched.core import results as r
-from raftsched.errors import CommitTimeout, NoQuorumError
+from raftsched.errors import ApiError, CommitTimeout, NoQuorumError, StatusError
 
 GET_STATUS = cluster_pb2.GetStatusRequest()
 

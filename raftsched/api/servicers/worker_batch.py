@@ -44,10 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from raftsched.api.status import StatusError
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError
+from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, StatusError
 
 if TYPE_CHECKING:
     from raftsched.api.servicers.context import ApiContext

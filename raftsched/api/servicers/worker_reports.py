@@ -27,7 +27,8 @@ import grpc
 
 from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import convert
-from raftsched.api.status import StatusError, invalid_argument, status_of, translate_errors
+from raftsched.api.status import invalid_argument, status_of, translate_errors
+from raftsched.errors import StatusError
 
 log = logging.getLogger(__name__)
 

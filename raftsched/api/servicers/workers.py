@@ -37,18 +37,13 @@ from raftsched.api.servicers.worker_callbacks import CallbackRpcs
 from raftsched.api.servicers.worker_reports import ReportRpcs
 from raftsched.api.servicers.worker_roster import RosterRpcs, worker_info
 from raftsched.api.servicers.worker_triggers import TriggerRpcs
-from raftsched.api.status import (
-    StatusError,
-    invalid_argument,
-    raise_for_result,
-    translate_errors,
-)
+from raftsched.api.status import invalid_argument, raise_for_result, translate_errors
 from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
 from raftsched.core import limits, xcom
 from raftsched.core import results as r
 from raftsched.core.model import DEFAULT_QUEUE, TaskKey
-from raftsched.errors import LimitExceeded
+from raftsched.errors import LimitExceeded, StatusError
 from raftsched.logging_setup import task_context
 
 log = logging.getLogger(__name__)
