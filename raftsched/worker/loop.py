@@ -120,7 +120,8 @@ class Worker(NextLeases, DeathReport, Heartbeats):
         self._armed = False  # the supervisor's death report (worker.death_report)
         self.metrics = WorkerMetrics()  # served by the CLI when [worker] metrics_port is set
         self.metrics.watch(self)
-        # Outcomes that end together share a call, which leases their slots again (#11)
+        # Outcomes that end together share a call, which leases their slots again:
+        # one call per outcome cost the nodes more CPU than the outcomes themselves
         self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running, leasing=self)
         # Callback jobs run on a thread of their own (worker.callback_runner)
         self.callbacks = CallbackRunner.for_worker(transport, self.worker_id, self.settings.noop)

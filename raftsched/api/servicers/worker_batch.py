@@ -1,4 +1,5 @@
-"""Workers' calls that arrive together go out as one Raft entry (issue #11).
+"""Workers' calls that arrive together go out as one Raft entry (every
+entry is pickled, fsynced, sent and applied by every node).
 
 One completion per entry was most of a task's cost on the scheduler nodes: every entry is
 pickled, written, fsynced, sent to and applied by every node. :class:`CommandBatcher` is a

@@ -1,6 +1,6 @@
 """WorkerService's CompleteBatch: the outcomes of attempts that ended together, in one call.
 
-A gRPC call costs the node more CPU than the commands it carries (issue #11): 32 attempts
+A gRPC call costs the node more CPU than the commands it carries: 32 attempts
 that end at once were 32 Complete calls. CompleteBatch carries them all; each outcome is
 still its own CompleteAttempt command with its own request id (a retried outcome is answered
 with its first result, whichever call or entry carried it) and gets its own answer, the
