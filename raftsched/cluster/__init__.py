@@ -14,5 +14,4 @@ state on a node, the leader loop, the materializer and the read views; not Raft 
 - ``admin``, ``metrics``, ``instruments``, ``dag_metrics``, ``tick_watch``: the admin
   endpoint (``/status``, ``/metrics``) and what it reports
 - ``replay``        a node's data dir replayed offline in the pure core
-- ``test_hooks``    test-only hooks read from ``RAFTSCHED_TEST_*`` variables (none in production)
 """
