@@ -40,11 +40,11 @@ if TYPE_CHECKING:
         EmptyTask,
         Param,
         PythonTask,
-        TaskSkipped,
         chain,
         dag,
         task,
     )
+    from raftsched.errors import TaskSkipped
 
 
 def __getattr__(name: str) -> Any:

@@ -9,6 +9,17 @@ API and the web pages). Subclasses carry the data a caller can act on (``DagNotF
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: this module imports no gRPC (the core imports it)
+    import grpc
+
+# How to make a Fernet key (SecretsNotConfigured's way out; the secrets messages repeat it)
+GENERATE_KEY = (
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)
+
 # gRPC status code (by name) -> HTTP status: the one table (REST API, pages, gateway errors).
 HTTP_STATUS: dict[str, int] = {
     "OK": 200,
@@ -300,3 +311,113 @@ class TriggerError(RaftschedError):
     the task's attempt fails with it in its log."""
 
     status = "INVALID_ARGUMENT"
+
+
+class SecretsNotConfigured(RaftschedError):
+    """No Fernet key: values can be neither stored nor read."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "no encryption key for variables and connections: set [secrets] fernet_key (or"
+            " RAFTSCHED__SECRETS__FERNET_KEY) to the same key on every scheduler node; make"
+            f" one with: {GENERATE_KEY}"
+        )
+
+
+class SecretDecryptError(RaftschedError):
+    """A stored value that none of the configured keys decrypts."""
+
+
+class TaskLoadError(Exception):
+    """The function cannot be found or called: the message says which and why."""
+
+
+class WorkerRejected(RaftschedError):
+    """The cluster will never serve this worker as configured (e.g. its token is refused)."""
+
+
+class ReadRefused(Exception):
+    """A read the task gets as an error: ``code`` (one of the module's codes) and a message
+    that names no value."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class SecretAccessDenied(PermissionError):
+    """The task's DAG may not read it, or the worker refused the read (the message says)."""
+
+
+class ApiError(RaftschedError):
+    """A call failed with a gRPC status other than "every node unavailable".
+
+    ``code`` is the ``grpc.StatusCode``; ``message`` the server's (actionable) message;
+    ``address`` the node that answered; ``method`` the RPC's name.
+    """
+
+    def __init__(
+        self, code: grpc.StatusCode, message: str, *, address: str = "", method: str = ""
+    ) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+        self.address = address
+        self.method = method
+
+
+class StatusError(RaftschedError):
+    """Raise inside a servicer method to answer ``code`` with ``message``."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = code.name
+        self.message = message
+
+
+class NotANodeDir(ValueError):
+    """The directory holds no raftsched journal, or one of another format."""
+
+
+class TemplateError(Exception):
+    """A template that cannot be rendered: names what (``command``, ``env[X]``, ``kwargs.x``),
+    the line, and the cause."""
+
+
+class RenderLimitExceeded(Exception):
+    """The helper ran out of memory or time, or died: ``str()`` says which, for people."""
+
+
+class XComError(Exception):
+    """A return value that cannot be kept, or an argument that cannot be resolved."""
+
+
+class TaskSkipped(Exception):  # Airflow: AirflowSkipException
+    """Raise it in a Python task to end the attempt SKIPPED (downstream: per trigger rules)."""
+
+
+class UserError(RaftschedError):
+    """A user cannot be created as asked (bad role, empty password, name taken)."""
+
+    def __init__(self, message: str, *, username: str) -> None:
+        super().__init__(message)
+        self.username = username
+
+
+class OutboxGap(RaftschedError):
+    """Outbox entries do not continue the DB watermark: writing them would lose entries."""
+
+    def __init__(self, watermark: int, seqs: Sequence[int]) -> None:
+        shown = ", ".join(map(str, seqs[:5])) + (", ..." if len(seqs) > 5 else "")
+        super().__init__(
+            f"outbox entries [{shown}] do not continue the DB watermark {watermark}"
+            f" (expected {watermark + 1}, {watermark + 2}, ... without gaps): this is a bug,"
+            " nothing was written"
+        )
+        self.watermark = watermark
+        self.seqs = tuple(seqs)
+
+
+class LogDbMismatch(RaftschedError):
+    """The metadata DB and the replicated outbox disagree; nothing may be written or acked."""

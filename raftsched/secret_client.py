@@ -20,17 +20,13 @@ import socket
 from typing import Any
 
 from raftsched.core.limits import MAX_SECRET_VALUE_CHARS
-from raftsched.errors import RaftschedError
+from raftsched.errors import RaftschedError, SecretAccessDenied
 
 SOCKET_ENV = "RAFTSCHED_SECRETS_SOCKET"  # worker/secret_channel.py's
 TIMEOUT = 60.0  # seconds: the worker commits a Raft entry before it answers
 # A value's JSON text: each character at most 12 bytes ("\ud83d\ude00"), and room for an error
 MAX_REPLY_BYTES = 12 * MAX_SECRET_VALUE_CHARS + 4096
 _cache: dict[tuple[str, str], str] = {}
-
-
-class SecretAccessDenied(PermissionError):
-    """The task's DAG may not read it, or the worker refused the read (the message says)."""
 
 
 def read(kind: str, name: str) -> str | None:

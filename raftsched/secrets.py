@@ -42,7 +42,7 @@ from raftsched.connection_uri import masked_connection as masked_connection
 from raftsched.connection_uri import masked_uri as masked_uri
 from raftsched.connection_uri import parse_connection as parse_connection
 from raftsched.core import limits
-from raftsched.errors import RaftschedError
+from raftsched.errors import GENERATE_KEY, RaftschedError, SecretDecryptError, SecretsNotConfigured
 from raftsched.masking import MASK as MASK
 from raftsched.masking import MIN_MASKED_CHARS as MIN_MASKED_CHARS
 from raftsched.masking import StreamMasker as StreamMasker
@@ -59,24 +59,6 @@ DECLARATION_ENV = "RAFTSCHED_SECRETS"
 # The worker's own environment, read first by EnvSecretsBackend
 BACKEND_VAR_PREFIX = "RAFTSCHED_SECRET_VAR_"
 BACKEND_CONN_PREFIX = "RAFTSCHED_SECRET_CONN_"
-GENERATE_KEY = (
-    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
-)
-
-
-class SecretsNotConfigured(RaftschedError):
-    """No Fernet key: values can be neither stored nor read."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "no encryption key for variables and connections: set [secrets] fernet_key (or"
-            " RAFTSCHED__SECRETS__FERNET_KEY) to the same key on every scheduler node; make"
-            f" one with: {GENERATE_KEY}"
-        )
-
-
-class SecretDecryptError(RaftschedError):
-    """A stored value that none of the configured keys decrypts."""
 
 
 # -- encryption -----------------------------------------------------------------------------

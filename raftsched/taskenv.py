@@ -77,7 +77,8 @@ def scrubbed(
 
 @functools.lru_cache(maxsize=4096)
 def _allowed(name: str, patterns: tuple[str, ...]) -> bool:
-    """``allowed``, remembered: every attempt scrubs the same environment (issue #11)."""
+    """``allowed``, remembered: every attempt scrubs the same environment, so the
+    patterns need not be matched again for every variable of every attempt."""
     return allowed(name, patterns)
 
 

@@ -38,9 +38,9 @@ from raftsched.web.gateway_schedule import DagSchedule
 from raftsched.web.read_cache import DEFAULT_TTL, ReadCache
 from raftsched.web.view_models import dag_dict, node_dict, run_dict, task_dict, ti_dict, ts
 
-from raftsched.api.client import ApiError, RaftschedClient, SeenIndex
+from raftsched.api.client import RaftschedClient, SeenIndex
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
-from raftsched.errors import NoQuorumError
+from raftsched.errors import ApiError, NoQuorumError
 
 __all__ = [
     "EXTENSION",

@@ -2,7 +2,7 @@
 
 :class:`Unavailable` (no node could answer), :class:`NotFound` and :class:`Refused` (any other
 refusal, its message meant for the person who asked), all :class:`GatewayError`;
-:func:`_translate` maps an :class:`~raftsched.api.client.ApiError` to one and counts it in
+:func:`_translate` maps an :class:`~raftsched.errors.ApiError` to one and counts it in
 ``raftsched_web_upstream_errors_total``. Re-exported by :mod:`raftsched.web.gateway`.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 import grpc
 from raftsched.web import metrics
 
-from raftsched.api.client import ApiError
-from raftsched.errors import RaftschedError
+from raftsched.errors import ApiError, RaftschedError
 
 _UNAVAILABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 

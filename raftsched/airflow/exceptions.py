@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from raftsched.airflow._param import ParamValidationError
 from raftsched.airflow._unsupported import NotSupportedError
-from raftsched.dags.xcom_args import TaskSkipped
+from raftsched.errors import TaskSkipped
 
 
 class AirflowException(Exception):

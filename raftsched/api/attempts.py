@@ -20,7 +20,7 @@ import grpc
 from google.protobuf.message import Message
 
 from raftsched import retry
-from raftsched.errors import NoQuorumError, RaftschedError
+from raftsched.errors import ApiError, NoQuorumError
 
 if TYPE_CHECKING:
     from raftsched.api.client import RaftschedClient
@@ -47,23 +47,6 @@ _CONNECT_FAILURES = (
 
 
 MAX_DEADLINE = 86_400.0  # seconds
-
-
-class ApiError(RaftschedError):
-    """A call failed with a gRPC status other than "every node unavailable".
-
-    ``code`` is the ``grpc.StatusCode``; ``message`` the server's (actionable) message;
-    ``address`` the node that answered; ``method`` the RPC's name.
-    """
-
-    def __init__(
-        self, code: grpc.StatusCode, message: str, *, address: str = "", method: str = ""
-    ) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.message = message
-        self.address = address
-        self.method = method
 
 
 @dataclass(frozen=True)

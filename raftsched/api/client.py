@@ -58,11 +58,10 @@ from google.protobuf.message import Message
 
 from raftsched.addresses import is_loopback
 from raftsched.api import tls
-from raftsched.api.attempts import (  # re-exported: the client's public names
+from raftsched.api.attempts import (
     MAX_DEADLINE,
     MIN_RETRY_SECONDS,
     READ_ONLY,
-    ApiError,
     _api_error,
     _Attempts,
     _copy,
@@ -95,6 +94,7 @@ from raftsched.api.seen_index import (  # re-exported: the client's public names
     _View,
     seen_index_path,
 )
+from raftsched.errors import ApiError
 
 __all__ = [
     "MAX_DEADLINE",

@@ -36,6 +36,7 @@ from raftsched.errors import (
     NoQuorumError,
     OutboxFull,
     RaftschedError,
+    StatusError,
     StoreUnavailable,
 )
 
@@ -49,16 +50,6 @@ OUTBOX_HARD_CAP_ENTRIES: int = getattr(limits, "OUTBOX_HARD_CAP_ENTRIES", 200_00
 F = TypeVar("F", bound=Callable[..., Any])
 
 STATUS_HINT = "retry, or check `raftsched cluster status`"
-
-
-class StatusError(RaftschedError):
-    """Raise inside a servicer method to answer ``code`` with ``message``."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = code.name
-        self.message = message
 
 
 def invalid_argument(field: str, value: Any, expected: str) -> StatusError:

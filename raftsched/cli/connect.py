@@ -9,7 +9,7 @@ gRPC addresses (:mod:`raftsched.addresses`: Raft port + 200, or ``[api] grpc_bin
 The token: ``--token``, else ``$RAFTSCHED_TOKEN``; it is never printed, not even as a ``--help``
 default. TLS is on when ``[api] tls_ca`` is set.
 
-:func:`cluster_call` turns an :class:`~raftsched.api.client.ApiError` into one line that says
+:func:`cluster_call` turns an :class:`~raftsched.errors.ApiError` into one line that says
 what to do, and picks the exit code through the error's type (see ``main.py``): UNAVAILABLE
 and DEADLINE_EXCEEDED become :class:`~raftsched.errors.NoQuorumError` (exit 3), the rest a
 :class:`~raftsched.errors.RaftschedError` (exit 1).
@@ -34,7 +34,8 @@ from raftsched.cli.output import add_output_flag
 from raftsched.errors import ConfigError, NoQuorumError, RaftschedError
 
 if TYPE_CHECKING:  # grpc and protobuf load only when a command talks to the cluster
-    from raftsched.api.client import ApiError, RaftschedClient
+    from raftsched.api.client import RaftschedClient
+    from raftsched.errors import ApiError
 
 __all__ = ["enum_name", "iso", "to_dict", "to_timestamp"]  # the wire conversion, for the commands
 
@@ -154,7 +155,7 @@ def cluster_call(
     message, which is used alone when it already names a ``raftsched`` command);
     ``already_exists``: likewise for ALREADY_EXISTS.
     """
-    from raftsched.api.client import ApiError
+    from raftsched.errors import ApiError
 
     try:
         yield

@@ -115,10 +115,10 @@ def resolve(
 def run(args: argparse.Namespace) -> int:
     from raftsched.api.client import RaftschedClient
     from raftsched.config import load_config
+    from raftsched.errors import WorkerRejected
     from raftsched.worker.grpc_transport import GrpcWorkerTransport
     from raftsched.worker.loop import Worker, WorkerSettings
     from raftsched.worker.sign_off import sign_off, worker_info
-    from raftsched.worker.transport import WorkerRejected
 
     config = load_config(args.config)
     servers, token = resolve(args)

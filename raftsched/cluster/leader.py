@@ -228,8 +228,8 @@ class LeaderLoop(LeaderTick):
         ``ParseThread.stop`` lets a parse in progress finish in the background (its children
         are bounded by their timeouts). A node that won several terms in a row while the
         cluster was busy started one more full parse each time, and at 10,000 DAGs those
-        piled up (a dozen parse children at once) and fed the elections that caused them
-        (issue #11). Until the last one has ended, the loop schedules from the DAGs already
+        piled up (a dozen parse children at once) and fed the elections that caused them.
+        Until the last one has ended, the loop schedules from the DAGs already
         committed and tries again at the next tick.
 
         A term that inherited DAGs waits ``PARSE_SETTLE`` seconds first: a full parse of a

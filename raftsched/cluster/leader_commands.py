@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # up changed leader every few seconds. 50 runs apply in ~10 ms; a tick's other runs follow in
 # further entries.
 RUNS_PER_COMMAND = 50
-# Runs in the CreateRuns entries in flight at once, over all of them (issue #11). pysyncobj
+# Runs in the CreateRuns entries in flight at once, over all of them. pysyncobj
 # applies every entry that one round trip committed in one tick, on the thread that also sends
 # the leader's heartbeats, and the followers do the same: four 50-run entries took 150-220 ms
 # between the first apply and the last at a load of 10 on 2 cores (TickWatch), longer than the
@@ -155,7 +155,7 @@ def _queue_command(proposer: Proposer, queue: Any, now: datetime) -> Command | N
 
 
 class InFlightDecisions:
-    """What the leader proposed and has not yet seen settle (issue #11: proposals are
+    """What the leader proposed and has not yet seen settle (proposals are
     pipelined, so a tick runs while earlier ones are still in flight).
 
     A tick decides nothing about what is in flight: no run of a DAG with a CreateRuns in

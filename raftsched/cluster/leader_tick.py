@@ -74,8 +74,9 @@ log = logging.getLogger("raftsched.cluster.leader")  # the leader loop's one log
 # Commits that cannot create work for the leader loop (they do not wake it). An ack does:
 # it may end back-pressure.
 _QUIET = (LeaseTasks, HeartbeatLeases, AppendLogs, QueueTasks, LeaseTriggers, HeartbeatTriggers)
-# Entries of one tick in flight at once (issue #11: the leader no longer waits for each commit
-# before proposing the next). The tick thread applies every entry committed by one round trip
+# Entries of one tick in flight at once (the leader does not wait for each commit before
+# proposing the next: a round trip per entry would bound the runs created per second).
+# The tick thread applies every entry committed by one round trip
 # in one go, so depth x RUNS_PER_COMMAND bounds that stretch too (measured: README Benchmarks).
 PIPELINE_DEPTH = 4
 # DAG records a new leader reads under the state lock at a time to build its DueIndex.
@@ -154,7 +155,8 @@ class LeaderTick(LeaderWalks):
             if len(commands) == 1
             else self._proposer.make(Batch, commands=tuple(commands), now=now)
         )
-        # Pipelined (issue #11): each entry is proposed without waiting for the one before to
+        # Pipelined (a round trip per entry would bound throughput): each entry is proposed
+        # without waiting for the one before to
         # commit, up to PIPELINE_DEPTH in flight across ticks; results come back in order and
         # mark the DueIndex. What is in flight is left out of the next ticks' decisions
         # (InFlightDecisions): a DAG with runs in flight gets no capacity in _collect_runs, so
@@ -213,8 +215,9 @@ class LeaderTick(LeaderWalks):
         self._in_flight.clear()
 
     def _collect_runs(self, now: datetime, budget: int) -> list[Any]:
-        """The runs due at ``now`` that this tick may propose (issue #11: a burst of due
-        DAGs). The due index's slot maths (croniter) runs outside the state lock; only each
+        """The runs due at ``now`` that this tick may propose (bounded: a burst of due DAGs
+        must not stall the tick thread). The due index's slot maths (croniter) runs outside the
+        state lock; only each
         DAG's capacity is read under it, one short read per DAG, so apply on the tick thread
         (which also sends the heartbeats) never waits for a whole tick's worth of DAGs."""
         outbox_size = self._node.read(lambda state: state.outbox_size)

@@ -54,7 +54,7 @@ from raftsched.core.commands import (
     QueueTasks,
 )
 from raftsched.core.results import Result
-from raftsched.errors import RaftschedError, StoreUnavailable
+from raftsched.errors import LogDbMismatch, RaftschedError, StoreUnavailable
 from raftsched.store.abc import OutboxSink
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,8 @@ BACKOFF_MIN = 0.5
 BACKOFF_MAX = 5.0
 _COALESCE = 0.005  # let a burst of commits land before writing
 RECHECK = 5.0  # seconds between checks while the DB and the log disagree
-# Rounds that follow each other closely (a chain of tasks: one small round per step, issue
-# #11) do not each pay a DB query for the quarantine count and a Raft entry for their ack:
+# Rounds that follow each other closely (a chain of tasks: one small round per step) do
+# not each pay a DB query for the quarantine count and a Raft entry for their ack:
 # the count is read at most every QUARANTINE_READ_INTERVAL seconds and a caught-up round's ack
 # goes at most every ACK_INTERVAL seconds; what is put off is done by a round at that time
 # (the driver wakes for it), so the status and the outbox are never staler than that.
@@ -76,7 +76,7 @@ ACK_INTERVAL = 0.1
 # A backlog is written round after round, without this pause.
 MIN_ROUND_INTERVAL = 0.05
 # While the DB is behind, each batch is twice the one before, up to this many times the
-# configured ``materialize_batch`` (issue #11): per entry, a 2,000-entry transaction costs the
+# configured ``materialize_batch``: per entry, a 2,000-entry transaction costs the
 # leader ~23% less CPU and PostgreSQL ~18% less than a 500-entry one (fewer round trips,
 # commits and statement set-ups). Back to the configured size once caught up, so a quiet
 # cluster writes small, prompt batches.
@@ -86,10 +86,6 @@ REBUILD_HINT = (
     " the cluster's state), then start the nodes again"
 )
 _SCHEDULING = (CreateRuns, LeaseTasks, QueueTasks)
-
-
-class LogDbMismatch(RaftschedError):
-    """The metadata DB and the replicated outbox disagree; nothing may be written or acked."""
 
 
 def mismatch_reason(watermark: int, last_seq: int, acked_seq: int) -> str | None:
@@ -351,7 +347,8 @@ class MaterializerDriver:
             command = self._proposer.make(
                 AckMaterialized, seq=ack, finished_run_retention_seconds=self._retention
             )
-            # Overlap (issue #11): the ack commits while the next batch is read and written;
+            # Overlap (the next batch need not wait for the ack's round trip): the ack commits
+            # while the next batch is read and written;
             # the ack before it is confirmed first (submit waits for it), so at most one is in
             # flight and a failed one surfaces here as an error, as before.
             self._ack_pipeline(term).submit(command, self._ack_done)

@@ -161,7 +161,8 @@ class Proposer:
 
 
 class Pipeline:
-    """Several proposals in flight at once, settled in submission order (issue #11).
+    """Several proposals in flight at once, settled in submission order (a round
+    trip per proposal would bound the leader's throughput).
 
     ``submit(command, on_done)`` hands the command to pysyncobj at once (it keeps submission
     order on the leader; each command has its own request id) and returns; it blocks only

@@ -25,7 +25,7 @@ from raftsched.core.commands import Batch, CompleteAttempt, CreateRuns, SetClust
 from raftsched.core.model import Lease, TaskKey
 from raftsched.core.results import Item, Result
 from raftsched.core.state import SchedulerState
-from raftsched.errors import ReleaseTooOld, ReplayRefused
+from raftsched.errors import NotANodeDir, ReleaseTooOld, ReplayRefused
 from raftsched.raft import offline
 
 
@@ -109,7 +109,7 @@ def replay(path: str | Path, on_decision: Callable[[Decision], None]) -> Replay:
 def _entries(node_dir: Path, path: str | Path) -> Iterator[offline.Entry]:
     try:
         yield from offline.read_entries(node_dir)
-    except offline.NotANodeDir as err:
+    except NotANodeDir as err:
         raise ReplayRefused(f"cannot replay {path}: {err}") from err
 
 

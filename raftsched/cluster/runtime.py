@@ -24,7 +24,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from raftsched import __version__, logging_setup
-from raftsched.cluster import test_hooks
 from raftsched.cluster.admin import AdminServer
 from raftsched.cluster.heartbeat import HeartbeatWriter
 from raftsched.cluster.leader import LeaderLoop, LoopSettings
@@ -153,7 +152,6 @@ class NodeRuntime:
             self.admin = AdminServer(s.admin_address, self.status, metrics=metrics.render)
         self.node = node = SchedulerNode(s, instruments=instruments)
         logging_setup.set_term_provider(lambda: node.term)  # "term" of log lines
-        test_hooks.install(node)  # RAFTSCHED_TEST_* variables; none in production
         self.proposer = Proposer(node, commit_timeout=s.commit_timeout)
         self.leader_loop = LeaderLoop(node, self.proposer, self.loop_settings)
         self.materializer = MaterializerDriver(

@@ -1,4 +1,5 @@
-"""Notice when pysyncobj's tick thread stalls, and say what it applied meanwhile (issue #11).
+"""Notice when pysyncobj's tick thread stalls, and say what it applied meanwhile (a stalled
+tick on the leader becomes an election).
 
 The tick thread applies committed entries, sends the leader's heartbeats and reads a
 follower's: a tick longer than the minimum election timeout (0.15 s, docs/architecture.md

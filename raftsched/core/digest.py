@@ -58,7 +58,7 @@ _PLAIN = _REPR_TYPES - {datetime}  # spelled inline; a datetime goes through dt_
 # -> repr: enum reprs are Python code, and every task instance and run holds two or three
 # members), or by a dataclass's shape (a getter of every field at once, and the (position,
 # default) of fields added later, see ``_present_fields``). One lookup instead of a chain of
-# isinstance tests: fingerprints are most of apply's CPU (issue #11).
+# isinstance tests: fingerprints are most of apply's CPU.
 _BY_REPR = "repr"
 _BY_DT_MEMO = "datetime"
 _AS_DICT = "dict"

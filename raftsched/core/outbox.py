@@ -9,7 +9,8 @@ in :attr:`Outbox.digest_share` (the entries' part of that sum, which snapshots c
 and :meth:`ack` subtracts that one: entries are never changed while held (they are frozen,
 and their data is read, never written, by the materializer and snapshots), so
 fingerprinting them again on the way out was a second canonical text per entry for the same
-number (issue #11). Entries restored from a snapshot have none kept and are fingerprinted
+number, on the apply path of every node. Entries restored from a snapshot have none kept
+and are fingerprinted
 when they leave (:meth:`load` says why).
 The materializer reads entries with :meth:`after` and acknowledges them with
 ``AckMaterialized`` (:meth:`ack`). Raises nothing: :meth:`ack` answers a refusal reason.

@@ -32,7 +32,7 @@ from raftsched.dags.params import Param
 from raftsched.dags.task_groups import TaskGroup
 from raftsched.dags.taskflow import XComArg
 from raftsched.dags.tasks import BashTask, PythonTask, Task, declare_secrets
-from raftsched.dags.xcom_args import TaskSkipped
+from raftsched.errors import TaskSkipped
 
 __all__ = [
     "DAG",

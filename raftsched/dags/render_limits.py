@@ -38,6 +38,7 @@ from typing import Any
 
 from raftsched.dags.render_helper import EXIT_OUT_OF_MEMORY, perform
 from raftsched.dags.template_sizes import RENDER_SECONDS
+from raftsched.errors import RenderLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,6 @@ _HEADER = struct.Struct(">Q")
 READY = b"R"
 HELPER_MODULE = "raftsched.dags.render_helper"
 _ENV_KEPT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
-
-
-class RenderLimitExceeded(Exception):
-    """The helper ran out of memory or time, or died: ``str()`` says which, for people."""
 
 
 def _helper_env() -> dict[str, str]:

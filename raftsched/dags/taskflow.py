@@ -45,8 +45,8 @@ from raftsched.dags import validation as v
 from raftsched.dags.dag import DAG, _context
 from raftsched.dags.task_checks import TASKFLOW_PREFIX
 from raftsched.dags.tasks import Task, declare_secrets
-from raftsched.dags.xcom_args import TaskSkipped, placeholder
-from raftsched.errors import DagDefinitionError
+from raftsched.dags.xcom_args import placeholder
+from raftsched.errors import DagDefinitionError, TaskSkipped
 
 AIRFLOW_BASH_SKIP_CODE = 99  # Airflow's skip_on_exit_code default for bash
 

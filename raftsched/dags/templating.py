@@ -44,6 +44,7 @@ from raftsched.dags import render_limits, sandbox, template_names
 from raftsched.dags.assets import triggering_events
 from raftsched.dags.params import effective_params
 from raftsched.dags.sandbox import MAX_RENDERED_CHARS
+from raftsched.errors import RenderLimitExceeded, TemplateError
 
 __all__ = ["MAX_RENDERED_CHARS", "TemplateError", "render_fields", "render_task", "render_text"]
 
@@ -54,11 +55,6 @@ if TYPE_CHECKING:
 COMPILED_CACHE_SIZE = 256  # templates kept compiled (each at most limits.MAX_COMMAND_CHARS)
 MARKERS = ("{{", "{%")  # not "{#": bash's ${#array[@]} is no template
 _ENV = sandbox.make_environment()
-
-
-class TemplateError(Exception):
-    """A template that cannot be rendered: names what (``command``, ``env[X]``, ``kwargs.x``),
-    the line, and the cause."""
 
 
 class _TemplateDateTime(datetime):
@@ -238,7 +234,7 @@ def render_task(
     fields["context"] = dict(context)
     try:
         rendered = render_limits.run_limited(("task", fields))
-    except render_limits.RenderLimitExceeded as err:
+    except RenderLimitExceeded as err:
         raise TemplateError(f"template error: refused by the sandbox: {err}") from None
     assert isinstance(rendered, RenderedTask)
     return rendered

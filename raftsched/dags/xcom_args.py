@@ -26,20 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from raftsched.core.xcom import MAX_XCOM_BYTES, XCOM_HINT, check_result_json
+from raftsched.errors import XComError
 
 PLACEHOLDER = "__raftsched_xcom__"
 RESULT_FILE_ENV = "RAFTSCHED_RESULT_FILE"
 RESULT_FILE_NAME = "raftsched-result.json"
 # The result file holds one return value plus a branch's ids: bound what the worker reads
 MAX_RESULT_FILE_BYTES = 2 * MAX_XCOM_BYTES + 4 * 1024 * 1024
-
-
-class XComError(Exception):
-    """A return value that cannot be kept, or an argument that cannot be resolved."""
-
-
-class TaskSkipped(Exception):  # Airflow: AirflowSkipException
-    """Raise it in a Python task to end the attempt SKIPPED (downstream: per trigger rules)."""
 
 
 def placeholder(task_id: str, path: tuple[str | int, ...] = ()) -> dict[str, Any]:

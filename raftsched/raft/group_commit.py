@@ -10,7 +10,8 @@ the journal's fsync thread, never the tick thread.
 - At the start of every tick the transport sends the append-entries acknowledgements whose
   entries are now on disk (:meth:`~raftsched.raft.transport.ContactTransport.release_held`);
   nothing on the tick thread waits for the disk, so heartbeats are read and an election
-  deadline is never missed because of an fsync (issue 16).
+  deadline is never missed because of an fsync (a slow disk
+  must not cause an election).
 - A follower's tick wakes at its election deadline, not only every 50 ms
   (:meth:`DurableTicks._until_election_deadline`), and reads its sockets before pysyncobj
   checks a passed deadline (:meth:`DurableTicks._read_before_standing`).

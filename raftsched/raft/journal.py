@@ -2,7 +2,7 @@
 
 pysyncobj 0.3.17's ``FileJournal`` is an mmap that is flushed only at shutdown, and its meta
 file (term, vote, commit index) is replaced without fsync: kill -9 is safe (the page cache
-survives), a host crash or power loss is not (issue #10, pysyncobj #84). This journal keeps
+survives), a host crash or power loss is not (pysyncobj #84). This journal keeps
 pysyncobj's ``Journal`` interface and changes how it reaches the disk:
 
 - ``raft.journal`` is an append-only file: a header, then records

@@ -5,7 +5,7 @@ fsyncs whatever was written since its last fsync (a group commit: one fsync for 
 that arrived meanwhile), then raises ``durable_index`` (the last entry on disk as it is in the
 journal now) and calls ``wake`` (the node wakes its tick thread). pysyncobj's tick thread
 therefore never waits for the disk: it keeps reading heartbeats and sending them however slow
-an fsync is (issue 16: fsyncs of 100+ ms on a busy disk held a follower's tick past its
+an fsync is (fsyncs of 100+ ms on a busy disk held a follower's tick past its
 election timeout, and it stood for election). Durability is unchanged, because the node acts
 on ``durable_index``, not on what was written: the transport holds a follower's append-entries
 acknowledgement until ``durable_index`` reaches the entry it acknowledges, and a leader counts

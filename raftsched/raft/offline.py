@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from raftsched.errors import NotANodeDir
 from raftsched.raft.journal import MAGIC, read_records, write_file_durably
 from raftsched.raft.settings import DUMP_FILE, JOURNAL_FILE
 from raftsched.raft.snapshots import read_snapshot_file
@@ -30,10 +31,6 @@ DIGEST_FILE = "raft.digest"
 DIGEST_FORMAT = 1
 _REGULAR, _NO_OP, _MEMBERSHIP, _VERSION = 0, 1, 2, 3
 _KINDS = {_NO_OP: "raft no-op", _MEMBERSHIP: "raft membership", _VERSION: "raft version"}
-
-
-class NotANodeDir(ValueError):
-    """The directory holds no raftsched journal, or one of another format."""
 
 
 @dataclass(frozen=True, slots=True)

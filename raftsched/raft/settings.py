@@ -241,7 +241,7 @@ def compaction_offset(self_address: str, nodes: Sequence[str]) -> float:
     pysyncobj compacts when the log holds ``logCompactionMinEntries`` entries or
     ``logCompactionMinTime`` seconds passed since the last compaction. Nodes that start
     together and apply the same entries reach both at the same moment, and a compaction holds
-    the tick thread (issue 16 measured all three nodes blocked within 0.3 s of each other, and
+    the tick thread (we measured all three nodes blocked within 0.3 s of each other, and
     an election each time). Every node reads the same ``[cluster] nodes``, so ranks differ
     without any coordination, unlike a hash of the address, which may put two nodes close
     together. The offset delays only the first compaction; later ones follow the configured

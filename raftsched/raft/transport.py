@@ -233,7 +233,7 @@ class ContactTransport(PatchedTransport, TCPTransport):
         and checks that only when it next sends on it. Two followers never write to each other,
         so when the leader died the first vote request found their link stale, closed it and
         was lost: the election waited for a reconnect and a second election timeout (about
-        half of the ~0.55-s failover measured in issue 16). With a message each way every
+        half of the ~0.55-s failover measured under load). With a message each way every
         ``interval`` the link is always fresh and a vote request arrives at once."""
         now = time.monotonic()
         if now - getattr(self, "_last_keepalive", 0.0) < interval:

@@ -1,5 +1,6 @@
 """Bulk writes of many rows in one PostgreSQL statement: ``INSERT ... SELECT ... FROM
-unnest(<one array per column>) ON CONFLICT ...`` (issue #11).
+unnest(<one array per column>) ON CONFLICT ...`` (one statement, not one
+parameter set per row).
 
 The materializer writes every run and task instance the scheduler creates. As an
 executemany (``store.upsert``), each row cost SQLAlchemy's parameter processing and

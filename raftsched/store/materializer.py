@@ -49,7 +49,7 @@ from raftsched.core.rows import (
     SecretRow,
     TaskRow,
 )
-from raftsched.errors import RaftschedError, StoreUnavailable
+from raftsched.errors import OutboxGap, StoreUnavailable
 from raftsched.store import asset_rows, bulk
 from raftsched.store import quarantine as q
 from raftsched.store import tables as t
@@ -63,20 +63,6 @@ log = logging.getLogger(__name__)
 
 _LOGGED_REFUSALS = 5  # per batch; a systematic refusal must not flood the log
 _SYSTEMATIC = 8  # a batch of at least this many, every entry refused: the DB's fault
-
-
-class OutboxGap(RaftschedError):
-    """Outbox entries do not continue the DB watermark: writing them would lose entries."""
-
-    def __init__(self, watermark: int, seqs: Sequence[int]) -> None:
-        shown = ", ".join(map(str, seqs[:5])) + (", ..." if len(seqs) > 5 else "")
-        super().__init__(
-            f"outbox entries [{shown}] do not continue the DB watermark {watermark}"
-            f" (expected {watermark + 1}, {watermark + 2}, ... without gaps): this is a bug,"
-            " nothing was written"
-        )
-        self.watermark = watermark
-        self.seqs = tuple(seqs)
 
 
 def pending(entries: Sequence[OutboxEntry], watermark: int) -> list[OutboxEntry]:

@@ -16,7 +16,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Engine
 from werkzeug.security import check_password_hash, generate_password_hash
 
-from raftsched.errors import RaftschedError
+from raftsched.errors import UserError
 from raftsched.store import tables as t
 from raftsched.store.engine import translate_errors
 
@@ -27,14 +27,6 @@ ROLES = ("admin", "operator", "viewer", "worker")
 def _dummy_hash() -> str:
     """Checked when the user does not exist: a wrong name takes as long as a wrong password."""
     return generate_password_hash("raftsched-no-such-user")
-
-
-class UserError(RaftschedError):
-    """A user cannot be created as asked (bad role, empty password, name taken)."""
-
-    def __init__(self, message: str, *, username: str) -> None:
-        super().__init__(message)
-        self.username = username
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,8 @@ def call_callback(module: ModuleType | None, path: str, ref: str, payload: Any) 
             run_notifier(ref, context, settings)
             return 0
         from raftsched.dags.validation import resolve_callable
-        from raftsched.worker._run_python import TaskLoadError, import_dag_file
+        from raftsched.errors import TaskLoadError
+        from raftsched.worker._run_python import import_dag_file
 
         try:
             namespace = vars(module) if module is not None else vars(import_dag_file(path))

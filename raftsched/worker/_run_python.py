@@ -28,11 +28,8 @@ from raftsched.dags import deferral, xcom_args
 from raftsched.dags.authoring import collect_dags
 from raftsched.dags.loading import load_dag_module
 from raftsched.dags.validation import resolve_callable
+from raftsched.errors import TaskLoadError, TaskSkipped, XComError
 from raftsched.worker import _run_callback
-
-
-class TaskLoadError(Exception):
-    """The function cannot be found or called: the message says which and why."""
 
 
 def import_dag_file(path: str) -> ModuleType:
@@ -97,7 +94,7 @@ def call(module: ModuleType | None, path: str, callable_name: str, kwargs: Any) 
             return 1
         print(f"raftsched: {deferred}", file=sys.stderr)
         return 0
-    except xcom_args.TaskSkipped as skip:
+    except TaskSkipped as skip:
         print(f"raftsched: skipped{': ' if str(skip) else ''}{skip}", file=sys.stderr)
         xcom_args.write_result("", None, skipped=True)
         return 0
@@ -115,7 +112,7 @@ def _keep_result(fn: Any, value: Any) -> int:
         follow = xcom_args.branch_follow(value) if getattr(fn, "branch", False) else None
         text = xcom_args.encode_return_value(value, strict=taskflow)
         xcom_args.write_result(text, follow)
-    except xcom_args.XComError as err:
+    except XComError as err:
         print(f"raftsched: {err}", file=sys.stderr)
         return 1
     except OSError as err:

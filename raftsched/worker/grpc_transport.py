@@ -33,13 +33,14 @@ from typing import Any
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2
 from raftsched.core.model import DEFAULT_QUEUE, TaskKey
+from raftsched.errors import ApiError, WorkerRejected
 from raftsched.worker.defer_call import report_defer
 from raftsched.worker.logs import clean_output, outcome_message
 from raftsched.worker.reports import Report
-from raftsched.worker.transport import Assignment, WorkerRejected
+from raftsched.worker.transport import Assignment
 
 REFUSED = (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.NOT_FOUND)
 REJECTED = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raftsched.core.model import TaskKey
-from raftsched.errors import RaftschedError
+from raftsched.errors import RaftschedError, WorkerRejected
 from raftsched.worker.logs import LogShipper
 from raftsched.worker.metrics import WorkerMetrics
 from raftsched.worker.runner import Attempt
-from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
+from raftsched.worker.transport import Assignment, WorkerTransport, describe
 
 if TYPE_CHECKING:
     from raftsched.worker.loop import WorkerSettings

@@ -185,7 +185,7 @@ class LogBuffer:
 class LogShipper:
     """Ships one attempt's :class:`LogBuffer` from a daemon thread until :meth:`close`. The
     thread starts with the attempt's first output: most tasks print little or nothing, and a
-    thread per attempt was a tenth of a busy worker's CPU (issue #11)."""
+    thread per attempt was a tenth of a busy worker's CPU."""
 
     def __init__(
         self,

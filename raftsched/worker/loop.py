@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from raftsched import retry
 from raftsched.config import fence_margin
 from raftsched.core.model import TaskKey
-from raftsched.errors import RaftschedError
+from raftsched.errors import RaftschedError, WorkerRejected
 from raftsched.logging_setup import task_context
 from raftsched.worker.callback_runner import CallbackRunner
 from raftsched.worker.death_report import DeathReport
@@ -57,7 +57,7 @@ from raftsched.worker.reports import OutcomeBatcher
 from raftsched.worker.runner import KILL_GRACE, Attempt, Outcome
 from raftsched.worker.secret_channel import serving
 from raftsched.worker.task_secrets import with_secrets
-from raftsched.worker.transport import Assignment, WorkerRejected, WorkerTransport, describe
+from raftsched.worker.transport import Assignment, WorkerTransport, describe
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,8 @@ class Worker(NextLeases, DeathReport, Heartbeats):
         self._armed = False  # the supervisor's death report (worker.death_report)
         self.metrics = WorkerMetrics()  # served by the CLI when [worker] metrics_port is set
         self.metrics.watch(self)
-        # Outcomes that end together share a call, which leases their slots again (#11)
+        # Outcomes that end together share a call, which leases their slots again:
+        # one call per outcome cost the nodes more CPU than the outcomes themselves
         self.outcomes = OutcomeBatcher(transport, self.worker_id, self._running, leasing=self)
         # Callback jobs run on a thread of their own (worker.callback_runner)
         self.callbacks = CallbackRunner.for_worker(transport, self.worker_id, self.settings.noop)

@@ -1,4 +1,5 @@
-"""What the worker's outcome calls lease (worker.reports.Leasing, issue #11).
+"""What the worker's outcome calls lease (worker.reports.Leasing): a chain's next step
+without a long poll's round trip.
 
 The call that reports attempts' outcomes (CompleteBatch) asks for as many tasks as those
 attempts free slots; the cluster leases them in the same Raft entry, after the outcomes, so a

@@ -13,14 +13,13 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from raftsched import secrets as sx
-from raftsched.errors import RaftschedError
+from raftsched.errors import RaftschedError, ReadRefused
 from raftsched.worker import task_user
 from raftsched.worker.secret_channel import (
     NOT_FOUND,
     REFUSED,
     RESTRICTED,
     SOCKET_ENV,
-    ReadRefused,
     SecretChannel,
 )
 

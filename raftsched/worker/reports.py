@@ -1,4 +1,5 @@
-"""Outcomes of attempts that end together go to the cluster in one call (issue #11).
+"""Outcomes of attempts that end together go to the cluster in one call (a gRPC call
+costs a node more than the outcome it carries).
 
 A gRPC call costs a scheduler node more CPU than the outcome it carries: 32 attempts that end
 at once were 32 Complete calls. :class:`OutcomeBatcher` is a group commit on the worker: an
@@ -16,7 +17,7 @@ Next leases: with ``leasing`` (the worker), a call may also ask for as many more
 ``leasing.slots`` allows (the slots its outcomes free) through the transport's
 ``complete_and_lease``: the cluster leases them in the same Raft entry, after the outcomes,
 so a chain's next step comes back with its upstream's answer instead of waiting for the
-worker's long poll (issue #11). ``leasing.sending`` is told the call's lease request id
+worker's long poll. ``leasing.sending`` is told the call's lease request id
 before it goes (the death report replays it), ``leasing.granted`` gets what it granted
 (possibly nothing) before the outcomes' callers are answered.
 

@@ -23,6 +23,7 @@ from raftsched import masking
 from raftsched.core.xcom import TASKFLOW_PREFIX, check_result_json
 from raftsched.dags import xcom_args
 from raftsched.dags.deferral import RESUME_KEY
+from raftsched.errors import XComError
 from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import Assignment
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def with_upstream_results(a: Assignment) -> Assignment:
-    """Raises xcom_args.XComError when an argument names an item the value lacks."""
+    """Raises XComError when an argument names an item the value lacks."""
     if a.kind != "python" or not (a.kwargs or a.resume_json):
         return a
     kwargs = xcom_args.resolve(dict(a.kwargs), a.upstream_results)
@@ -84,13 +85,13 @@ def _settle(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
         return outcome
     try:
         text, follow, skipped = xcom_args.read_result(result_path(workdir))
-    except xcom_args.XComError as err:
+    except XComError as err:
         return replace(outcome, success=False, message=str(err))
     if skipped:
         return replace(outcome, skipped=True, message="skipped by the task (TaskSkipped)")
     try:
         defer = xcom_args.read_deferral(result_path(workdir))
-    except xcom_args.XComError as err:
+    except XComError as err:
         return replace(outcome, success=False, message=str(err))
     if defer is not None:
         return replace(outcome, defer=defer, message=f"deferred on a {defer['kind']} trigger")

@@ -53,8 +53,8 @@ from typing import Any, BinaryIO
 import raftsched
 from raftsched import taskenv
 from raftsched.core import limits
-from raftsched.dags import xcom_args
-from raftsched.dags.templating import TemplateError, render_assignment
+from raftsched.dags.templating import render_assignment
+from raftsched.errors import TemplateError, XComError
 from raftsched.secrets import StreamMasker
 from raftsched.worker import results, task_user
 from raftsched.worker.attempt_process import _Plain, _Supervised
@@ -212,7 +212,7 @@ class Attempt:
                 return Outcome(False, None, limits.clean_text(str(error)))
             try:  # XCom arguments after the templates: a return value is never rendered
                 self.assignment = results.with_upstream_results(self.assignment)
-            except xcom_args.XComError as error:
+            except XComError as error:
                 self._emit(STDERR, limits.clean_text(f"{error}\n"))
                 return Outcome(False, None, limits.clean_text(str(error)))
             values = masked_values(self.assignment)  # its secret values never leave unmasked

@@ -38,6 +38,7 @@ from typing import Any
 
 from raftsched import secrets as sx
 from raftsched.core import secret_policy as policy
+from raftsched.errors import ReadRefused
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +47,6 @@ MAX_REQUEST_BYTES = 1024
 IO_TIMEOUT = 10.0  # seconds a peer may take to send its request
 SESSION_WAIT = 5.0  # seconds to wait for the attempt's leader pid to be known
 NOT_FOUND, RESTRICTED, REFUSED = "not_found", "restricted", "refused"
-
-
-class ReadRefused(Exception):
-    """A read the task gets as an error: ``code`` (one of the module's codes) and a message
-    that names no value."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 Resolve = Callable[[str, str], str]  # (kind, name) -> value, or ReadRefused
@@ -243,7 +235,6 @@ __all__ = [
     "REFUSED",
     "RESTRICTED",
     "SOCKET_ENV",
-    "ReadRefused",
     "SecretChannel",
     "serving",
     "session_of",

@@ -31,14 +31,9 @@ from typing import Any, Protocol
 from raftsched.core import mapping
 from raftsched.core.model import TaskKey
 from raftsched.dags.assets import ASSET_EVENTS_ENV
-from raftsched.errors import RaftschedError
 
 STDOUT = "stdout"
 STDERR = "stderr"
-
-
-class WorkerRejected(RaftschedError):
-    """The cluster will never serve this worker as configured (e.g. its token is refused)."""
 
 
 @dataclass(frozen=True, slots=True)

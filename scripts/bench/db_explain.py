@@ -6,7 +6,7 @@ named ``explain_<random>``, migrates it with the project's migrations (to head, 
 ``--revision`` to see an older schema), loads a synthetic history with ``INSERT ... SELECT
 generate_series`` (default: 200 DAGs, 200,000 runs, 1,000,000 task instances, 1,000,000
 log rows), ANALYZEs it, then runs every DB read of the read side
-(:func:`raftsched.store.plans.reads`: the exact statement each store function sends) under
+(:func:`scripts.bench.plans.reads`: the exact statement each store function sends) under
 ``EXPLAIN (ANALYZE, BUFFERS)`` and prints, per read: the plan's nodes, the indexes used,
 sequential scans and sorts (with the rows fed into them), and the execution time (best of
 ``--repeat``). The database is dropped at the end (``--keep`` keeps it).
@@ -25,13 +25,16 @@ import os
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
 
-from raftsched.store import plans
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # scripts.bench, raftsched
+
 from raftsched.store.engine import create_engine_for
 from raftsched.store.migrate import alembic_config
+from scripts.bench import plans
 
 
 def main() -> int:

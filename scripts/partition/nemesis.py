@@ -461,8 +461,7 @@ def hostile_calls(dag_id: str, tag: str) -> list[tuple[str, str, str, Any]]:
 
 def classify(answer: BaseException | None) -> tuple[str, str, str]:
     """(outcome, code, message) of one hostile call: see the module docstring."""
-    from raftsched.api.client import ApiError
-    from raftsched.errors import NoQuorumError
+    from raftsched.errors import ApiError, NoQuorumError
 
     if answer is None:
         return "bad", "OK", "accepted"

@@ -78,8 +78,7 @@ class SessionClient:
                 self._call("ListRuns", dag_id, request)
 
     def _call(self, name: str, target: str, request: Any) -> ClientOp:
-        from raftsched.api.client import ApiError
-        from raftsched.errors import RaftschedError
+        from raftsched.errors import ApiError, RaftschedError
 
         self.client._mark_good(self._turn % len(self.client.servers))  # start at the next node
         self._turn += 1

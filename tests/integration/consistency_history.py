@@ -24,8 +24,9 @@ from typing import Any
 
 import grpc
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import dag_pb2
+from raftsched.errors import ApiError
 
 DAG_SOURCE = """\
 from datetime import datetime

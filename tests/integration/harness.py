@@ -45,6 +45,9 @@ from raftsched.addresses import ADMIN_PORT_OFFSET, API_PORT_OFFSET
 T = TypeVar("T")
 
 STOP_TIMEOUT = 10.0
+# The entry point that installs node_hooks' test hooks, and the variables that ask for one
+HOOKED_NODE = Path(__file__).resolve().parent / "hooked_node.py"
+HOOK_ENV_PREFIX = "RAFTSCHED_TEST_"
 LOG_TAIL_LINES = 80
 
 
@@ -184,10 +187,11 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
     def argv(self) -> list[str]:
+        # A node asked for a test hook (RAFTSCHED_TEST_*) runs the entry point that installs it
+        hooked = any(k.startswith(HOOK_ENV_PREFIX) for k in self.env)
         return [
             sys.executable,
-            "-m",
-            "raftsched",
+            *([str(HOOKED_NODE)] if hooked else ["-m", "raftsched"]),
             "--config",
             str(self.config_path),
             "scheduler",

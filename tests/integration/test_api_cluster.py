@@ -12,8 +12,8 @@ import pytest
 from api_harness import ApiCluster
 from harness import Node, child_env, config_text, second_dags, utcnow, wait_for
 
-from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2
+from raftsched.errors import ApiError
 
 pytestmark = pytest.mark.slow
 

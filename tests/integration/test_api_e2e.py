@@ -19,8 +19,8 @@ import pytest
 from api_harness import ApiCluster
 from harness import wait_for
 
-from raftsched.api.client import ApiError
 from raftsched.api.gen import common_pb2, dag_pb2, worker_pb2
+from raftsched.errors import ApiError
 from raftsched.store import queries
 
 pytestmark = pytest.mark.slow

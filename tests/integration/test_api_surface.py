@@ -21,10 +21,9 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 from harness import child_env, wait_for
 
-from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, user_pb2
 from raftsched.core.model import utc_iso
-from raftsched.errors import NoQuorumError
+from raftsched.errors import ApiError, NoQuorumError
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ from cryptography.fernet import Fernet
 from harness import wait_for
 
 from raftsched.api.auth import USER_METADATA, caller_scope_of
-from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2, dag_pb2, secret_pb2
 from raftsched.cli.main import main
 from raftsched.core.versions import RELEASE
+from raftsched.errors import ApiError
 from raftsched.store import tables as t
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

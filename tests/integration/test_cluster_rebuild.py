@@ -42,9 +42,9 @@ from harness import (
 )
 from harness import whole_second as whole
 
-from raftsched.api.client import ApiError
 from raftsched.api.gen import common_pb2, dag_pb2, secret_pb2, worker_pb2
 from raftsched.core.versions import RELEASE
+from raftsched.errors import ApiError
 from raftsched.store import tables as t
 from raftsched.store.rebuild import INDEX_MARGIN, LOST_MESSAGE
 

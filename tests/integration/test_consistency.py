@@ -21,11 +21,11 @@ from api_harness import ADMIN, ApiCluster
 from consistency_history import DAG_SOURCE, Workload
 from harness import wait_for
 
-from raftsched.api.attempts import ApiError
 from raftsched.api.client import SEEN_INDEX_ENV
 from raftsched.api.gen import cluster_pb2, dag_pb2
 from raftsched.cli.main import main
-from raftsched.cluster.test_hooks import APPLY_DELAY_ENV
+from raftsched.errors import ApiError
+from tests.integration.node_hooks import APPLY_DELAY_ENV
 
 pytestmark = pytest.mark.slow
 

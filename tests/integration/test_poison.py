@@ -45,7 +45,7 @@ from api_harness import ADMIN, ApiCluster
 from google.protobuf.timestamp_pb2 import Timestamp
 from harness import child_env, wait_for
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import (
     cluster_pb2,
     common_pb2,
@@ -53,6 +53,7 @@ from raftsched.api.gen import (
     user_pb2,
     worker_pb2,
 )
+from raftsched.errors import ApiError
 from raftsched.store import queries
 from raftsched.store.tables import dag_run, outbox_quarantine
 

@@ -29,10 +29,10 @@ from cryptography.fernet import Fernet
 from harness import wait_for
 
 from raftsched.addresses import ADMIN_PORT_OFFSET
-from raftsched.api.client import ApiError
 from raftsched.api.gen import cluster_pb2, common_pb2, dag_pb2, secret_pb2
 from raftsched.cli.main import main as cli
 from raftsched.core.versions import RELEASE
+from raftsched.errors import ApiError
 from raftsched.store import queries
 
 pytestmark = pytest.mark.slow

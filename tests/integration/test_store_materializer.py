@@ -19,11 +19,12 @@ from raftsched.core.model import (
     TaskSpec,
     utc_iso,
 )
+from raftsched.errors import OutboxGap
 from raftsched.store import materializer as materializer_module
 from raftsched.store import tables as t
 from raftsched.store.abc import OutboxSink
 from raftsched.store.engine import create_engine_for
-from raftsched.store.materializer import Materializer, OutboxGap
+from raftsched.store.materializer import Materializer
 from raftsched.store.memory import MemoryMaterializer
 from raftsched.store.migrate import init_db
 

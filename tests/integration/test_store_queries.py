@@ -20,6 +20,7 @@ from raftsched.core.model import (
     TaskState,
     utc_iso,
 )
+from raftsched.errors import UserError
 from raftsched.store import queries
 from raftsched.store.heartbeats import (
     NodeHeartbeat,
@@ -28,7 +29,7 @@ from raftsched.store.heartbeats import (
     remove_heartbeat,
 )
 from raftsched.store.materializer import Materializer
-from raftsched.store.users import UserError, create_user, list_users, verify_user
+from raftsched.store.users import create_user, list_users, verify_user
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -3,7 +3,7 @@
 A synthetic history (100 DAGs x 500 hourly runs = 50,000 runs, 250,000 task instances,
 100,000 log rows; a few seconds of ``INSERT ... SELECT generate_series``) is loaded and
 ANALYZEd, with the planner's settings left alone; then every key read of the API's read side
-is EXPLAINed as the store function sends it (``raftsched.store.plans``). At this size a
+is EXPLAINed as the store function sends it (``scripts.bench.plans``). At this size a
 sequential scan plus a sort of ``dag_run`` is what PostgreSQL picks when no index fits (it
 did before migration 0003), so the plan shape is the proof: an index scan, no sequential
 scan of a big table, and no sort of more than the page. Timings are not asserted;
@@ -17,10 +17,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from raftsched.store import plans, queries
+from raftsched.store import queries
 from raftsched.store import tables as t
 from raftsched.store.engine import create_engine_for
 from raftsched.store.migrate import init_db
+from scripts.bench import plans
 
 SIZE = plans.SyntheticHistory(dags=100, runs_per_dag=500, logged_runs_per_dag=20)
 PAGE = 200

@@ -20,7 +20,7 @@ from webstack import ADMIN_TOKEN, API_OFFSET, PASSWORD, USERNAME, HttpSession, P
 
 from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import cluster_pb2
-from raftsched.cluster.test_hooks import APPLY_DELAY_ENV
+from tests.integration.node_hooks import APPLY_DELAY_ENV
 
 pytestmark = pytest.mark.slow
 

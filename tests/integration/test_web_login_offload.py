@@ -24,8 +24,9 @@ from api_harness import ADMIN, OPERATOR, VIEWER, WORKER, ApiCluster
 from harness import wait_for
 from webstack import ADMIN_TOKEN, PASSWORD, USERNAME, HttpSession, WebStack, csrf_token
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import user_pb2, user_pb2_grpc
+from raftsched.errors import ApiError
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ from api_harness import VIEWER, WORKER, ApiCluster
 from harness import wait_for
 
 from raftsched import __version__
-from raftsched.api.client import ApiError
 from raftsched.api.gen import worker_pb2
 from raftsched.cli.main import main
+from raftsched.errors import ApiError
 
 pytestmark = pytest.mark.slow
 

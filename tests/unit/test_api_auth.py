@@ -17,7 +17,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 from raftsched.api import auth
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import (
     asset_pb2,
     cluster_pb2,
@@ -33,7 +33,7 @@ from raftsched.api.gen import (
 )
 from raftsched.api.server import ApiServer, build_server
 from raftsched.config import ApiConfig, default_config
-from raftsched.errors import ConfigError
+from raftsched.errors import ApiError, ConfigError
 
 TOKENS = {"admin": "a-tok", "operator": "o-tok", "viewer": "v-tok", "worker": "w-tok"}
 

@@ -14,12 +14,12 @@ import grpc
 import pytest
 
 from raftsched.api import status
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc, common_pb2, dag_pb2, dag_pb2_grpc
 from raftsched.api.server import ApiServer, build_server
 from raftsched.config import ApiConfig, default_config
 from raftsched.core import results as r
-from raftsched.errors import CommitTimeout, DagNotFound, NoQuorumError
+from raftsched.errors import ApiError, CommitTimeout, DagNotFound, NoQuorumError, StatusError
 
 
 class StatusServicer(cluster_pb2_grpc.ClusterServiceServicer):
@@ -68,7 +68,7 @@ class DagServicer(dag_pb2_grpc.DagServiceServicer):
         for sent, chunk in enumerate(c for c in self.log if c.seq > request.after_seq):
             if self.break_after is not None and sent >= self.break_after:
                 self.break_after = 0  # this node is going down: it serves nothing more
-                raise status.StatusError(grpc.StatusCode.UNAVAILABLE, "node going down")
+                raise StatusError(grpc.StatusCode.UNAVAILABLE, "node going down")
             yield chunk
 
 
@@ -239,7 +239,7 @@ def test_no_quorum_raised_by_a_servicer_is_unavailable_with_counts(tmp_path):
     ],
 )  # fmt: skip
 def test_refused_results_map_to_codes(result, code, words):
-    with pytest.raises(status.StatusError) as err:
+    with pytest.raises(StatusError) as err:
         status.raise_for_result(result, dag_id="etl", run_id="r1", task_id="t", token=42)
     assert err.value.code is code
     assert words in err.value.message

@@ -19,7 +19,6 @@ from raftsched.api import consistency
 from raftsched.api.client import (
     MAX_SEEN_FILES,
     SEEN_INDEX_ENV,
-    ApiError,
     RaftschedClient,
     SeenIndex,
     seen_index_path,
@@ -28,11 +27,10 @@ from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc, common_pb2
 from raftsched.api.server import build_server
 from raftsched.api.servicers import context as ctx_module
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError
-from raftsched.cluster import test_hooks
 from raftsched.config import default_config
 from raftsched.core import results as r
-from raftsched.errors import CommitTimeout, NoQuorumError
+from raftsched.errors import ApiError, CommitTimeout, NoQuorumError, StatusError
+from tests.integration import node_hooks
 
 GET_STATUS = cluster_pb2.GetStatusRequest()
 
@@ -204,12 +202,12 @@ def test_apply_delay_hook_holds_back_the_commit_index_a_follower_learns():
         raft = Raft()
 
     node = Node()
-    test_hooks.install(node, {})  # type: ignore[arg-type]
-    test_hooks.install(node, {test_hooks.APPLY_DELAY_ENV: "nope"})  # type: ignore[arg-type]
+    node_hooks.install(node, {})  # type: ignore[arg-type]
+    node_hooks.install(node, {node_hooks.APPLY_DELAY_ENV: "nope"})  # type: ignore[arg-type]
     assert len(delivered) == 0
     node.raft.receive(None, {"type": "append_entries", "commit_index": 3})
     assert delivered[-1]["commit_index"] == 3  # not installed: untouched
-    test_hooks.install(node, {test_hooks.APPLY_DELAY_ENV: "0.2"})  # type: ignore[arg-type]
+    node_hooks.install(node, {node_hooks.APPLY_DELAY_ENV: "0.2"})  # type: ignore[arg-type]
     receive = node.raft.receive
     receive(None, {"type": "append_entries", "commit_index": 5})
     assert delivered[-1]["commit_index"] == 0  # heard just now: held back
@@ -222,7 +220,7 @@ def test_apply_delay_hook_holds_back_the_commit_index_a_follower_learns():
 
 def test_apply_delay_releases_in_order_with_a_clock():
     now = [0.0]
-    delay = test_hooks.ApplyDelay(1.0, clock=lambda: now[0])
+    delay = node_hooks.ApplyDelay(1.0, clock=lambda: now[0])
     assert [delay.hold_back(i) for i in (1, 2)] == [0, 0]
     now[0] = 1.5
     assert delay.hold_back(7) == 2

@@ -9,8 +9,8 @@ import grpc
 import pytest
 
 from raftsched.api.servicers.backfill import backfill_run_id, plan
-from raftsched.api.status import StatusError
 from raftsched.core.model import DagSpec, Schedule, ScheduleKind, TaskSpec
+from raftsched.errors import StatusError
 
 START = datetime(2024, 3, 30, tzinfo=UTC)
 

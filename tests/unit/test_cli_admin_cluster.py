@@ -214,8 +214,8 @@ def test_token_precedence() -> None:
 def test_explain_not_found_keeps_a_server_hint_and_literal_braces() -> None:
     import grpc
 
-    from raftsched.api.client import ApiError
     from raftsched.cli.connect import explain
+    from raftsched.errors import ApiError
 
     hinted = ApiError(grpc.StatusCode.NOT_FOUND, "run 'r' not found; `raftsched runs list d`")
     plain = ApiError(grpc.StatusCode.NOT_FOUND, "run 'r' not found")

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from test_cluster_support import FakeState, cluster_settings, wait_for
 
-from raftsched.cluster import test_hooks
 from raftsched.cluster.node import SchedulerNode
 from raftsched.cluster.proposer import Proposer, new_request_id
 from raftsched.core.commands import AckMaterialized
 from raftsched.raft.transport import durable_commit_index
+from tests.integration import node_hooks
 
 
 @pytest.mark.parametrize("slow", ["follower", "leader"])
@@ -53,7 +53,7 @@ def test_a_slow_fsync_causes_no_election(tmp_path: Path, slow: str) -> None:
         term = leader.term
         victim = leader if slow == "leader" else next(n for n in nodes if n is not leader)
         delay = 2 * victim.settings.raft_max_timeout
-        test_hooks.install(victim, {test_hooks.FSYNC_DELAY_ENV: str(delay)})
+        node_hooks.install(victim, {node_hooks.FSYNC_DELAY_ENV: str(delay)})
         fsyncs_before = victim.raft.journal.fsyncs
 
         errors: list[BaseException] = []

@@ -28,14 +28,13 @@ from raftsched.airflow.sensors.external_task import ExternalTaskSensor
 from raftsched.api.gen import common_pb2, secret_pb2, worker_pb2
 from raftsched.api.servicers.external_state import ExternalStateRpcs
 from raftsched.api.servicers.secrets import SecretServicer
-from raftsched.api.status import StatusError
 from raftsched.cluster.read_view import ReadView
 from raftsched.cluster.state_copy import capture
 from raftsched.core import commands as c
 from raftsched.dags import sql_check
 from raftsched.dags.deferral import ExternalStateTrigger, SqlTrigger, TaskDeferred
 from raftsched.dags.taskflow import registered_callable
-from raftsched.errors import TriggerError
+from raftsched.errors import StatusError, TriggerError
 from raftsched.triggerer import triggers
 
 START = datetime(2024, 1, 1, tzinfo=UTC)

@@ -8,7 +8,7 @@ import pytest
 from raftsched.web.gateway import GatewayError, NotFound, Refused, Unavailable
 
 from raftsched import errors
-from raftsched.api.status import StatusError, status_of
+from raftsched.api.status import status_of
 from raftsched.errors import (
     CommitTimeout,
     DagNotFound,
@@ -17,6 +17,7 @@ from raftsched.errors import (
     NoQuorumError,
     OutboxFull,
     RaftschedError,
+    StatusError,
     StoreUnavailable,
     http_status,
 )

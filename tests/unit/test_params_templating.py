@@ -15,13 +15,12 @@ from raftsched.core.validate_specs import check_spec as core_check_spec
 from raftsched.dags.params import check_conf, effective_params
 from raftsched.dags.templating import (
     MAX_RENDERED_CHARS,
-    TemplateError,
     render_assignment,
     render_for_display,
     render_text,
     template_context,
 )
-from raftsched.errors import DagDefinitionError, LimitExceeded
+from raftsched.errors import DagDefinitionError, LimitExceeded, TemplateError
 from raftsched.worker.runner import Attempt
 from raftsched.worker.transport import Assignment
 

@@ -756,7 +756,7 @@ def test_poison_holds_its_fault_and_classifies_every_hostile_answer(
 
     import grpc
 
-    from raftsched.api.client import ApiError
+    from raftsched.errors import ApiError
 
     def refused(code: grpc.StatusCode, message: str = "conf_json is nested too deep") -> ApiError:
         return ApiError(code, message)

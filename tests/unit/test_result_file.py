@@ -19,15 +19,17 @@ from pathlib import Path
 import pytest
 
 from raftsched.dags import xcom_args
+from raftsched.errors import XComError
 
 CHILD = textwrap.dedent(
     """
     import resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
     from raftsched.dags import xcom_args
+    from raftsched.errors import XComError
     try:
         print("read", xcom_args.read_result(sys.argv[1]))
-    except xcom_args.XComError as err:
+    except XComError as err:
         print("refused", err)
     """
 )
@@ -106,7 +108,7 @@ def test_a_link_in_place_of_the_working_directory_is_refused(tmp_path: Path) -> 
 def test_no_more_than_the_bound_is_read_whatever_the_size_says() -> None:
     # a /proc file is a regular file whose size says 0: only the bound stops the read
     assert os.stat("/proc/cpuinfo").st_size == 0
-    with pytest.raises(xcom_args.XComError, match="too large: more than 64 bytes, 64 bytes max"):
+    with pytest.raises(XComError, match="too large: more than 64 bytes, 64 bytes max"):
         xcom_args.read_bounded("/proc/cpuinfo", 64)
     assert len(xcom_args.read_bounded("/proc/cpuinfo", 1 << 20)) > 64
 
@@ -115,5 +117,5 @@ def test_a_result_file_that_is_not_utf8_json_is_unreadable(tmp_path: Path) -> No
     path = _result(tmp_path)
     for data in (b"\xff\xfe", b"[1, 2", b'"just text"'):
         path.write_bytes(data)
-        with pytest.raises(xcom_args.XComError, match="the result file is unreadable"):
+        with pytest.raises(XComError, match="the result file is unreadable"):
             xcom_args.read_result(str(path))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from raftsched.errors import ReadRefused
 from raftsched.masking import StreamMasker
 from raftsched.worker import secret_channel as sc
 
@@ -28,7 +29,8 @@ VALUES = {("variable", "X"): "value-x-1234", ("connection", "db"): "postgresql:/
 CHILD = textwrap.dedent(
     """\
     import json
-    from raftsched import secret_client, secrets
+    from raftsched import secrets
+    from raftsched.errors import SecretAccessDenied
     out = {}
     out["x"] = secrets.get_variable("X")
     out["x_again"] = secrets.get_variable("X")
@@ -39,7 +41,7 @@ CHILD = textwrap.dedent(
             secrets.get_variable(name)
         except KeyError as err:
             out[name] = ["KeyError", str(err)]
-        except secret_client.SecretAccessDenied as err:
+        except SecretAccessDenied as err:
             out[name] = ["SecretAccessDenied", str(err)]
     print(json.dumps(out))
     """
@@ -53,10 +55,10 @@ class Resolver:
     def __call__(self, kind: str, name: str) -> str:
         self.calls.append((kind, name))
         if name == "R":
-            raise sc.ReadRefused(sc.RESTRICTED, "variable R is restricted to DAGs a,b")
+            raise ReadRefused(sc.RESTRICTED, "variable R is restricted to DAGs a,b")
         value = VALUES.get((kind, name))
         if value is None:
-            raise sc.ReadRefused(sc.NOT_FOUND, f"no {kind} {name!r}")
+            raise ReadRefused(sc.NOT_FOUND, f"no {kind} {name!r}")
         return value
 
 

@@ -18,7 +18,13 @@ from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey
 from raftsched.core.state import SchedulerState
-from raftsched.errors import DagDefinitionError, RaftschedError, SnapshotVersionError
+from raftsched.errors import (
+    DagDefinitionError,
+    RaftschedError,
+    SecretDecryptError,
+    SecretsNotConfigured,
+    SnapshotVersionError,
+)
 from raftsched.worker.task_secrets import masked_values, with_secrets
 from raftsched.worker.transport import Assignment
 from tests.unit.test_state_harness import Sim, at, dag, task
@@ -141,7 +147,7 @@ def test_the_number_of_entries_is_bounded(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_no_key_is_refused_with_how_to_make_one() -> None:
-    with pytest.raises(sx.SecretsNotConfigured) as err:
+    with pytest.raises(SecretsNotConfigured) as err:
         sx.SecretBox([])
     assert "[secrets] fernet_key" in str(err.value) and "Fernet.generate_key()" in str(err.value)
     assert sx.box_from_config(("",)) is None
@@ -159,7 +165,7 @@ def test_rotation_encrypts_with_the_first_key_and_decrypts_with_any() -> None:
     rotated = both.rotate(token)
     assert both.encrypted_with_first(rotated)
     assert sx.SecretBox([KEY2]).decrypt(rotated) == "s3cret value"
-    with pytest.raises(sx.SecretDecryptError, match="secrets rotate"):
+    with pytest.raises(SecretDecryptError, match="secrets rotate"):
         sx.SecretBox([KEY2]).decrypt(token)
     assert KEY1 not in repr(both)
 

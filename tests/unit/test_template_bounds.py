@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from raftsched.dags import render_limits
-from raftsched.dags.templating import TemplateError, render_task, render_text
+from raftsched.dags.templating import render_task, render_text
+from raftsched.errors import TemplateError
 
 # The child runs from the checkout, so `python -c` imports this raftsched whatever the cwd
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -22,10 +22,11 @@ import grpc
 import pytest
 from test_batch_worker_calls import WAIT, Call, GatedApi, gated_api, in_threads, lease, tis, trigger
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2, worker_pb2_grpc
 from raftsched.core import commands as c
 from raftsched.core.model import TaskKey
+from raftsched.errors import ApiError
 from raftsched.worker.grpc_transport import GrpcWorkerTransport
 from raftsched.worker.reports import BUSY_RUNNING, OutcomeBatcher, Report, outcome_request_id
 

@@ -22,11 +22,11 @@ from typing import Any
 import grpc
 import pytest
 
-from raftsched.api.client import ApiError, RaftschedClient
+from raftsched.api.client import RaftschedClient
 from raftsched.api.gen import common_pb2, worker_pb2, worker_pb2_grpc
 from raftsched.core.model import TaskKey
+from raftsched.errors import ApiError, WorkerRejected
 from raftsched.worker.grpc_transport import GrpcWorkerTransport
-from raftsched.worker.transport import WorkerRejected
 
 KEY = TaskKey("etl", "manual__1", "load")
 STALE = 99  # the scripted servicer refuses this token

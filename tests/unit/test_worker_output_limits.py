@@ -9,9 +9,9 @@ from typing import Any
 import grpc
 import pytest
 
-from raftsched.api.client import ApiError
 from raftsched.core import limits
 from raftsched.core.model import TaskKey
+from raftsched.errors import ApiError
 from raftsched.worker.grpc_transport import GrpcWorkerTransport
 from raftsched.worker.logs import (
     CHUNKS_PER_CALL,
@@ -148,7 +148,7 @@ def test_the_grpc_transport_sends_only_clean_bounded_text() -> None:
 
 
 def test_a_lease_refused_as_invalid_stops_the_worker() -> None:
-    from raftsched.worker.transport import WorkerRejected
+    from raftsched.errors import WorkerRejected
 
     class Refusing(RecordingClient):
         def __init__(self) -> None:

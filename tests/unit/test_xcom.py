@@ -21,7 +21,7 @@ from raftsched.dags import xcom_args
 from raftsched.dags.authoring import DAG, BashTask, collect_dags
 from raftsched.dags.authoring import dag as dag_decorator
 from raftsched.dags.authoring import task as tf
-from raftsched.errors import DagDefinitionError
+from raftsched.errors import DagDefinitionError, XComError
 
 
 def _grant(sim: Sim, task_id: str) -> Any:
@@ -242,7 +242,7 @@ def test_placeholders_resolve_to_upstream_values_and_items() -> None:
         "nested": ["text", {"k": 1}],
         "missing": None,
     }
-    with pytest.raises(xcom_args.XComError, match="has no item 'nope'"):
+    with pytest.raises(XComError, match="has no item 'nope'"):
         xcom_args.resolve({"x": xcom_args.placeholder("a", ("nope",))}, {"a": "{}"})
 
 
@@ -250,9 +250,9 @@ def test_a_return_value_past_the_bound_fails_a_taskflow_task_and_warns_a_classic
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     big = "z" * (xcom.MAX_XCOM_BYTES + 1)
-    with pytest.raises(xcom_args.XComError, match=f"limit is {xcom.MAX_XCOM_BYTES} bytes"):
+    with pytest.raises(XComError, match=f"limit is {xcom.MAX_XCOM_BYTES} bytes"):
         xcom_args.encode_return_value(big, strict=True)
-    with pytest.raises(xcom_args.XComError, match="not JSON-serializable"):
+    with pytest.raises(XComError, match="not JSON-serializable"):
         xcom_args.encode_return_value({1, 2}, strict=True)
     assert xcom_args.encode_return_value(object(), strict=False) == ""
     assert "not kept" in capsys.readouterr().err
@@ -268,7 +268,7 @@ def test_the_result_file_round_trips_and_is_bounded(
     assert xcom_args.read_result(str(path)) == ('{"n":1}', ("b",), False)
     assert xcom_args.read_result(str(tmp_path / "none.json")) == ("", None, False)
     path.write_text(json.dumps({"return_value_json": json.dumps("q" * xcom.MAX_XCOM_BYTES)}))
-    with pytest.raises(xcom_args.XComError, match="limit is"):
+    with pytest.raises(XComError, match="limit is"):
         xcom_args.read_result(str(path))
 
 
@@ -276,7 +276,7 @@ def test_branch_return_values() -> None:
     assert xcom_args.branch_follow("a") == ["a"]
     assert xcom_args.branch_follow(["b", "a", "b"]) == ["a", "b"]
     assert xcom_args.branch_follow(None) == []
-    with pytest.raises(xcom_args.XComError):
+    with pytest.raises(XComError):
         xcom_args.branch_follow(3)
 
 

@@ -14,9 +14,8 @@ from raftsched.web import metrics
 from raftsched.web.gateway import Gateway, Unavailable, _translate
 from raftsched.web.view_models import ts
 
-from raftsched.api.client import ApiError
 from raftsched.api.gen import dag_pb2
-from raftsched.errors import NoQuorumError
+from raftsched.errors import ApiError, NoQuorumError
 
 
 def follow_task_log(

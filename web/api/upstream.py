@@ -26,10 +26,10 @@ from raftsched.web.gateway import EXTENSION as PAGES_EXTENSION
 from raftsched.web.gateway import Gateway, Unavailable, _translate, read_cache_seconds
 from raftsched.web.read_cache import data_index
 
-from raftsched.api.client import READ_ONLY, ApiError, SeenIndex
+from raftsched.api.client import READ_ONLY, SeenIndex
 from raftsched.api.consistency import LINEARIZABLE
 from raftsched.core.limits import MAX_JSON_INT
-from raftsched.errors import NoQuorumError
+from raftsched.errors import ApiError, NoQuorumError
 
 EXTENSION = "raftsched_api_gateway"
 MIN_INDEX_HEADER = "X-Raftsched-Min-Index"

@@ -11,12 +11,12 @@ import grpc
 from raftsched.api.gen import asset_pb2, asset_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.api.status import invalid_argument, translate_errors
 from raftsched.core import asset_commands as acm
 from raftsched.core import asset_condition as ac
 from raftsched.core import asset_views, limits
 from raftsched.core.asset_table import MAX_ASSETS, AssetEvent
-from raftsched.errors import LimitExceeded
+from raftsched.errors import LimitExceeded, StatusError
 
 Code = grpc.StatusCode
 DEFAULT_EVENTS = 25

@@ -28,14 +28,14 @@ import grpc
 from raftsched import clock
 from raftsched.api.gen import dag_pb2
 from raftsched.api.servicers import bounds, convert
-from raftsched.api.status import StatusError, invalid_argument, raise_for_result
+from raftsched.api.status import invalid_argument, raise_for_result
 from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core.model import DagRun, DagSpec, RunType, ScheduleKind, utc_iso
 from raftsched.core.timetable import Slot, timetable_for
 from raftsched.dags import params as dag_params
-from raftsched.errors import DagNotFound
+from raftsched.errors import DagNotFound, StatusError
 from raftsched.store import queries
 
 if TYPE_CHECKING:

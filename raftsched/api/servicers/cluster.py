@@ -45,8 +45,8 @@ from raftsched.api.gen import cluster_pb2, cluster_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.audit import list_audit_records
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError, invalid_argument, translate_errors
-from raftsched.errors import ConfigError, MembershipUnconfirmed, RaftPortUnreachable
+from raftsched.api.status import invalid_argument, translate_errors
+from raftsched.errors import ConfigError, MembershipUnconfirmed, RaftPortUnreachable, StatusError
 from raftsched.raft import admin_messages
 from raftsched.raft.membership import change_membership
 from raftsched.raft.settings import split_address

@@ -45,14 +45,20 @@ from raftsched.addresses import api_address_for
 from raftsched.api.auth import caller_actor, caller_scope
 from raftsched.api.consistency import CATCH_UP_WAIT
 from raftsched.api.gen import common_pb2
-from raftsched.api.status import StatusError, no_quorum
+from raftsched.api.status import no_quorum
 from raftsched.cluster.proposer import new_request_id
 from raftsched.cluster.read_view import ReadView, ReadViews
 from raftsched.core.audit import AUDITED
 from raftsched.core.commands import Batch, Command
 from raftsched.core.persisted import SINCE_RELEASE
 from raftsched.core.results import Result
-from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, StoreUnavailable
+from raftsched.errors import (
+    CommitTimeout,
+    NoQuorumError,
+    RaftschedError,
+    StatusError,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

@@ -38,12 +38,12 @@ from raftsched.api.servicers.explain import ExplainSlot
 from raftsched.api.servicers.live_workers import LiveWorkers
 from raftsched.api.servicers.run_params import check_trigger_params
 from raftsched.api.servicers.task_logs import TaskLogs
-from raftsched.api.status import StatusError, invalid_argument, raise_for_result, translate_errors
+from raftsched.api.status import invalid_argument, raise_for_result, translate_errors
 from raftsched.core import commands as c
 from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import RunType, TaskKey, TaskState
-from raftsched.errors import DagNotFound, StoreUnavailable
+from raftsched.errors import DagNotFound, StatusError, StoreUnavailable
 from raftsched.store import queries
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ import grpc
 
 from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import bounds
-from raftsched.api.status import StatusError, translate_errors
+from raftsched.api.status import translate_errors
 from raftsched.core.model import TaskKey, TaskState
-from raftsched.errors import StoreUnavailable
+from raftsched.errors import StatusError, StoreUnavailable
 from raftsched.store import queries
 
 MAX_TASK_IDS = 100

@@ -18,11 +18,11 @@ import grpc
 
 from raftsched import secrets as sx
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError
 from raftsched.core import results as r
 from raftsched.core import secret_policy as policy
 from raftsched.core import secret_reads as sr
 from raftsched.core.model import TaskKey
+from raftsched.errors import StatusError
 
 Code = grpc.StatusCode
 

@@ -16,7 +16,7 @@ import grpc
 from raftsched.api.gen import pool_pb2, pool_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.api.status import invalid_argument, translate_errors
 from raftsched.core import handlers_pools as hp
 from raftsched.core import pool_commands as pc
 from raftsched.core import results as r
@@ -29,6 +29,7 @@ from raftsched.core.pool_table import (
 )
 from raftsched.core.results import Result
 from raftsched.dags.value_checks import ID_PATTERN
+from raftsched.errors import StatusError
 
 Code = grpc.StatusCode
 UNLIMITED = -1  # Pool.slots of default_pool while it is not set

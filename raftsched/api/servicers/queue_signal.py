@@ -57,7 +57,7 @@ class QueueSignal:
 
     def close(self) -> None:
         """End every long poll now, empty: its worker asks another node at once instead of
-        waiting here for the server's stop grace (a planned restart, issue 16)."""
+        waiting here for the server's stop grace (a planned restart)."""
         self.closed = True
         self.notify()
 

@@ -27,7 +27,7 @@ from raftsched.api.gen import secret_pb2, secret_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
 from raftsched.api.servicers.on_demand_secrets import resolve_on_demand
-from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.api.status import invalid_argument, translate_errors
 from raftsched.core import callbacks as cb
 from raftsched.core import commands as c
 from raftsched.core import handlers_secrets as hs
@@ -36,6 +36,7 @@ from raftsched.core import results as r
 from raftsched.core import secret_policy as policy
 from raftsched.core.model import TaskKey, TaskState
 from raftsched.core.results import Result
+from raftsched.errors import SecretDecryptError, SecretsNotConfigured, StatusError
 
 Code = grpc.StatusCode
 
@@ -50,7 +51,7 @@ class SecretServicer(secret_pb2_grpc.SecretServiceServicer):
         if self._box is None:
             try:
                 self._box = sx.SecretBox(self._keys)
-            except sx.SecretsNotConfigured as err:
+            except SecretsNotConfigured as err:
                 raise StatusError(Code.FAILED_PRECONDITION, str(err)) from None
         return self._box
 
@@ -334,7 +335,7 @@ def callback_connections(st: Any, key: TaskKey, token: int, worker_id: str) -> l
 def _same(box: sx.SecretBox, ciphertext: str, value: str) -> bool:
     try:
         return box.decrypt(ciphertext) == value
-    except sx.SecretDecryptError:
+    except SecretDecryptError:
         return False
 
 

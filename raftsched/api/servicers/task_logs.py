@@ -18,10 +18,10 @@ import grpc
 
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError
 from raftsched.core import limits
 from raftsched.core.model import TaskKey, TaskState
 from raftsched.core.snapshot import attempt_number
+from raftsched.errors import StatusError
 from raftsched.store import queries
 
 FOLLOW_INTERVAL = 0.5

@@ -25,9 +25,9 @@ from prometheus_client import CollectorRegistry, Counter
 from raftsched.api.gen import user_pb2, user_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.status import StatusError, invalid_argument, translate_errors
+from raftsched.api.status import invalid_argument, translate_errors
 from raftsched.core import limits
-from raftsched.errors import LimitExceeded, PasswordChecksBusy
+from raftsched.errors import LimitExceeded, PasswordChecksBusy, StatusError, UserError
 from raftsched.store import users
 
 USERNAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -68,7 +68,7 @@ class UserServicer(user_pb2_grpc.UserServiceServicer):
             user = users.create_user(
                 engine, request.username, request.password, request.role, replace=request.replace
             )
-        except users.UserError as err:
+        except UserError as err:
             if "exists" in str(err):
                 raise _exists(request.username) from None
             raise StatusError(grpc.StatusCode.INVALID_ARGUMENT, str(err)) from None

@@ -1,4 +1,5 @@
-"""Workers' calls that arrive together go out as one Raft entry (issue #11).
+"""Workers' calls that arrive together go out as one Raft entry (every
+entry is pickled, fsynced, sent and applied by every node).
 
 One completion per entry was most of a task's cost on the scheduler nodes: every entry is
 pickled, written, fsynced, sent to and applied by every node. :class:`CommandBatcher` is a
@@ -44,10 +45,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from raftsched.api.status import StatusError
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError
+from raftsched.errors import CommitTimeout, NoQuorumError, RaftschedError, StatusError
 
 if TYPE_CHECKING:
     from raftsched.api.servicers.context import ApiContext

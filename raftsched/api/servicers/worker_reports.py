@@ -1,6 +1,6 @@
 """WorkerService's CompleteBatch: the outcomes of attempts that ended together, in one call.
 
-A gRPC call costs the node more CPU than the commands it carries (issue #11): 32 attempts
+A gRPC call costs the node more CPU than the commands it carries: 32 attempts
 that end at once were 32 Complete calls. CompleteBatch carries them all; each outcome is
 still its own CompleteAttempt command with its own request id (a retried outcome is answered
 with its first result, whichever call or entry carried it) and gets its own answer, the
@@ -27,7 +27,8 @@ import grpc
 
 from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import convert
-from raftsched.api.status import StatusError, invalid_argument, status_of, translate_errors
+from raftsched.api.status import invalid_argument, status_of, translate_errors
+from raftsched.errors import StatusError
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,13 @@ from raftsched.api.gen import worker_pb2
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.external_state import ExternalStateRpcs
 from raftsched.api.servicers.lease_poll import poll_for_grants
-from raftsched.api.status import StatusError, raise_for_result, translate_errors
+from raftsched.api.status import raise_for_result, translate_errors
 from raftsched.core import commands as c
 from raftsched.core import handlers_triggers as htr
 from raftsched.core import limits
 from raftsched.core import results as r
 from raftsched.core.model import TaskKey
+from raftsched.errors import StatusError
 
 MAX_WAIT = 30.0
 MAX_TRIGGERS = 1_000  # per LeaseTriggers call

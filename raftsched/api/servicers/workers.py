@@ -11,7 +11,8 @@ of that node immediately, with no busy loop; then it proposes again, until ``wai
 ``request_id`` plus ``#<attempt>``: a client retrying the same Lease replays the same
 sequence and gets the grants it may have lost, instead of a second set.
 
-Entries (issue #11). Every proposal goes through the node's
+Entries (each entry costs every node a write, an fsync and an apply). Every proposal goes
+through the node's
 :class:`~raftsched.api.servicers.worker_batch.CommandBatcher`: concurrent calls share one
 entry. A waiting poll is a ``Rider``: its next LeaseTasks (same request id scheme) joins the
 next entry that carries a success or a release, after them, so the task such an outcome
@@ -37,18 +38,13 @@ from raftsched.api.servicers.worker_callbacks import CallbackRpcs
 from raftsched.api.servicers.worker_reports import ReportRpcs
 from raftsched.api.servicers.worker_roster import RosterRpcs, worker_info
 from raftsched.api.servicers.worker_triggers import TriggerRpcs
-from raftsched.api.status import (
-    StatusError,
-    invalid_argument,
-    raise_for_result,
-    translate_errors,
-)
+from raftsched.api.status import invalid_argument, raise_for_result, translate_errors
 from raftsched.cluster.proposer import new_request_id
 from raftsched.core import commands as c
 from raftsched.core import limits, xcom
 from raftsched.core import results as r
 from raftsched.core.model import DEFAULT_QUEUE, TaskKey
-from raftsched.errors import LimitExceeded
+from raftsched.errors import LimitExceeded, StatusError
 from raftsched.logging_setup import task_context
 
 log = logging.getLogger(__name__)
@@ -69,7 +65,8 @@ class WorkerServicer(
     def __init__(self, ctx: ApiContext, signal: QueueSignal) -> None:
         self.ctx = ctx
         self.signal = signal
-        # Concurrent calls' commands share Raft entries (issue #11)
+        # Concurrent calls' commands share Raft entries: an entry per call
+        # was most of a task's cost on the nodes
         self.batcher = CommandBatcher(ctx)
 
     # -- Lease -------------------------------------------------------------------------------

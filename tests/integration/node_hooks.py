@@ -1,4 +1,6 @@
-"""Test-only hooks, read from the environment when a node starts (never set in production).
+"""Test-only hooks, read from the environment when a node starts. Not in the product: a node
+started by ``tests/integration/hooked_node.py`` (the harness does so when a node's environment
+names one of these variables) installs them; ``raftsched scheduler`` never does.
 
 ``RAFTSCHED_TEST_APPLY_DELAY=SECONDS``: this node's replica lags. While it follows, it
 applies each committed entry SECONDS after the leader told it the entry was committed: the
