@@ -77,7 +77,6 @@ class ApiCluster(ClusterHarness):
                 "lease_ttl": lease_ttl,
                 "heartbeat_interval": heartbeat_interval,
                 "grace_period": 2,
-                "metrics_port": 0,  # many workers on one host: a test sets its own port
             },
         }
         for section, values in (config or {}).items():
@@ -128,7 +127,9 @@ class ApiCluster(ClusterHarness):
         (``setpriv ... --``), with ``python`` and ``extra_env``."""
         servers = ",".join(self.api_addresses[i] for i in (nodes or range(len(self.addresses))))
         args = ["worker", "--server", servers, "--worker-id", name]
-        env = {**child_env(), **(extra_env or {})}
+        # many workers on one host: the default metrics port is off unless a test sets one (in
+        # the environment, not the shared config file, which a previous release must also read)
+        env = {**child_env(), "RAFTSCHED__WORKER__METRICS_PORT": "0", **(extra_env or {})}
         if token_in_env:
             env["RAFTSCHED_TOKEN"] = token
         else:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
+from node_hooks import HOOK_ENVS  # tests/integration is on the path of its every user
 from sqlalchemy.pool import NullPool
 
 from raftsched.addresses import ADMIN_PORT_OFFSET, API_PORT_OFFSET
@@ -45,9 +46,8 @@ from raftsched.addresses import ADMIN_PORT_OFFSET, API_PORT_OFFSET
 T = TypeVar("T")
 
 STOP_TIMEOUT = 10.0
-# The entry point that installs node_hooks' test hooks, and the variables that ask for one
+# The entry point that installs node_hooks' test hooks (HOOK_ENVS ask for one)
 HOOKED_NODE = Path(__file__).resolve().parent / "hooked_node.py"
-HOOK_ENV_PREFIX = "RAFTSCHED_TEST_"
 LOG_TAIL_LINES = 80
 
 
@@ -188,7 +188,8 @@ class Node:
 
     def argv(self) -> list[str]:
         # A node asked for a test hook (RAFTSCHED_TEST_*) runs the entry point that installs it
-        hooked = any(k.startswith(HOOK_ENV_PREFIX) for k in self.env)
+        # (by name: RAFTSCHED_TEST_PG_URL and the like are in every child's environment)
+        hooked = any(k in HOOK_ENVS for k in self.env)
         return [
             sys.executable,
             *([str(HOOKED_NODE)] if hooked else ["-m", "raftsched"]),

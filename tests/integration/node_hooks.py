@@ -36,6 +36,7 @@ APPLY_DELAY_ENV = "RAFTSCHED_TEST_APPLY_DELAY"
 MAX_APPLY_DELAY = 5.0  # seconds
 FSYNC_DELAY_ENV = "RAFTSCHED_TEST_FSYNC_DELAY"
 MAX_FSYNC_DELAY = 5.0  # seconds
+HOOK_ENVS = (APPLY_DELAY_ENV, FSYNC_DELAY_ENV)
 
 
 def install(node: SchedulerNode, env: dict[str, str] | None = None) -> None:

@@ -116,7 +116,9 @@ def test_series_move_when_a_scheduled_dag_runs_on_a_real_worker(
         admin_url = cluster.nodes[0].admin_url
         before = _metrics(admin_url)
         assert before["raftsched_leases_granted_total"] == 0
-        cluster.start_worker("w1", concurrency=2)
+        (worker_port,) = free_ports(1, offsets=(0,))
+        env = {"RAFTSCHED__WORKER__METRICS_PORT": str(worker_port)}
+        cluster.start_worker("w1", concurrency=2, extra_env=env)
 
         def moved() -> dict[str, float] | None:
             m = _metrics(admin_url)
@@ -124,11 +126,13 @@ def test_series_move_when_a_scheduled_dag_runs_on_a_real_worker(
             return m if done and m.get("raftsched_db_write_latency_seconds_count", 0) > 0 else None
 
         after = wait_for(moved, timeout=90, what="2 task instances succeeded, seen in /metrics")
+        worker_after = _metrics(f"http://127.0.0.1:{worker_port}")
 
     # every series the module documents is answered (histograms with their suffixes), and
-    # so is every series the Grafana dashboard queries
+    # so is every series the Grafana dashboard queries, by a node or (its Workers row) a worker
     names = {key.split("{", 1)[0] for key in after}
     assert set(METRIC_NAMES) <= names, set(METRIC_NAMES) - names
+    names |= {key.split("{", 1)[0] for key in worker_after}
     dashboard = json.loads(DASHBOARD.read_text())
     queried = {
         name

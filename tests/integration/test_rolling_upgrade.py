@@ -85,7 +85,8 @@ def run_old(node: Node) -> None:
         "import os, runpy, sys; os.chdir(sys.argv.pop(1));"
         " runpy.run_module('raftsched', run_name='__main__', alter_sys=True)"
     )
-    node.argv = lambda: [*old_python(), "-c", launcher, str(cwd), *argv[3:]]  # type: ignore[method-assign]
+    args = argv[argv.index("--config") :]  # whichever entry point the harness starts it with
+    node.argv = lambda: [*old_python(), "-c", launcher, str(cwd), *args]  # type: ignore[method-assign]
     node.env = old_env(child_env())
 
 
