@@ -221,10 +221,12 @@ def test_asset_dag_files_parse_with_their_conditions_and_outlets(tmp_path: Path)
 
 
 class FlakyAssets:
-    """EmitAssetEvent that fails the first ``fail`` sends, then answers as the cluster does."""
+    """EmitAssetEvent that fails the first ``fail`` sends, then answers as the cluster does;
+    ``commit_first``: the first failed send had committed its event (its answer was lost)."""
 
-    def __init__(self, fail: int) -> None:
+    def __init__(self, fail: int, commit_first: bool = False) -> None:
         self.fail, self.sent, self.ids = fail, [], {}
+        self.commit_first = commit_first
 
     def EmitAssetEvent(self, request: Any) -> Any:
         from raftsched.api.gen import asset_pb2
@@ -232,6 +234,8 @@ class FlakyAssets:
 
         self.sent.append(request.event_id)
         if len(self.sent) <= self.fail:
+            if self.commit_first and len(self.sent) == 1:
+                self.ids.setdefault(request.event_id, len(self.ids) + 1)
             raise NoQuorumError("no node answered")
         duplicate = request.event_id in self.ids
         self.ids.setdefault(request.event_id, len(self.ids) + 1)
@@ -251,3 +255,28 @@ def test_the_poster_sends_an_id_again_after_an_error_and_once_more_after_an_answ
     assert rec.acked and rec.event_id == 1 and rec.sends == fail + 1
     assert fake.sent == ["pt-run1-1"] * (fail + 1) and len(rec.errors) == fail
     assert poster._send(rec, "{}") and rec.answers[-1] == (1, True)
+
+
+def test_a_send_whose_answer_was_lost_is_answered_duplicate_and_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pa, "RETRY_PAUSE", 0.0)
+    poster = pa.Poster(["127.0.0.1:1"], "token", "run1")
+    fake = FlakyAssets(1, commit_first=True)
+    poster.client = type("C", (), {"assets": fake, "close": lambda self: None})()
+    rec = PostRecord("pt-run1-3", C)
+    assert not poster._send(rec, "{}", poster.client)  # the hasty send: committed, no answer
+    poster._send_until_answered(rec, "{}")
+    assert rec.acked and rec.answers == [(1, True)] and rec.sends == 2
+    runs, attempts, h = clean()
+    h.events = [*h.events, EventRow(9, C, key=rec.key)]
+    h.carried += [CarryRow(9, d, "asset_triggered__9") for d in (pa.CONSUMER_ANY, pa.CONSUMER_ALL)]
+    h.carried.append(CarryRow(7, pa.CONSUMER_ALL, "asset_triggered__9"))
+    runs += [arun(pa.CONSUMER_ANY, 9), arun(pa.CONSUMER_ALL, 9)]
+    rec.answers, rec.event_id = [(9, True)], 9
+    h.posts = [*h.posts, rec]
+    verdict = check(runs, attempts, h)
+    assert verdict.ok, verdict.violations
+    assert any(
+        "2 ids sent again after an error (1 of them had committed)" in n for n in verdict.notes
+    )
