@@ -17,7 +17,8 @@ p. Producer successes: ``--events`` manual runs of DAG ``b_producer``, whose one
    outlet that ``b_on_producer`` is scheduled on. Measured from the producer task's last
    instant (it prints its clock as it exits; the success is reported after that) to the
    consumer's first task start: the outcome's report, its commit with the event and the
-   consumer's run, and the lease of the consumer's task.
+   consumer's run, and the lease of the consumer's task; split at the event's commit time
+   (``asset_event.timestamp``: the committed entry's time, the leader's clock).
 
 A consumer task start is the task process's own clock (``date +%s.%N``, its first command:
 the figures include a bash start and a fork, a few ms). All processes share the machine's
@@ -180,8 +181,19 @@ def external_phase(client: Any, out: Path, args: argparse.Namespace) -> None:
     )
 
 
-def producer_phase(client: Any, out: Path, args: argparse.Namespace) -> None:
+def event_times(engine: sa.Engine) -> dict[str, float]:
+    """Producer run id -> its event's commit time (the entry's time, the leader's clock)."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT source_run_id, timestamp FROM asset_event WHERE uri = :u"),
+            {"u": PRODUCED},
+        )
+        return {r[0]: r[1].timestamp() for r in rows}
+
+
+def producer_phase(cluster: Any, client: Any, out: Path, args: argparse.Namespace) -> None:
     started: list[float] = []
+    ends: dict[str, tuple[float, float]] = {}  # run id -> (producer end, consumer start)
     stop = time.monotonic() + args.limit
     sent = 0
     for i in range(-1, args.events):  # run -1 warms up: not counted
@@ -197,7 +209,16 @@ def producer_phase(client: Any, out: Path, args: argparse.Namespace) -> None:
             continue
         if i >= 0:
             started.append(at - produced[0])
+            ends[run_id] = (produced[0], at)
     figures("p. producer task success -> consumer task start", started, args.events)
+    try:  # where the time goes: the DB has every event once the outbox caught up
+        cluster.wait_caught_up(timeout=60)
+        committed = event_times(cluster.engine)
+    except AssertionError:
+        committed = {}
+    split = [(committed[r] - e, at - committed[r]) for r, (e, at) in ends.items() if r in committed]
+    figures("   of which producer end -> event committed", [a for a, _ in split], len(ends))
+    figures("   and event committed -> consumer task start", [b for _, b in split], len(ends))
     times = read_times(out / "consumed")
     runs = asset_runs(client, "b_on_producer")
     twice = sum(1 for v in times.values() if len(v) > 1)
@@ -247,7 +268,7 @@ def main() -> int:
             if "x" in args.phases:
                 external_phase(client, out, args)
             if "p" in args.phases:
-                producer_phase(client, out, args)
+                producer_phase(cluster, client, out, args)
     finally:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
