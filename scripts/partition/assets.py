@@ -90,7 +90,9 @@ CONSUMERS_TIMEOUT = 60.0  # seconds the poster waits for the consumer DAGs to be
 
 
 def dag_files(start: datetime, end: datetime, task_script: Path) -> dict[str, str]:
-    """The producer (scheduled over [start, end], catch-up) and the two consumers."""
+    """The producer (scheduled over [start, end], catch-up) and the two consumers, in one
+    file: one parse registers the three together, so no producer event can come before its
+    consumers exist (it would be queued for none, and the checker would call it missing)."""
     head = textwrap.dedent(
         f"""\
         from datetime import datetime
@@ -101,7 +103,7 @@ def dag_files(start: datetime, end: datetime, task_script: Path) -> dict[str, st
         A, B, C = Asset({ASSET_A!r}), Asset({ASSET_B!r}), Asset({ASSET_C!r})
         """
     )
-    producer = head + textwrap.dedent(
+    producer = textwrap.dedent(
         f"""
         with DAG(
             {PRODUCER!r},
@@ -116,18 +118,15 @@ def dag_files(start: datetime, end: datetime, task_script: Path) -> dict[str, st
     )
 
     def consumer(dag_id: str, schedule: str) -> str:
-        return head + textwrap.dedent(
+        return textwrap.dedent(
             f"""
             with DAG({dag_id!r}, schedule={schedule}, max_active_runs=1000000):
                 BashTask("use", command=COMMAND)
             """
         )
 
-    return {
-        f"{PRODUCER}.py": producer,
-        f"{CONSUMER_ALL}.py": consumer(CONSUMER_ALL, "A & C"),
-        f"{CONSUMER_ANY}.py": consumer(CONSUMER_ANY, "B | C"),
-    }
+    consumers = consumer(CONSUMER_ALL, "A & C") + consumer(CONSUMER_ANY, "B | C")
+    return {"pt_assets.py": head + producer + consumers}
 
 
 def wait_release(cluster: Any, timeout: float) -> bool:
