@@ -34,7 +34,10 @@ condition names its URI (a consumer):
 - UNKNOWN_EVENT / NO_RUN: a carried event id that no event has, or a carrying run that is
   not an asset-triggered run of that DAG;
 - UNSATISFIED_RUN: an asset-triggered run whose carried events do not satisfy its DAG's
-  condition (or that carries none).
+  condition (or that carries none);
+- WRONG_EVENTS_SEEN: a consumer attempt was given (``RAFTSCHED_ASSET_EVENTS``, from its
+  lease; its task's first command records them, ``SEEN_RECORD``) other events than the
+  newest ``MAX_RUN_EVENTS`` its run carries.
 
 From the producer side: OUTLET_MISSING / OUTLET_DUPLICATE, a successful attempt of a task
 with outlets that made no event, or two, of an outlet; PHANTOM_EVENT, an event naming an
@@ -57,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from raftsched.core import asset_condition as ac
+from raftsched.core.asset_commands import MAX_RUN_EVENTS
 from raftsched.core.asset_table import MAX_EVENTS_KEPT
 from raftsched.core.model import DagSpec
 from scripts.partition.verdict import Verdict
@@ -84,6 +88,13 @@ ATTEMPT = 0.5
 HASTY_EVERY = 3
 HASTY_DEADLINE = 0.02
 CONSUMERS_TIMEOUT = 60.0  # seconds the poster waits for the consumer DAGs to be registered
+# A consumer task's first command: what its attempt was given (RAFTSCHED_ASSET_EVENTS, its
+# run's events as the lease carried them) to the worker's JSONL file, as a "consumed" record
+SEEN_RECORD = (
+    r"""printf '{"event":"consumed","dag_id":"%s","run_id":"%s","try":%d,"worker":"%s","""
+    r""""events":%s}\n' "$RAFTSCHED_DAG_ID" "$RAFTSCHED_RUN_ID" "$RAFTSCHED_TRY_NUMBER" """
+    r""""${PT_WORKER:-?}" "${RAFTSCHED_ASSET_EVENTS:-null}" >>"$PT_EXEC_LOG" """
+)
 
 
 # -- the workload ---------------------------------------------------------------------------
@@ -100,6 +111,7 @@ def dag_files(start: datetime, end: datetime, task_script: Path) -> dict[str, st
         from raftsched import DAG, Asset, BashTask
 
         COMMAND = {f"exec bash {task_script} 1 0"!r}
+        CONSUME = {f"{SEEN_RECORD}; exec bash {task_script} 1 0"!r}
         A, B, C = Asset({ASSET_A!r}), Asset({ASSET_B!r}), Asset({ASSET_C!r})
         """
     )
@@ -121,7 +133,7 @@ def dag_files(start: datetime, end: datetime, task_script: Path) -> dict[str, st
         return textwrap.dedent(
             f"""
             with DAG({dag_id!r}, schedule={schedule}, max_active_runs=1000000):
-                BashTask("use", command=COMMAND)
+                BashTask("use", command=CONSUME)
             """
         )
 
@@ -256,11 +268,42 @@ class CarryRow:
     run_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """A consumer attempt's "consumed" record: the event ids its lease gave it."""
+
+    dag_id: str
+    run_id: str
+    try_number: int
+    event_ids: tuple[int, ...]
+
+
 @dataclass
 class AssetHistory:
     events: Sequence[EventRow]
     carried: Sequence[CarryRow]
     posts: Sequence[PostRecord] = ()
+    seen: Sequence[Seen] = ()
+
+
+def load_seen(paths: Iterable[Path]) -> list[Seen]:
+    """The "consumed" records of the workers' JSONL files (a torn line is skipped)."""
+    out = []
+    for path in paths:
+        try:
+            text = Path(path).read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+                if rec.get("event") != "consumed":
+                    continue
+                ids = tuple(sorted(int(e["id"]) for e in rec["events"] or ()))
+                out.append(Seen(str(rec["dag_id"]), str(rec["run_id"]), int(rec["try"]), ids))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+    return out
 
 
 def load_asset_history(engine: Any, posts: Sequence[PostRecord] = ()) -> AssetHistory:
@@ -337,14 +380,28 @@ def check_assets_consumed_once(
         pairs += len(mine)
         pending = _check_consumer(verdict, dag_id, condition, mine, carriers, dag_id in paused)
         pending_total += len(pending)
-    verdict.checked = pairs
+    verdict.checked = pairs + len(assets.seen)
+    for seen in assets.seen:  # what each consumer attempt was given: its run's events
+        owed = tuple(sorted(by_run.get((seen.dag_id, seen.run_id), ())))[-MAX_RUN_EVENTS:]
+        if seen.event_ids != owed:
+            verdict.add(
+                "WRONG_EVENTS_SEEN",
+                f"{seen.dag_id}/{seen.run_id} try {seen.try_number} was given events"
+                f" {list(seen.event_ids)}, its run carries {list(owed)}",
+                dag_id=seen.dag_id,
+                run_id=seen.run_id,
+                try_number=seen.try_number,
+                seen=list(seen.event_ids),
+                carried=list(owed),
+            )
     produced = _check_producers(verdict, dags, attempts, assets.events)
     keys = _check_client_ids(verdict, assets)
     verdict.checked += produced + keys
     verdict.notes.append(
         f"{len(events)} events, {pairs} (event, consumer) pairs, {len(asset_runs)}"
         f" asset-triggered runs, {pending_total} pending at the end (condition not yet met),"
-        f" {produced} producer successes, {keys} client event ids"
+        f" {produced} producer successes, {keys} client event ids, {len(assets.seen)}"
+        " consumer attempts given their run's events"
     )
     if require_events and not pairs:
         verdict.add("VACUOUS", "no asset event reached a consumer DAG: invariant 9 checked nothing")

@@ -247,6 +247,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             executions = load_executions(workers.exec_logs, workers.deaths)
             history, asset_rows = _read(db_url, statuses, end, executions, observer, poster)
             resumes = triggers.load_resumes(workers.exec_logs)
+            asset_rows.seen = assets.load_seen(workers.exec_logs)
             workers.close()
             triggerers.close()
             session.stop()

@@ -280,3 +280,39 @@ def test_a_send_whose_answer_was_lost_is_answered_duplicate_and_counted(
     assert any(
         "2 ids sent again after an error (1 of them had committed)" in n for n in verdict.notes
     )
+
+
+def test_a_consumer_attempt_given_other_events_than_its_run_carries_is_found(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    log = tmp_path / "pt-w0-g0.jsonl"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PT_EXEC_LOG": str(log),
+        "PT_WORKER": "pt-w0-g0",
+        "RAFTSCHED_DAG_ID": pa.CONSUMER_ALL,
+        "RAFTSCHED_RUN_ID": "asset_triggered__5",
+        "RAFTSCHED_TRY_NUMBER": "1",
+        "RAFTSCHED_ASSET_EVENTS": json.dumps(
+            [{"id": 5, "uri": A, "extra_json": '{"n": "x\\"}'}, {"id": 4, "uri": C}]
+        ),
+    }
+    subprocess.run(["bash", "-c", pa.SEEN_RECORD], env=env, check=True, timeout=30)
+    env.update(RAFTSCHED_RUN_ID="asset_triggered__3", RAFTSCHED_TRY_NUMBER="2")
+    subprocess.run(["bash", "-c", pa.SEEN_RECORD], env=env, check=True, timeout=30)
+    with log.open("a") as out:
+        out.write('{"event":"start","pid":1}\n{"event":"consumed","dag_id":')  # torn
+    seen = pa.load_seen([log, tmp_path / "missing.jsonl"])
+    assert seen == [
+        pa.Seen(pa.CONSUMER_ALL, "asset_triggered__5", 1, (4, 5)),
+        pa.Seen(pa.CONSUMER_ALL, "asset_triggered__3", 2, (4, 5)),
+    ]
+    runs, attempts, h = clean()
+    h.seen = seen[:1]
+    assert check(runs, attempts, h).ok
+    h.seen = seen  # run 3 carries events 1 and 3, its try 2 was given 4 and 5
+    verdict = check(runs, attempts, h)
+    assert kinds(verdict) == ["WRONG_EVENTS_SEEN"], verdict.violations
+    assert verdict.violations[0].data["carried"] == [1, 3]
