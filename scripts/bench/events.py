@@ -24,6 +24,8 @@ RSS and CPU (utime+stime, /proc) every 0.2 s. Printed:
 Bounded: the child stops at ``--lead + --spread + 60`` s whatever happened; the parent waits
 for it at most 30 s more, then kills it. No asserts: prints figures (timings on a loaded
 machine say little; run it on a quiet one).
+
+Asset event -> consumer task start, on a real cluster, is ``scripts/bench/asset_latency.py``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ address (SQLite when PostgreSQL cannot run), N real ``raftsched scheduler`` node
 namespaces, waiting until each serves gRPC (health SERVING), then the workload
 (``workload``): three DAGs of 1-, 2- and 5-second schedules with catch-up whose end_date
 closes the fault window, tasks of 0-3 s, one failing once and retried, one failing every try
-(its runs end failed), and one that defers on a time trigger (``triggers.py``), run by 2
+(its runs end failed), one that defers on a time trigger (``triggers.py``), and assets
+(``assets.py``: a producer with outlets, an AssetAll and an AssetAny consumer, events posted
+with client ids and sent again after errors), run by 2
 ``raftsched worker`` and 2 ``raftsched triggerer`` processes in the root namespace against
 every node's gRPC address; each task records its real execution (start, end, try, pid) to
 its worker's JSONL file. Then the seeded fault schedule (``schedule`` + ``nemesis``:
@@ -48,7 +50,10 @@ Invariants 2 and 3 FAIL as VACUOUS when no attempt was leased or no execution re
 check over nothing proves nothing); a 6th verdict (liveness) FAILs a due run that is neither
 finished nor legitimately still running (STUCK). A 7th judges one client session that read
 through every node in rotation during the faults (``sessions.py``): no answer older than one
-it saw before, no NOT_FOUND for a DAG it had seen (README "Consistency").
+it saw before, no NOT_FOUND for a DAG it had seen (README "Consistency"). An 8th
+(``triggers.py``): every committed trigger firing resumed its task exactly once; a 9th
+(``assets.py``): every asset event carried by exactly one run of each DAG whose schedule it
+meets, one event per client event id however often it was sent (VACUOUS when none was).
 
 Exit: 0 all invariants hold, 1 a violation, 2 usage / environment (not root, no netns),
 3 the cluster never came up (no leader, or no gRPC), 130 interrupted (SIGINT/SIGTERM:
@@ -69,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts.partition import (
+    assets,
     checker,
     evidence,
     faults,
@@ -91,6 +97,7 @@ SETTLE_TIMEOUT = 120.0
 LEADER_TIMEOUT = 90.0
 GRPC_TIMEOUT = 60.0
 DRAIN_TIMEOUT = {"short": 45.0, "long": 300.0}
+RELEASE_TIMEOUT = 60.0  # until the cluster version accepts assets
 STALL_SECONDS = 20.0
 
 
@@ -161,6 +168,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
     session = None
     workers = None
     triggerers = None
+    poster = None
     with netns.Hosts(args.nodes) as hosts:
         env.update(run_id=hosts.run_id, subnet=str(hosts.subnet))
         print(f"run {hosts.run_id}: namespaces on {hosts.subnet}, workdir {workdir}")
@@ -196,6 +204,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 workdir, cluster.api_addresses, workers.config_path, workload.WORKER_TOKEN
             )
             cluster.triggerers = triggerers
+            env["assets_accepted"] = assets.wait_release(cluster, RELEASE_TIMEOUT)
             env["nemeses"] = availability(cluster)
             env["worker_settings"] = {
                 "count": args.workers,
@@ -209,6 +218,7 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             end = first + timedelta(seconds=args.duration)
             env["window"] = {"first": first.isoformat(), "end": end.isoformat()}
             deferred = {f"{triggers.DAG_ID}.py": triggers.dag_file(first, end, script)}
+            deferred.update(assets.dag_files(first, end, script))
             cluster.write_dags({**workload.dag_files(first, end, script), **deferred})
             workers.start()
             triggerers.start()
@@ -217,8 +227,11 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             observer.start()
             session = sessions.SessionClient(cluster.api_addresses, workload.ADMIN_TOKEN)
             session.start()
+            poster = assets.Poster(cluster.api_addresses, workload.ADMIN_TOKEN, hosts.run_id)
+            poster.start()
             execute(steps, cluster, timeline)
             _wait(lambda: datetime.now(UTC) > end + timedelta(seconds=2), args.duration + 30)
+            poster.stop()  # before the drain: every event id is answered or given up by now
             timeline.log("drain", "begin")
             drained = _drain(db_url, end, timeout=DRAIN_TIMEOUT[args.profile])
             timeline.log("drain", "end", **drained)
@@ -232,8 +245,9 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
             statuses = [NodeStatus.from_json(cluster.names[i], s) for i, s in raw.items()]
             # before the rows: see _read
             executions = load_executions(workers.exec_logs, workers.deaths)
-            history = _read(db_url, statuses, end, executions, observer)
+            history, asset_rows = _read(db_url, statuses, end, executions, observer, poster)
             resumes = triggers.load_resumes(workers.exec_logs)
+            asset_rows.seen = assets.load_seen(workers.exec_logs)
             workers.close()
             triggerers.close()
             session.stop()
@@ -244,6 +258,9 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 nemesis.check_hostile_refusals(timeline.events),  # poison: no INTERNAL answer
                 triggers.check_firings_consumed_once(
                     history.attempts, history.runs, history.executions, resumes
+                ),
+                assets.check_assets_consumed_once(
+                    history.dags, history.runs, history.attempts, asset_rows, paused=history.paused
                 ),
             ]
             print(checker.format_verdicts(verdicts))
@@ -258,6 +275,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                     **_counts(history, timeline, observer, workers),
                     "triggerer_kills": triggerers.kills,
                     "resumes": len(resumes),
+                    "asset_events": len(asset_rows.events),
+                    "asset_posts": len(poster.posts),
                 },
                 environment=env,
                 started_at=started_at,
@@ -271,6 +290,8 @@ def run(args: argparse.Namespace, steps: list[schedule.Step]) -> int:
                 observer.stop()
             if session is not None:
                 session.stop()
+            if poster is not None:
+                poster.stop()
             if workers is not None:
                 workers.close()
             if triggerers is not None:
@@ -358,12 +379,14 @@ def _read(
     end: datetime,
     executions: list[Any],
     observer: Any,
-) -> Any:
-    """The history. Executions are read first: each began after its lease was committed,
-    and the cluster has settled since, so its attempt row is in the DB by now."""
+    poster: Any,
+) -> tuple[Any, assets.AssetHistory]:
+    """The history, and the asset rows (invariant 9). Executions are read first: each began
+    after its lease was committed, and the cluster has settled since, so its attempt row is
+    in the DB by now."""
     engine = _engine(db_url)
     try:
-        return load_history(
+        history = load_history(
             engine,
             statuses=statuses,
             due_until=end,
@@ -371,6 +394,7 @@ def _read(
             digest_samples=sorted(observer.digests, key=lambda d: d.digest_index),
             expect_executions=True,
         )
+        return history, assets.load_asset_history(engine, poster.posts)
     finally:
         engine.dispose()
 

@@ -22,6 +22,7 @@ INVARIANTS: dict[str, str] = {
     "due_runs_finish": "6. due runs finish (liveness)",
     "clients_never_go_back": "7. a client never reads from behind what it has seen",
     "firings_consumed_once": "8. every committed firing is consumed exactly once",
+    "assets_consumed_once": "9. every asset event is consumed exactly once",
 }
 
 

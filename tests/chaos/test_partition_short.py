@@ -1,6 +1,8 @@
 """The partition suite's short profile, for real: 3 scheduler nodes in network namespaces, a
-private PostgreSQL, 2 workers running a workload of 1-second DAGs with retries, seed 1's
-fault schedule over 90 s (partitions, DB restarts, worker kills), then the checker.
+private PostgreSQL, 2 workers running a workload of 1-second DAGs with retries, a deferred
+task and assets (a producer, AssetAll and AssetAny consumers, events posted with event ids
+and sent again after errors), seed 1's fault schedule over 90 s (partitions, DB restarts,
+worker and triggerer kills), then the checker, invariants 1-9.
 
 Skipped unless root and ``ip netns`` works (CI runs as root, so there it runs). About three
 minutes of wall time; ``scripts/partition/run`` is run as CI would run it by hand, and its
@@ -57,5 +59,7 @@ def test_short_partition_run_holds_every_invariant(tmp_path: Path) -> None:
     assert counts["faults"] > 0, counts
     checked = {v["invariant"]: v["checked"] for v in report["invariants"]}
     assert all(n > 0 for n in checked.values()), checked
+    assert {"firings_consumed_once", "assets_consumed_once"} <= set(checked), checked
+    assert counts["asset_events"] > 0 and counts["asset_posts"] > 0, counts
     assert report["environment"]["settled"] is True
     assert netns.leftovers(report["environment"]["run_id"]) == []
