@@ -229,6 +229,8 @@ class Task(Schema):
     trigger_rule = fields.String()
     upstream = fields.List(fields.String())
     execution_timeout = fields.Float(allow_none=True)
+    pool = fields.String(metadata={"description": 'its pool ("default_pool" when it names none)'})
+    pool_slots = fields.Integer(metadata={"description": "the pool slots one attempt takes"})
 
 
 class DagDetail(Dag):
