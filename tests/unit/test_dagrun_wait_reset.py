@@ -354,3 +354,16 @@ def test_a_reset_replays_to_the_same_state() -> None:
     for command, index in sim.log:
         replica.apply(command, log_index=index)
     assert replica.digest() == sim.state.digest()
+
+
+def test_a_worker_cannot_defer_on_the_cores_reserved_method_names() -> None:
+    import grpc
+
+    from raftsched.api.servicers.worker_triggers import _method
+    from raftsched.errors import StatusError
+
+    assert _method("") == "execute_complete" and _method("resume") == "resume"
+    with pytest.raises(StatusError) as refused:
+        _method(dagrun_trigger.WAIT_METHOD)
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "reserved" in refused.value.message
