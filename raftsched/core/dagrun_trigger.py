@@ -205,6 +205,8 @@ def trigger(
     if not item.ok and item.reason == r.RUN_EXISTS and req["reset"]:  # reset_dag_run
         rec = dagrun_reset.existing_run(state.run_table, dag_id, req["run_id"], req["logical"])
         why = dagrun_reset.refusal(rec, dag_id, by)
+        if why and req["skip"]:  # cannot be reset here: skip_when_already_exists then
+            return SKIP + why, ""
         if why:
             return "!" + why, ""
         assert rec is not None

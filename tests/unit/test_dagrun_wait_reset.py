@@ -243,7 +243,10 @@ def test_any_wait_request_applies_without_halting(
         },
         allow_nan=True,
     )
-    assert sim.complete(grant, now=at(2), result_json=text).ok
+    done = sim.complete(grant, now=at(2), result_json=text)
+    if not done.ok:  # NaN/Infinity: refused by the command's checks, nothing applied
+        assert done.reason == "invalid" and sim.ti("go").state == "running"
+        return
     assert not sim.state.halted
     if sim.ti("go").state == "deferred":
         (trigger_grant,) = lease_triggers(sim, now=at(3))
@@ -367,3 +370,21 @@ def test_a_worker_cannot_defer_on_the_cores_reserved_method_names() -> None:
         _method(dagrun_trigger.WAIT_METHOD)
     assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert "reserved" in refused.value.message
+
+
+def test_a_run_that_cannot_be_reset_is_skipped_when_the_task_says_so() -> None:
+    sim = Sim()
+    assert sim.register(dag("d", trigger_task("go"), task("other"))).ok
+    assert sim.create("d").ok
+    (grant,) = [g for g in sim.lease(n=10) if g.lease.key.task_id == "go"]
+    text = json.dumps(
+        {
+            "trigger_dag_id": "d",
+            "trigger_run_id": run_id(),
+            "reset_dag_run": True,
+            "skip_when_already_exists": True,
+        }
+    )
+    assert sim.complete(grant, now=at(3), result_json=text).ok
+    ti = sim.ti("go")
+    assert ti.state == "skipped" and "would clear the run this task runs in" in ti.message
