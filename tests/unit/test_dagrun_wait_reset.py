@@ -388,3 +388,18 @@ def test_a_run_that_cannot_be_reset_is_skipped_when_the_task_says_so() -> None:
     assert sim.complete(grant, now=at(3), result_json=text).ok
     ti = sim.ti("go")
     assert ti.state == "skipped" and "would clear the run this task runs in" in ti.message
+
+
+@pytest.mark.parametrize("kwargs_json", ['{"x": 1}', "[1, 2]", '"text"', '{"trigger_run_id": []}'])
+def test_a_hostile_deferral_naming_the_wait_method_never_breaks_apply(kwargs_json: str) -> None:
+    # the door refuses it (test above); the core still tolerates what a worker could send
+    sim = sim_of(trigger_task("go"))
+    grant = sim.lease(now=at(1))[0]
+    kw = {"kind": "external", "args_json": "{}", "kwargs_json": kwargs_json}
+    done = defer(sim, grant, now=at(2), method_name=dagrun_trigger.WAIT_METHOD, **kw)
+    if not done.ok:  # not a JSON object: refused by the command's checks
+        return
+    (trigger_grant,) = lease_triggers(sim, now=at(3))
+    assert fire(sim, trigger_grant, now=at(4)).ok
+    assert not sim.state.halted and target_runs(sim) == []
+    assert sim.ti("go").state == "success" and "reached an allowed state" in sim.ti("go").message
