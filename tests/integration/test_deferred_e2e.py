@@ -442,9 +442,17 @@ def test_trigger_dagrun_waits_for_its_run_without_a_slot_once_across_a_failover(
         client.dags.TriggerDag(request)
 
     trigger("p1", child_run="kid1")
-    harness.wait_task(client, "parent", "p1", "trigger_wait", lambda t: t.state == deferred)
+    # (generous bounds: a task's process starts slowly on a loaded CI machine)
     harness.wait_task(
-        client, "child", "kid1", "work", lambda t: t.state == common_pb2.TASK_STATE_RUNNING
+        client, "parent", "p1", "trigger_wait", lambda t: t.state == deferred, timeout=180
+    )
+    harness.wait_task(
+        client,
+        "child",
+        "kid1",
+        "work",
+        lambda t: t.state == common_pb2.TASK_STATE_RUNNING,
+        timeout=180,
     )
     running = _running_tasks(client)
     assert "child/work" in running and "parent/trigger_wait" not in running, running
@@ -456,7 +464,7 @@ def test_trigger_dagrun_waits_for_its_run_without_a_slot_once_across_a_failover(
     harness.wait_leader(timeout=45, exclude=(leader,))
     try:
         gate.touch()
-        run = harness.wait_run(client, "parent", "p1", timeout=180)
+        run = harness.wait_run(client, "parent", "p1", timeout=240)
         assert run.state == common_pb2.RUN_STATE_SUCCESS
     finally:
         harness.start_node(leader)
@@ -472,14 +480,14 @@ def test_trigger_dagrun_waits_for_its_run_without_a_slot_once_across_a_failover(
     assert (files / "after").read_text().split() == ["kid1"]  # its XCom: the run's ids
 
     trigger("p2", child_run="kid2", fail="yes")  # the gate is there: the child fails at once
-    run = harness.wait_run(client, "parent", "p2", timeout=120)
+    run = harness.wait_run(client, "parent", "p2", timeout=180)
     assert run.state == common_pb2.RUN_STATE_FAILED
     failed = harness.current(client, "parent", "p2")["trigger_wait"]
     assert failed.state == common_pb2.TASK_STATE_FAILED
     assert "the triggered run kid2 of DAG 'child' ended failed" in failed.message, failed.message
 
     trigger("p3", child_run="kid1")  # kid1 exists (success): reset_dag_run runs it again
-    run = harness.wait_run(client, "parent", "p3", timeout=120)
+    run = harness.wait_run(client, "parent", "p3", timeout=180)
     assert run.state == common_pb2.RUN_STATE_SUCCESS
     assert (files / "child-runs").read_text().split() == ["kid1", "kid2", "kid1"]
     kid1 = [
