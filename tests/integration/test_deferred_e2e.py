@@ -454,8 +454,17 @@ def test_trigger_dagrun_waits_for_its_run_without_a_slot_once_across_a_failover(
         lambda t: t.state == common_pb2.TASK_STATE_RUNNING,
         timeout=180,
     )
-    running = _running_tasks(client)
-    assert "child/work" in running and "parent/trigger_wait" not in running, running
+
+    def only_the_child() -> bool:  # the workers' reports of what they run (heartbeats)
+        running = _running_tasks(client)
+        return "child/work" in running and "parent/trigger_wait" not in running
+
+    wait_for(
+        only_the_child,
+        timeout=30,
+        what="the child's task running on a worker, the waiting task on none",
+        describe=lambda: _running_tasks(client),
+    )
     waiting = harness.current(client, "parent", "p1")["trigger_wait"]
     assert "waiting for run kid1 of DAG 'child'" in waiting.message, waiting.message
 
