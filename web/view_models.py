@@ -123,6 +123,8 @@ def task_dict(task: dag_pb2.TaskDefinition) -> dict[str, Any]:
         "upstream": list(task.upstream),
         "outlets": list(task.outlets),
         "inlets": list(task.inlets),
+        "pool": task.pool or "default_pool",
+        "pool_slots": task.pool_slots or 1,
         "execution_timeout": (
             task.execution_timeout_seconds if task.HasField("execution_timeout_seconds") else None
         ),

@@ -4,36 +4,32 @@
 The task runs on a worker as a Python task so its templated fields (``trigger_dag_id``,
 ``trigger_run_id``, ``logical_date``, ``conf``) render there, as in Airflow; it returns the
 request, and the apply of its successful outcome creates the run (or fails the attempt with
-the reason: unknown DAG, run id or logical date taken; with ``skip_when_already_exists`` a
-taken one ends it skipped). ``wait_for_completion`` and
-``reset_dag_run`` are refused (no trigger watches another DAG's run yet; a run is not reset
-behind its owner's back), each with what to do instead.
+the reason: unknown DAG, "DagRun already exists"; with ``skip_when_already_exists`` a taken
+run id or date ends it skipped). ``reset_dag_run=True``: an existing run is cleared so it
+runs again (core/dagrun_reset.py; it wins over ``skip_when_already_exists``, as in Airflow).
+``wait_for_completion=True``: the same apply makes the task DEFERRED on an ``external``
+trigger watching the run (whatever ``deferrable`` says: a task's process cannot read another
+run's state, and the wait then holds no worker slot), polled every ``poke_interval``
+seconds; the task succeeds once the run reaches one of ``allowed_states`` (default
+``success``) and fails once it reaches one of ``failed_states`` (default ``failed``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from raftsched.airflow._operators import current_dag, declare_template_variables, task_options
-from raftsched.airflow._unsupported import refuse
+from raftsched.core.dagrun_trigger import MAX_POKE_SECONDS, MIN_POKE_SECONDS, RUN_STATES
 from raftsched.dags import task_groups, taskflow
 from raftsched.dags.taskflow import TaskFlowTask
 from raftsched.errors import DagDefinitionError
 
-WAIT_HINT = (
-    "nothing here watches another DAG's run yet: put the work that must follow at the end of"
-    " the triggered DAG (it may trigger a further DAG itself)"
-)
-RESET_HINT = (
-    "leave trigger_run_id unset (each trigger makes a new run), or clear the existing run with"
-    " `raftsched tasks clear`"
-)
-
 
 class TriggerDagRunOperator(TaskFlowTask):
     """``TriggerDagRunOperator(task_id=, trigger_dag_id=, trigger_run_id=, conf=,
-    logical_date=, fail_when_dag_is_paused=, skip_when_already_exists=)``."""
+    logical_date=, reset_dag_run=, wait_for_completion=, poke_interval=, allowed_states=,
+    failed_states=, deferrable=, fail_when_dag_is_paused=, skip_when_already_exists=)``."""
 
     template_fields = ("trigger_dag_id", "trigger_run_id", "logical_date", "conf")
 
@@ -57,14 +53,10 @@ class TriggerDagRunOperator(TaskFlowTask):
         dag: Any = None,
         **kwargs: Any,
     ) -> None:
-        del poke_interval, allowed_states, failed_states, deferrable  # wait_for_completion's
+        del deferrable  # the wait always defers (module docstring)
         owner = current_dag(dag)
         full_id = task_groups.qualify(task_id)
         ids = {"dag_id": owner.dag_id, "task_id": full_id}
-        if wait_for_completion:
-            refuse("TriggerDagRunOperator(wait_for_completion=True)", WAIT_HINT, **ids)
-        if reset_dag_run:
-            refuse("TriggerDagRunOperator(reset_dag_run=True)", RESET_HINT, **ids)
         if not isinstance(trigger_dag_id, str) or not trigger_dag_id.strip():
             raise DagDefinitionError(
                 f"task {full_id!r}: trigger_dag_id must be a DAG id, got {trigger_dag_id!r}",
@@ -79,12 +71,24 @@ class TriggerDagRunOperator(TaskFlowTask):
             "fail_when_dag_is_paused": bool(fail_when_dag_is_paused),
             "skip_when_already_exists": bool(skip_when_already_exists),
         }
+        if reset_dag_run:
+            request["reset_dag_run"] = True
+        if wait_for_completion:
+            where = f"TriggerDagRunOperator {full_id!r}"
+            request["wait_for_completion"] = True
+            request["poke_interval"] = _poke(poke_interval, where, ids)
+            if allowed_states is not None:
+                request["allowed_states"] = _states(allowed_states, "allowed_states", where, ids)
+            if failed_states is not None:
+                request["failed_states"] = _states(failed_states, "failed_states", where, ids)
         options = declare_template_variables(task_options(owner, full_id, kwargs), request)
         super().__init__(task_id, dag=owner, kwargs={"request": request}, **options)
         self.trigger_dag_id = trigger_dag_id
         self.trigger_run_id = trigger_run_id
         self.conf = conf
         self.logical_date = when
+        self.reset_dag_run = bool(reset_dag_run)
+        self.wait_for_completion = bool(wait_for_completion)
         # the worker calls _run through the registry (callable_name @taskflow:DAG:TASK)
         taskflow.register(owner.dag_id, self.task_id, self._run)  # type: ignore[arg-type]
 
@@ -100,6 +104,32 @@ class TriggerDagRunOperator(TaskFlowTask):
             raise TypeError(f"conf must be a dict, got {type(request.get('conf')).__name__}")
         print(f"raftsched: triggering DAG {dag_id!r} (the run is created with this outcome)")
         return {**request, "trigger_dag_id": dag_id.strip()}
+
+
+def _states(given: Any, name: str, where: str, ids: dict[str, str]) -> list[str]:
+    """Run states (DagRunState members or their names) as the request carries them."""
+    items = [given] if isinstance(given, str) else list(given)
+    out = [str(getattr(s, "value", s)).lower() for s in items]
+    wrong = [s for s in out if s not in RUN_STATES]
+    if wrong:
+        raise DagDefinitionError(
+            f"{where}: {name} may name run states {', '.join(RUN_STATES)}; got {wrong[:4]}",
+            **ids,
+        )
+    return sorted(set(out))
+
+
+def _poke(given: Any, where: str, ids: dict[str, str]) -> float:
+    seconds = given.total_seconds() if isinstance(given, timedelta) else given
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise DagDefinitionError(f"{where}: poke_interval must be seconds, got {given!r}", **ids)
+    if not MIN_POKE_SECONDS <= float(seconds) <= MAX_POKE_SECONDS:
+        raise DagDefinitionError(
+            f"{where}: poke_interval must be {MIN_POKE_SECONDS:g}..{MAX_POKE_SECONDS:g}"
+            f" seconds (the triggerer asks the cluster that often), got {seconds!r}",
+            **ids,
+        )
+    return float(seconds)
 
 
 __all__ = ["TriggerDagRunOperator"]

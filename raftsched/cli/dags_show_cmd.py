@@ -80,10 +80,13 @@ def cmd_show(args: argparse.Namespace) -> int:
             "retries": task["retries"],
             "trigger_rule": task["trigger_rule"] or None,
             "upstream": task["upstream"] or None,
+            "pool": task.get("pool") or "default_pool",
+            "pool_slots": task.get("pool_slots") or 1,
         }
         for task in tasks
     ]
-    emit(rows, output="table", columns=("task_id", "kind", "retries", "trigger_rule", "upstream"))
+    columns = ("task_id", "kind", "retries", "trigger_rule", "upstream", "pool", "pool_slots")
+    emit(rows, output="table", columns=columns)
     if dag["skipped"]:
         print()
         skipped = [

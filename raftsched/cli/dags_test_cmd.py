@@ -326,6 +326,11 @@ def _trigger_here(outcome: Any) -> Any:
         why = req if isinstance(req, str) else f"no DAG {req['dag_id']!r} in the DAGs folder"
         return replace(outcome, success=False, message=why)
     print(f"--- would trigger DAG {req['dag_id']!r} (dags test runs one DAG, creates no run)")
+    if req["reset"]:
+        print("--- (reset_dag_run: on a cluster, an existing run would be cleared to run again)")
+    if req["wait"] is not None:
+        states = " or ".join(req["wait"]["allowed"])
+        print(f"--- (wait_for_completion: on a cluster, the task would wait for {states})")
     return outcome
 
 

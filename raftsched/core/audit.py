@@ -144,10 +144,17 @@ def record(state: SchedulerState, cmd: Any, result: Result, now: datetime, index
 
 
 def record_task_trigger(
-    state: SchedulerState, by: TaskKey, dag_id: str, run_id: str, now: datetime, index: int
+    state: SchedulerState,
+    by: TaskKey,
+    dag_id: str,
+    run_id: str,
+    now: datetime,
+    index: int,
+    reset: bool = False,
 ) -> None:
-    """A TriggerDagRunOperator task (``by``) created run ``run_id`` of ``dag_id``: a
-    "trigger" record whose actor names the task (core/dagrun_trigger.py)."""
+    """A TriggerDagRunOperator task (``by``) created run ``run_id`` of ``dag_id`` (or, with
+    ``reset``, cleared it: reset_dag_run): a "trigger" record whose actor names the task
+    (core/dagrun_trigger.py)."""
     if not persisted.persists(state):
         return
     actor = f"task {by.task_id} of {by.dag_id}/{by.run_id}"[: lim.MAX_ACTOR_CHARS]
@@ -159,7 +166,7 @@ def record_task_trigger(
         action="trigger",
         dag_id=dag_id,
         run_id=run_id,
-        detail="TriggerDagRunOperator",
+        detail="TriggerDagRunOperator" + (" reset_dag_run: cleared" if reset else ""),
     )
     state.audit.add(row)
     emit_entry(state, OutboxKind.AUDIT, row.to_wire())

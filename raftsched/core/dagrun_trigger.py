@@ -21,6 +21,20 @@ holds it), the default run id ``manual__<logical date>``.
 An audit record ("trigger", its actor the task) says who made the run.
 The task's return value (XCom) becomes ``{"trigger_dag_id", "trigger_run_id",
 "logical_date"}`` of the run created.
+
+Optional keys of the request (absent: as before):
+
+- ``"reset_dag_run": true``: a run that already exists (the run id or logical date taken)
+  is cleared so it runs again (core/dagrun_reset.py), in the same apply, instead of failing
+  the attempt; as in Airflow it wins over ``skip_when_already_exists``.
+- ``"wait_for_completion": true`` with ``allowed_states`` (default ``["success"]``),
+  ``failed_states`` (default ``["failed"]``; ``[]``: none) and ``poke_interval`` (seconds,
+  1..86,400, default 60): the same apply that creates (or resets) the run makes the task
+  DEFERRED on an ``external`` trigger watching that run (:func:`defer`), so the wait holds no
+  worker slot; the triggerer's firing finishes the task SUCCESS in the core with the value
+  above, its raising (a failed state reached) fails the attempt (``handlers_triggers``). The
+  run is created once and the wait resumes once: both are committed decisions, the firing is
+  consumed with the trigger. A retry of a failed wait triggers again, as in Airflow.
 """
 
 from __future__ import annotations
@@ -29,20 +43,32 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from raftsched.core import audit, limits
+from raftsched.core import audit, dagrun_reset, limits, mapping
 from raftsched.core import commands as c
 from raftsched.core import results as r
-from raftsched.core.model import RunType, TaskKey, utc_iso
+from raftsched.core.handlers_marks import clear
+from raftsched.core.model import RunState, RunType, TaskInstance, TaskKey, TaskState, utc_iso
+from raftsched.core.transitions import set_state
+from raftsched.core.trigger_table import Trigger
 
 if TYPE_CHECKING:
+    from raftsched.core.run_table import LiveRun
     from raftsched.core.state import SchedulerState
+
+WAIT_METHOD = "raftsched:trigger_dagrun_wait"  # a wait's trigger: finished by the core
+WAIT_KIND = "external"  # the triggerer's ExternalRunState trigger (ExternalTaskSensor's)
+RUN_STATES = tuple(s.value for s in RunState)  # what allowed/failed_states may name
+MIN_POKE_SECONDS = 1.0
+MAX_POKE_SECONDS = 86_400.0
+DEFAULT_POKE_SECONDS = 60.0  # Airflow's poke_interval
 
 _WHY = {
     r.UNKNOWN_DAG: "no DAG {dag!r} is registered (is its file in the DAG folder? see"
     " `raftsched dags list` and `raftsched dags list-import-errors`)",
     r.INACTIVE_DAG: "DAG {dag!r} is no longer in the DAG folder",
-    r.RUN_EXISTS: "DAG {dag!r} already has a run with that run id or logical date; give"
-    " another trigger_run_id/logical_date (or none: a new one each time)",
+    r.RUN_EXISTS: "DagRun already exists: DAG {dag!r} already has a run with that run id or"
+    " logical date; give another trigger_run_id/logical_date (or none: a new one each time),"
+    " or set reset_dag_run=True to run it again, or skip_when_already_exists=True",
 }
 
 
@@ -64,6 +90,7 @@ def request_of(result_json: str) -> dict[str, Any] | str:
             return f"conf must be a JSON object, got {type(conf).__name__}"
         limits.check_json_object("conf", conf, limits.MAX_CONF_BYTES, limits.MAX_CONF_DEPTH)
         logical = _date(value.get("logical_date"))
+        wait = _wait(value) if value.get("wait_for_completion") is True else None
     except Exception as err:  # LimitExceeded, ValueError, TypeError: the attempt fails with it
         return str(err)[:500]
     paused = value.get("fail_when_dag_is_paused") is True
@@ -75,7 +102,48 @@ def request_of(result_json: str) -> dict[str, Any] | str:
         "conf": conf,
         "paused": paused,
         "skip": skip,
+        "reset": value.get("reset_dag_run") is True,
+        "wait": wait,
     }
+
+
+def _wait(value: dict[str, Any]) -> dict[str, Any]:
+    """The checked wait of a request (``wait_for_completion``); raises ValueError."""
+    allowed = _states("allowed_states", value.get("allowed_states"), ("success",))
+    failed = _states("failed_states", value.get("failed_states"), ("failed",))
+    return {
+        "allowed": allowed or ["success"],  # Airflow: none given means success
+        "failed": failed,
+        "poke": _poke(value.get("poke_interval")),
+    }
+
+
+def _states(field: str, given: object, default: tuple[str, ...]) -> list[str]:
+    if given is None:
+        return list(default)
+    if not isinstance(given, list) or len(given) > len(RUN_STATES):
+        raise ValueError(f"{field} must be a list of at most {len(RUN_STATES)} run states")
+    out = set()
+    for item in given:
+        if not isinstance(item, str) or item.lower() not in RUN_STATES:
+            shown = str(item)[:40] if isinstance(item, str) else type(item).__name__
+            raise ValueError(f"{field}: {shown!r} is not a run state (one of {RUN_STATES})")
+        out.add(item.lower())
+    return sorted(out)
+
+
+def _poke(given: object) -> float:
+    if given is None:
+        return DEFAULT_POKE_SECONDS
+    if isinstance(given, bool) or not isinstance(given, int | float):
+        raise ValueError(f"poke_interval must be a number of seconds, got {type(given).__name__}")
+    seconds = float(given)
+    if not MIN_POKE_SECONDS <= seconds <= MAX_POKE_SECONDS:  # (NaN too)
+        raise ValueError(
+            f"poke_interval must be {MIN_POKE_SECONDS:g}..{MAX_POKE_SECONDS:g} seconds,"
+            f" got {str(given)[:40]}"
+        )
+    return seconds
 
 
 def _date(value: object) -> datetime | None:
@@ -103,19 +171,26 @@ _MAX_NUDGES = 1_000
 SKIP = "~"  # trigger()'s answer: the run exists and the task asked to be skipped then
 
 
-def trigger(state: SchedulerState, result_json: str, now: datetime, index: int, by: TaskKey) -> str:
-    """Create the run the successful attempt of a trigger task asks for: its new return
-    value (JSON text), or ``"!"`` + why not (nothing changed; the attempt fails with it), or
-    ``"~"`` + why, when the run exists and the task says ``skip_when_already_exists``."""
+def trigger(
+    state: SchedulerState, result_json: str, now: datetime, index: int, by: TaskKey
+) -> tuple[str, str]:
+    """Create (or with ``reset_dag_run``, clear) the run the successful attempt of a trigger
+    task asks for. Returns (text, wait): text is its new return value (JSON text), or
+    ``"!"`` + why not (nothing changed; the attempt fails with it), or ``"~"`` + why, when
+    the run exists and the task says ``skip_when_already_exists``; wait is "" or, with
+    ``wait_for_completion``, the arguments (JSON text) of the trigger :func:`defer` waits on."""
     from raftsched.core.handlers_runs import create_run  # (it imports transitions, as we do)
 
     req = request_of(result_json)
     if isinstance(req, str):
-        return "!" + req
+        return "!" + req, ""
     dag_id = req["dag_id"]
     record = state.catalog.get(dag_id)
     if record is not None and req["paused"] and record.paused:
-        return f"!DAG {dag_id!r} is paused (fail_when_dag_is_paused=True)"
+        return f"!DAG {dag_id!r} is paused (fail_when_dag_is_paused=True)", ""
+    if req["wait"] is not None and not state.triggers.room_for(by.dag_id):
+        why = "could not wait for the run: too many deferred tasks (at most 10,000 per DAG,"
+        return "!" + why + " 100,000 in all); nothing was triggered", ""
     logical = req["logical"] or _free_moment(state, dag_id, now, req["run_id"])
     decision = c.RunDecision(
         dag_id,
@@ -127,15 +202,107 @@ def trigger(state: SchedulerState, result_json: str, now: datetime, index: int, 
         run_id=req["run_id"],
     )
     item = create_run(state, decision, now)
-    if not item.ok and item.reason == r.RUN_EXISTS and req["skip"]:
-        return SKIP + _WHY[r.RUN_EXISTS].format(dag=dag_id)  # skip_when_already_exists
-    if not item.ok:
+    if not item.ok and item.reason == r.RUN_EXISTS and req["reset"]:  # reset_dag_run
+        rec = dagrun_reset.existing_run(state.run_table, dag_id, req["run_id"], req["logical"])
+        why = dagrun_reset.refusal(rec, dag_id, by)
+        if why and req["skip"]:  # cannot be reset here: skip_when_already_exists then
+            return SKIP + why, ""
+        if why:
+            return "!" + why, ""
+        assert rec is not None
+        clear(state, rec, dagrun_reset.tasks_to_clear(rec), False, now)
+        run_id, logical = rec.run.run_id, rec.run.logical_date
+        audit.record_task_trigger(state, by, dag_id, run_id, now, index, reset=True)
+    elif not item.ok and item.reason == r.RUN_EXISTS and req["skip"]:
+        return SKIP + _WHY[r.RUN_EXISTS].format(dag=dag_id), ""  # skip_when_already_exists
+    elif not item.ok:
         why = _WHY.get(item.reason, "{reason}: {detail}")
-        return "!" + why.format(dag=dag_id, reason=item.reason, detail=item.value or "")
-    audit.record_task_trigger(state, by, dag_id, str(item.value), now, index)  # who: the task
+        return "!" + why.format(dag=dag_id, reason=item.reason, detail=item.value or ""), ""
+    else:
+        run_id = str(item.value)
+        audit.record_task_trigger(state, by, dag_id, run_id, now, index)  # who: the task
     created = {
         "trigger_dag_id": dag_id,
-        "trigger_run_id": item.value,
+        "trigger_run_id": run_id,
         "logical_date": logical.isoformat(),
     }
-    return json.dumps(created, sort_keys=True, separators=(",", ":"))
+    text = json.dumps(created, sort_keys=True, separators=(",", ":"))
+    wait = req["wait"]
+    if wait is None:
+        return text, ""
+    args = {
+        "dag_id": dag_id,
+        "logical_date": logical.isoformat(),
+        "task_ids": [],
+        "allowed_states": wait["allowed"],
+        "failed_states": wait["failed"],
+        "skipped_states": [],
+        "poke_interval": wait["poke"],
+    }
+    return text, json.dumps(args, sort_keys=True, separators=(",", ":"))
+
+
+def defer(
+    state: SchedulerState, rec: LiveRun, ti: TaskInstance, created: str, args: str, now: datetime
+) -> None:
+    """The attempt of ``ti`` that created (or reset) a run waits for it: DEFERRED on an
+    ``external`` trigger with ``args`` (from :func:`trigger`), its kwargs the return value
+    ``created``; no worker slot is held. The caller touched ``ti`` and checked the room. As
+    a deferral, the try is given back until the wait ends (``handlers_triggers``). The
+    trigger's timeout is the task's ``execution_timeout`` when it has one."""
+    task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
+    seconds = task.execution_timeout_seconds
+    wanted = json.loads(args)  # our own text, just written
+    ti.message = clean(
+        f"waiting for run {json.loads(created)['trigger_run_id']} of DAG"
+        f" {wanted['dag_id']!r} to reach {' or '.join(wanted['allowed_states'])}"
+        " (deferred: no worker slot held)"
+    )
+    ti.max_tries = min(ti.max_tries + 1, limits.MAX_TRY_NUMBER)
+    state.triggers.add(
+        Trigger(
+            dag_id=ti.key.dag_id,
+            run_id=ti.key.run_id,
+            task_id=ti.key.task_id,
+            try_number=ti.try_number,
+            kind=WAIT_KIND,
+            args_json=args,
+            method_name=WAIT_METHOD,
+            kwargs_json=created,
+            fileloc=rec.spec.fileloc,
+            created_at=now,
+            timeout_at=None if not seconds else now + timedelta(seconds=max(1.0, seconds)),
+        )
+    )
+    set_state(state, rec, ti, TaskState.DEFERRED)
+
+
+def wait_ended(kwargs_json: str, error: str) -> str:
+    """The message of a wait that ended: an allowed state reached (``error`` ""), or not
+    (``error``: the last line of what the triggerer raised). ``kwargs_json`` is the
+    trigger's kwargs (checked JSON; a hostile DeferTask may have named this method: read
+    with care)."""
+    try:
+        created = json.loads(kwargs_json)
+    except ValueError:
+        created = None
+    if not isinstance(created, dict):
+        created = {}
+    run_id = str(created.get("trigger_run_id", "?"))[: limits.MAX_ID_CHARS]
+    dag_id = str(created.get("trigger_dag_id", "?"))[: limits.MAX_ID_CHARS]
+    if not error:
+        return clean(f"run {run_id} of DAG {dag_id!r} reached an allowed state")
+    if FAILED_STATE_REACHED in error:  # the external trigger's own words
+        state = error.rsplit(": ", 1)[-1][:100]
+        return clean(
+            f"the triggered run {run_id} of DAG {dag_id!r} ended {state} (one of"
+            " failed_states): see that run's failed tasks"
+        )
+    return clean(f"waiting for run {run_id} of DAG {dag_id!r} failed: {error[:500]}")
+
+
+FAILED_STATE_REACHED = "reached a failed state"  # triggerer/cluster_triggers.external_trigger
+
+
+def clean(text: str) -> str:
+    return limits.clean_text(text[: limits.MAX_MESSAGE_CHARS])

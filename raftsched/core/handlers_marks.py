@@ -35,7 +35,17 @@ def apply_clear_tasks(
     if reason:
         return Result(False, reason, tuple(wanted))
     assert rec is not None
-    whole, instances = _clear_targets(rec, wanted, cmd.include_downstream)
+    targets = clear(state, rec, wanted, cmd.include_downstream, now)
+    return Result(True, value=tuple(targets))
+
+
+def clear(
+    state: SchedulerState, rec: LiveRun, wanted: list[str], include_downstream: bool, now: datetime
+) -> list[str]:
+    """Clear ``wanted`` (task ids or instance ids of ``rec``, each held) and settle the run
+    again: the ids cleared (ClearTasks; a reset_dag_run of a TriggerDagRunOperator,
+    core/dagrun_reset.py)."""
+    whole, instances = _clear_targets(rec, wanted, include_downstream)
     for task_id in whole:
         ti = rec.tis[task_id]
         if ti.map_count is not None:  # its instances go: it expands again when ready
@@ -58,7 +68,7 @@ def apply_clear_tasks(
     reopen_run(state, rec)
     settle(state, rec, targets, now)
     settle_run(state, rec, now)
-    return Result(True, value=tuple(targets))
+    return targets
 
 
 def _clear_targets(

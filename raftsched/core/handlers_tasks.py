@@ -224,8 +224,9 @@ def apply_complete_attempt(
     result_json, follow = getattr(cmd, "result_json", ""), getattr(cmd, "follow", None)
     refusal = xcom.outcome_refusal(rec, ti, result_json, follow) if cmd.success else ""
     skipped = cmd.success and getattr(cmd, "skipped", False)
+    wait = ""  # a TriggerDagRunOperator(wait_for_completion=True) waits for its run
     if cmd.success and not refusal and not skipped and _triggers(rec, ti):
-        result_json = dagrun_trigger.trigger(state, result_json, now, index, ti.key)  # the run
+        result_json, wait = dagrun_trigger.trigger(state, result_json, now, index, ti.key)
         refusal = result_json[1:] if result_json.startswith("!") else ""
         if result_json.startswith(dagrun_trigger.SKIP):  # the run exists: skipped instead
             ti.message, skipped = clean_text(result_json[1:][:MAX_MESSAGE_CHARS]), True
@@ -234,6 +235,8 @@ def apply_complete_attempt(
         fail_attempt(state, rec, ti, now)
     elif skipped:
         finish_task(state, rec, ti, TaskState.SKIPPED, now)
+    elif wait:  # the run exists; the task is DEFERRED on it, holding no worker slot
+        dagrun_trigger.defer(state, rec, ti, result_json, wait, now)
     elif cmd.success:
         xcom.keep(rec, ti, result_json)
         if follow is not None:

@@ -20,15 +20,16 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from raftsched.core import commands as c
+from raftsched.core import dagrun_trigger, xcom
 from raftsched.core import limits as lim
 from raftsched.core import results as r
 from raftsched.core import snapshot as sn
-from raftsched.core import xcom
 from raftsched.core.changes import emit_entry, touch_ti
-from raftsched.core.handlers_tasks import _append_logs, _current_lease
+from raftsched.core.handlers_assets import on_task_success
+from raftsched.core.handlers_tasks import _append_logs, _current_lease, _triggers
 from raftsched.core.model import OutboxKind, TaskKey, TaskState, utc_iso
 from raftsched.core.results import Item, Result
-from raftsched.core.transitions import fail_attempt, find, queue, set_state
+from raftsched.core.transitions import fail_attempt, find, finish_task, queue, set_state
 from raftsched.core.trigger_table import Trigger
 from raftsched.errors import LimitExceeded
 
@@ -159,6 +160,10 @@ def apply_fire_triggers(
         trigger = state.triggers.drop(ti.key)
         assert trigger is not None
         touch_ti(state, ti)
+        if trigger.method_name == dagrun_trigger.WAIT_METHOD and _triggers(rec, ti):
+            _end_wait(state, rec, ti, trigger, firing.error, now)
+            items.append(Item(True, "", ti.state))
+            continue
         if firing.error:
             if not state.outbox.is_full():
                 text = f"--- the {trigger.kind} trigger raised ---\n{firing.error}\n"
@@ -181,6 +186,32 @@ def apply_fire_triggers(
         queue(state, rec, ti, now)
         items.append(Item(True, "", ti.state))
     return Result.of_items(items)
+
+
+def _end_wait(
+    state: SchedulerState, rec: Any, ti: Any, trigger: Trigger, error: str, now: datetime
+) -> None:
+    """A TriggerDagRunOperator's wait for its run ended (core/dagrun_trigger.py): the run
+    reached an allowed state, and the task is SUCCESS here, in the core, with the run's ids
+    as its return value (no worker attempt); or a failed state (the trigger raised), and
+    the attempt that deferred fails (retries apply). The caller touched ``ti``."""
+    if error:
+        if not state.outbox.is_full():
+            text = f"--- waiting for the triggered run: the {trigger.kind} trigger raised ---\n"
+            _append_logs(state, ti, [c.LogChunk("stderr", text + error + "\n")], now)
+        last = (error.strip().splitlines()[-1:] or ["an error"])[0]
+        _fail(state, rec, ti, dagrun_trigger.wait_ended(trigger.kwargs_json, last), now)
+        return
+    refusal = xcom.outcome_refusal(rec, ti, trigger.kwargs_json, None)
+    if refusal:  # only a hostile deferral's kwargs could be past the run's bound
+        _fail(state, rec, ti, refusal, now)
+        return
+    ti.max_tries = max(ti.try_number, ti.max_tries - 1)  # the try given back at the wait
+    ti.end_date = now
+    ti.message = dagrun_trigger.wait_ended(trigger.kwargs_json, "")
+    xcom.keep(rec, ti, trigger.kwargs_json)
+    finish_task(state, rec, ti, TaskState.SUCCESS, now)
+    on_task_success(state, rec, ti, now)  # its outlets' events, as an outcome's apply
 
 
 def apply_timeout_triggers(

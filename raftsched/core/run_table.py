@@ -105,6 +105,11 @@ class RunTable:
         """Runs of the DAG in QUEUED or RUNNING state."""
         return self._active.get(dag_id, 0)
 
+    def run_at(self, dag_id: str, logical_date: datetime) -> LiveRun | None:
+        """The held run of the DAG at ``logical_date``; None if none is held there."""
+        run_id = self._dates.get((dag_id, logical_date))
+        return None if run_id is None else self.get(dag_id, run_id)
+
     def slot_taken(self, dag_id: str, logical_date: datetime, run_id: str) -> bool:
         """A run holds the slot or the run id, or the slot was evicted within the memory."""
         slot = (dag_id, logical_date)

@@ -11,6 +11,7 @@ appear. Every task resumes exactly once, with its own file's event: two attempts
 
 from __future__ import annotations
 
+import json
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -134,6 +135,59 @@ with DAG("consumer", schedule=None, start_date=START):
 """
 
 
+# An Airflow-shaped pair: the parent's TriggerDagRunOperator(wait_for_completion=True)
+# triggers the child and waits (deferred) for its run; the child's task waits for a gate
+# file, then fails when its conf says so. reset_dag_run reruns the child's run "again".
+WAIT_SOURCE = """
+from datetime import UTC, datetime
+
+from raftsched.airflow import DAG
+from raftsched.airflow.operators.bash import BashOperator
+from raftsched.airflow.operators.trigger_dagrun import TriggerDagRunOperator
+from raftsched.airflow.utils.state import DagRunState
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+FOLDER = {folder!r}
+
+with DAG("child", schedule=None, start_date=START):
+    BashOperator(
+        task_id="work",
+        bash_command=(
+            'for i in $(seq 1200); do [ -e "{{{{ dag_run.conf["gate"] }}}}" ] && break; sleep 0.1;'
+            ' done; echo "{{{{ run_id }}}}" >> "' + FOLDER + '/child-runs";'
+            ' test "{{{{ dag_run.conf["fail"] }}}}" != "yes"'
+        ),
+    )
+
+with DAG(
+    "parent",
+    schedule=None,
+    start_date=START,
+    params={{"fail": "no", "gate": "/nonexistent", "child_run": ""}},
+):
+    wait = TriggerDagRunOperator(
+        task_id="trigger_wait",
+        trigger_dag_id="child",
+        trigger_run_id="{{{{ params.child_run }}}}",
+        conf={{"fail": "{{{{ params.fail }}}}", "gate": "{{{{ params.gate }}}}"}},
+        reset_dag_run=True,
+        wait_for_completion=True,
+        poke_interval=1,
+        allowed_states=[DagRunState.SUCCESS],
+        failed_states=[DagRunState.FAILED],
+        deferrable=True,
+    )
+    after = BashOperator(
+        task_id="after",
+        bash_command=(
+            "echo \\"{{{{ ti.xcom_pull(task_ids='trigger_wait')['trigger_run_id'] }}}}\\""
+            ' >> "' + FOLDER + '/after"'
+        ),
+    )
+    wait >> after
+"""
+
+
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -153,6 +207,7 @@ def cluster(
                 "deferred.py": source,
                 "sensors.py": SENSORS_SOURCE.format(folder=str(files)),
                 "cross.py": CROSS_SOURCE.format(),
+                "trigger_wait.py": WAIT_SOURCE.format(folder=str(files)),
             },
             config={
                 "triggerer": {"lease_ttl": 3, "heartbeat_interval": 0.5},
@@ -163,7 +218,8 @@ def cluster(
         harness.start()
         harness.wait_leader()
         harness.wait_dags(
-            harness.client(), {DAG_ID, "sensors", "broken_trigger", "producer", "consumer"}
+            harness.client(),
+            {DAG_ID, "sensors", "broken_trigger", "producer", "consumer", "parent", "child"},
         )
         wait_for(  # a deferral is new in this release: refused until the cluster runs it
             lambda: all(
@@ -355,3 +411,97 @@ def test_external_task_and_sql_sensors_wait_on_the_triggerer(
     for task_id, tries in history.items():  # the last wait deferred once, then resumed once
         states = [state for _, state in sorted(tries)]
         assert states[-2:] == [deferred, common_pb2.TASK_STATE_SUCCESS], (task_id, tries)
+
+
+def _running_tasks(client: Any) -> set[str]:
+    workers = client.workers.ListWorkers(worker_pb2.ListWorkersRequest()).workers
+    return {f"{a.key.dag_id}/{a.key.task_id}" for w in workers for a in w.running}
+
+
+def test_trigger_dagrun_waits_for_its_run_without_a_slot_once_across_a_failover(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    """Last in the module (it kills the leader). TriggerDagRunOperator(wait_for_completion=
+    True) creates the child's run and waits DEFERRED (no worker slot) while the child's task
+    runs; the leader is killed mid-wait; the child succeeds and the waiting task succeeds
+    once (one attempt, the child run made once). A failing child run fails it with the
+    reason; reset_dag_run runs an existing child run again instead of failing."""
+    harness, files = cluster
+    client = harness.client()
+    if "w1" not in harness.workers:  # (run alone: the first test starts them)
+        harness.start_worker("w1", concurrency=8)
+        start_triggerer(harness, "trig-w")
+    gate = files / "gate"
+    deferred = common_pb2.TASK_STATE_DEFERRED
+    success = common_pb2.TASK_STATE_SUCCESS
+
+    def trigger(run_id: str, **conf: str) -> None:
+        request = dag_pb2.TriggerDagRequest(
+            dag_id="parent", run_id=run_id, conf_json=json.dumps({"gate": str(gate), **conf})
+        )
+        client.dags.TriggerDag(request)
+
+    trigger("p1", child_run="kid1")
+    # (generous bounds: a task's process starts slowly on a loaded CI machine)
+    harness.wait_task(
+        client, "parent", "p1", "trigger_wait", lambda t: t.state == deferred, timeout=180
+    )
+    harness.wait_task(
+        client,
+        "child",
+        "kid1",
+        "work",
+        lambda t: t.state == common_pb2.TASK_STATE_RUNNING,
+        timeout=180,
+    )
+
+    def only_the_child() -> bool:  # the workers' reports of what they run (heartbeats)
+        running = _running_tasks(client)
+        return "child/work" in running and "parent/trigger_wait" not in running
+
+    wait_for(
+        only_the_child,
+        timeout=30,
+        what="the child's task running on a worker, the waiting task on none",
+        describe=lambda: _running_tasks(client),
+    )
+    waiting = harness.current(client, "parent", "p1")["trigger_wait"]
+    assert "waiting for run kid1 of DAG 'child'" in waiting.message, waiting.message
+
+    leader = harness.wait_leader(timeout=30)
+    harness.kill(leader)  # mid-wait: the wait and the child's run are committed decisions
+    harness.wait_leader(timeout=45, exclude=(leader,))
+    try:
+        gate.touch()
+        run = harness.wait_run(client, "parent", "p1", timeout=240)
+        assert run.state == common_pb2.RUN_STATE_SUCCESS
+    finally:
+        harness.start_node(leader)
+    tries = [
+        (ti.try_number, ti.state)
+        for ti in harness.task_instances(client, "parent", "p1")
+        if ti.key.task_id == "trigger_wait"
+    ]
+    assert tries == [(1, success)], tries  # one attempt: the wait ended once, in the core
+    done = harness.current(client, "parent", "p1")["trigger_wait"]
+    assert "reached an allowed state" in done.message, done.message
+    assert (files / "child-runs").read_text().split() == ["kid1"]  # the child ran once
+    assert (files / "after").read_text().split() == ["kid1"]  # its XCom: the run's ids
+
+    trigger("p2", child_run="kid2", fail="yes")  # the gate is there: the child fails at once
+    run = harness.wait_run(client, "parent", "p2", timeout=180)
+    assert run.state == common_pb2.RUN_STATE_FAILED
+    failed = harness.current(client, "parent", "p2")["trigger_wait"]
+    assert failed.state == common_pb2.TASK_STATE_FAILED
+    assert "the triggered run kid2 of DAG 'child' ended failed" in failed.message, failed.message
+
+    trigger("p3", child_run="kid1")  # kid1 exists (success): reset_dag_run runs it again
+    run = harness.wait_run(client, "parent", "p3", timeout=180)
+    assert run.state == common_pb2.RUN_STATE_SUCCESS
+    assert (files / "child-runs").read_text().split() == ["kid1", "kid2", "kid1"]
+    kid1 = [
+        (ti.try_number, ti.state)
+        for ti in harness.task_instances(client, "child", "kid1")
+        if ti.key.task_id == "work"
+    ]
+    assert kid1 == [(1, success), (2, success)], kid1

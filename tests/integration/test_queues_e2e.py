@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 import re
 import secrets
 import socket
@@ -329,6 +330,18 @@ def test_a_pool_of_two_never_runs_more_than_two_and_empty_tasks_need_no_worker(
         assert web.put("/api/v1/pools/nope", json={"slots": 1}, headers=operator).status_code == 200
         page = web.get("/pools").get_data(as_text=True)
         assert 'data-pool="two"' in page and 'data-pool="nope"' in page
+        # each task's pool on the DAG page and in the REST API's DAG
+        page = web.get("/dags/pools_dag").get_data(as_text=True)
+        assert '<a href="/pools">two</a>' in page and '<a href="/pools">nope</a>' in page
+        dag = web.get("/api/v1/dags/pools_dag", headers=viewer).get_json()
+        pools_of = {t["task_id"]: (t["pool"], t["pool_slots"]) for t in dag["tasks"]}
+        assert pools_of["w0"] == ("two", 1) and pools_of["elsewhere"] == ("nope", 1)
+        assert pools_of["start"] == ("default_pool", 1)
+    shown = _cli(cluster, "dags", "show", "pools_dag", "--output", "json", token=VIEWER_TOKEN)
+    tasks = {t["task_id"]: t for t in json.loads(shown)["tasks"]}
+    assert (tasks["w5"]["pool"], tasks["w5"]["pool_slots"]) == ("two", 1)
+    table = _cli(cluster, "dags", "show", "pools_dag", token=VIEWER_TOKEN)
+    assert "POOL_SLOTS" in table and "default_pool" in table
     assert cluster.wait_run(client, "pools_dag", "p1").state == common_pb2.RUN_STATE_SUCCESS
     with _web(cluster, VIEWER, VIEWER_PASSWORD) as web:
         operator = {"Authorization": f"Bearer {OPERATOR}"}

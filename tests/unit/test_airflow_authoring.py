@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pendulum
 import pytest
@@ -15,6 +16,7 @@ from raftsched.airflow.models.param import Param
 from raftsched.airflow.operators.bash import BashOperator
 from raftsched.airflow.operators.empty import EmptyOperator
 from raftsched.airflow.utils.edgemodifier import Label
+from raftsched.airflow.utils.state import DagRunState
 from raftsched.airflow.utils.task_group import TaskGroup
 from raftsched.airflow.utils.trigger_rule import TriggerRule
 from raftsched.dags import template_names
@@ -129,7 +131,7 @@ def test_sensors_fail_at_import_with_an_alternative() -> None:
         from raftsched.airflow.providers.standard.sensors.python import PythonSensor  # noqa: F401
 
 
-def test_trigger_dagrun_compiles_to_a_trigger_task_and_refuses_what_it_cannot_do() -> None:
+def test_trigger_dagrun_compiles_to_a_trigger_task_with_its_wait_and_reset() -> None:
     from raftsched.airflow.operators.trigger_dagrun import TriggerDagRunOperator
     from raftsched.airflow.providers.standard.operators import trigger_dagrun
 
@@ -146,15 +148,41 @@ def test_trigger_dagrun_compiles_to_a_trigger_task_and_refuses_what_it_cannot_do
     request = json.loads(spec.kwargs_json)["request"]
     assert request["trigger_dag_id"] == "target"
     assert request["logical_date"] == "2024-05-01T00:00:00+00:00"
-    for option, says in (
-        ("wait_for_completion", "end of the triggered DAG"),
-        ("reset_dag_run", "raftsched tasks clear"),
+    assert "wait_for_completion" not in request and "reset_dag_run" not in request
+    with DAG("ctl2", schedule=None, start_date=START) as d2:
+        TriggerDagRunOperator(
+            task_id="go",
+            trigger_dag_id="t",
+            reset_dag_run=True,
+            wait_for_completion=True,
+            poke_interval=timedelta(seconds=5),
+            allowed_states=[DagRunState.SUCCESS, "failed"],
+            failed_states=[],
+            deferrable=False,  # the wait defers all the same (no slot held)
+        )
+    request = json.loads(d2.to_spec().tasks[0].kwargs_json)["request"]
+    assert request["reset_dag_run"] is True and request["wait_for_completion"] is True
+    assert (request["poke_interval"], request["allowed_states"]) == (5.0, ["failed", "success"])
+    assert request["failed_states"] == []
+    assert (
+        "allowed_states"
+        not in json.loads(_trigger_spec(wait_for_completion=True).kwargs_json)["request"]
+    )  # Airflow's defaults, applied by the core
+    for bad, says in (
+        ({"poke_interval": 0.1}, "poke_interval must be 1..86400"),
+        ({"allowed_states": ["done"]}, "may name run states"),
+        ({"failed_states": ["success", "up_for_retry"]}, "up_for_retry"),
     ):
-        with (
-            DAG("ctl2", schedule=None, start_date=START),
-            pytest.raises(NotSupportedError, match=says),
-        ):
-            TriggerDagRunOperator(task_id="go", trigger_dag_id="t", **{option: True})
+        with pytest.raises(DagDefinitionError, match=says):
+            _trigger_spec(wait_for_completion=True, **bad)
+
+
+def _trigger_spec(**kw: Any) -> Any:
+    from raftsched.airflow.operators.trigger_dagrun import TriggerDagRunOperator
+
+    with DAG("ctl3", schedule=None, start_date=START) as d:
+        TriggerDagRunOperator(task_id="go", trigger_dag_id="t", **kw)
+    return d.to_spec().tasks[0]
 
 
 def test_an_unknown_task_argument_is_an_error() -> None:

@@ -246,3 +246,14 @@ def test_xcom_arg_map_transforms_each_item_on_the_worker(tmp_path: Path) -> None
     assert done.returncode == 0, done.stdout + done.stderr
     assert lines(tmp_path / "loaded") == ["/DATA/A.CSV", "/DATA/B.CSV", "/DATA/C.CSV"]
     assert (tmp_path / "total").read_text() == "/DATA/A.CSV,/DATA/B.CSV,/DATA/C.CSV"
+
+
+def test_trigger_and_wait_renders_its_run_id_and_says_it_would_wait(tmp_path: Path) -> None:
+    done = dags_test("trigger_and_wait", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "would trigger DAG 'trigger_target'" in done.stdout
+    assert "reset_dag_run: on a cluster, an existing run would be cleared" in done.stdout
+    assert "wait_for_completion: on a cluster, the task would wait for success" in done.stdout
+    assert states(done.stdout) == {"trigger_and_wait": "success", "after": "success"}
+    # dags test's XCom is the rendered request (no run is made): its templated run id
+    assert lines(tmp_path / "waited") == ["nightly__2024-03-02"]  # (--logical-date's ds)

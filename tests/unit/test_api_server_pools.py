@@ -71,3 +71,13 @@ def test_a_heartbeat_is_answered_while_the_long_poll_threads_wait(served) -> Non
 def test_every_long_poll_is_a_raftsched_method() -> None:
     # a misspelt name would leave that poll on the short calls' pool
     assert set(auth.METHOD_ROLES) >= LONG_POLLS
+
+
+def test_a_task_definition_names_its_pool_and_slots() -> None:
+    from raftsched.api.servicers.convert import task_definition
+    from raftsched.core.model import TaskSpec
+
+    plain = TaskSpec(task_id="a", kind="bash", command="true")
+    pooled = dataclasses.replace(plain, task_id="b", pool="etl", pool_slots=3)
+    assert (task_definition(plain).pool, task_definition(plain).pool_slots) == ("default_pool", 1)
+    assert (task_definition(pooled).pool, task_definition(pooled).pool_slots) == ("etl", 3)

@@ -113,3 +113,20 @@ def test_an_operator_sets_and_deletes_a_pool_with_the_csrf_token(
     assert pools.stored == {}
     client.post("/pools/etl/delete", data={"csrf_token": token})
     assert "No pool etl." in client.get("/pools").get_data(as_text=True)
+
+
+def test_the_dag_page_and_the_rest_api_show_each_task_pool(web: Flask) -> None:
+    client = web.test_client()
+    login(client, "viewer")
+    page = client.get("/dags/etl_daily").get_data(as_text=True)
+    assert "<th>Pool (slots)</th>" in page
+    assert '<a href="/pools">warehouse</a> (2)' in page  # load takes 2 slots of warehouse
+    assert '<a href="/pools">default_pool</a></td>' in page  # a task naming none
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    body = client.get("/api/v1/dags/etl_daily", headers=headers).get_json()
+    tasks = {t["task_id"]: (t["pool"], t["pool_slots"]) for t in body["tasks"]}
+    assert tasks == {
+        "extract": ("default_pool", 1),
+        "load": ("warehouse", 2),
+        "transform": ("default_pool", 1),
+    }

@@ -145,7 +145,12 @@ class CannedCluster:
         return [
             dag_pb2.TaskDefinition(task_id="extract", kind="bash", command="echo e"),
             dag_pb2.TaskDefinition(
-                task_id="load", kind="bash", command="echo l", upstream=["transform"]
+                task_id="load",
+                kind="bash",
+                command="echo l",
+                upstream=["transform"],
+                pool="warehouse",
+                pool_slots=2,
             ),
             dag_pb2.TaskDefinition(
                 task_id="transform", kind="python", callable_name="t", upstream=["extract"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC
 
 from marshmallow import Schema, fields, validate
+from raftsched.web.api.task_schemas import Task
 
 from raftsched.core import limits
 
@@ -218,17 +219,6 @@ class Dag(Schema):
     pause_on_failure = fields.Boolean()
     pause_note = fields.String(metadata={"description": "why it is paused"})
     skipped = fields.List(fields.Nested(SkippedSlots))
-
-
-class Task(Schema):
-    task_id = fields.String()
-    kind = fields.String()
-    command = fields.String()
-    callable_name = fields.String()
-    retries = fields.Integer()
-    trigger_rule = fields.String()
-    upstream = fields.List(fields.String())
-    execution_timeout = fields.Float(allow_none=True)
 
 
 class DagDetail(Dag):

@@ -1,1 +1,1 @@
-"""``airflow.utils``: ``task_group``, ``trigger_rule``, ``edgemodifier``."""
+"""``airflow.utils``: ``task_group``, ``trigger_rule``, ``edgemodifier``, ``state``."""

@@ -23,7 +23,7 @@ class Schedule(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., cron: _Optional[str] = ..., interval_seconds: _Optional[int] = ..., display: _Optional[str] = ...) -> None: ...
 
 class TaskDefinition(_message.Message):
-    __slots__ = ("task_id", "kind", "command", "env", "callable_name", "kwargs_json", "retries", "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "execution_timeout_seconds", "priority_weight", "trigger_rule", "upstream", "queue", "outlets", "inlets")
+    __slots__ = ("task_id", "kind", "command", "env", "callable_name", "kwargs_json", "retries", "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "execution_timeout_seconds", "priority_weight", "trigger_rule", "upstream", "queue", "outlets", "inlets", "pool", "pool_slots")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,8 @@ class TaskDefinition(_message.Message):
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     OUTLETS_FIELD_NUMBER: _ClassVar[int]
     INLETS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    POOL_SLOTS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     kind: str
     command: str
@@ -65,7 +67,9 @@ class TaskDefinition(_message.Message):
     queue: str
     outlets: _containers.RepeatedScalarFieldContainer[str]
     inlets: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., retries: _Optional[int] = ..., retry_delay_seconds: _Optional[float] = ..., retry_exponential_backoff: _Optional[bool] = ..., max_retry_delay_seconds: _Optional[float] = ..., execution_timeout_seconds: _Optional[float] = ..., priority_weight: _Optional[int] = ..., trigger_rule: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., queue: _Optional[str] = ..., outlets: _Optional[_Iterable[str]] = ..., inlets: _Optional[_Iterable[str]] = ...) -> None: ...
+    pool: str
+    pool_slots: int
+    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[str] = ..., command: _Optional[str] = ..., env: _Optional[_Mapping[str, str]] = ..., callable_name: _Optional[str] = ..., kwargs_json: _Optional[str] = ..., retries: _Optional[int] = ..., retry_delay_seconds: _Optional[float] = ..., retry_exponential_backoff: _Optional[bool] = ..., max_retry_delay_seconds: _Optional[float] = ..., execution_timeout_seconds: _Optional[float] = ..., priority_weight: _Optional[int] = ..., trigger_rule: _Optional[str] = ..., upstream: _Optional[_Iterable[str]] = ..., queue: _Optional[str] = ..., outlets: _Optional[_Iterable[str]] = ..., inlets: _Optional[_Iterable[str]] = ..., pool: _Optional[str] = ..., pool_slots: _Optional[int] = ...) -> None: ...
 
 class RunSummary(_message.Message):
     __slots__ = ("run_id", "state", "logical_date", "run_type")

@@ -27,6 +27,7 @@ from raftsched.core.model import (
     TaskSpec,
     TaskState,
 )
+from raftsched.core.pool_table import pool_of, slots_of
 from raftsched.core.results import LeaseGrant
 from raftsched.core.timetable import Slot
 
@@ -200,6 +201,8 @@ def task_definition(task: TaskSpec) -> dag_pb2.TaskDefinition:
         queue=task.queue,
         outlets=task.outlets,
         inlets=task.inlets,
+        pool=pool_of(task),
+        pool_slots=slots_of(task),
     )
     if task.max_retry_delay_seconds is not None:
         out.max_retry_delay_seconds = task.max_retry_delay_seconds

@@ -72,7 +72,7 @@ class TriggerRpcs(ExternalStateRpcs):
             token=bounds.token("token", request.token),
             kind=bounds.text("kind", request.kind, htr.MAX_TRIGGER_KIND_CHARS),
             args_json=_json("args_json", request.args_json, "{}", htr.MAX_TRIGGER_ARGS_BYTES),
-            method_name=request.method_name or "execute_complete",
+            method_name=_method(request.method_name),
             kwargs_json=_json("kwargs_json", request.kwargs_json, "{}", htr.MAX_TRIGGER_ARGS_BYTES),
             timeout_seconds=timeout,
             chunks=bounds.log_chunks(request.chunks),
@@ -178,3 +178,15 @@ def _trigger_pb(grant: dict[str, Any]) -> Any:
         fileloc=grant["fileloc"],
         expires_at=convert.ts(expires),
     )
+
+
+def _method(name: str) -> str:
+    """The resumption's method: a name of the DAG file or a TaskFlow task's; "raftsched:..."
+    names are the core's own (a TriggerDagRunOperator's wait, core/dagrun_trigger.py)."""
+    if name.startswith("raftsched:"):
+        raise StatusError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"method_name {name[:100]!r} is reserved (raftsched:...); name a function of the"
+            " DAG file",
+        )
+    return name or "execute_complete"
