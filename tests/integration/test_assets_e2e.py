@@ -36,9 +36,14 @@ from raftsched.core.versions import RELEASE
 pytestmark = pytest.mark.slow
 
 A, B, C = "s3://lake/a", "s3://lake/b", "file:///landing/c.csv"
+D, E = "s3://lake/d", "s3://lake/e"  # a task sets their extras (outlet_events, Metadata)
 
 DAGS = """
+import json
+
 from raftsched import DAG, Asset, BashTask
+from raftsched.airflow.datasets.metadata import Metadata
+from raftsched.airflow.sdk import task
 from raftsched.airflow import DAG as AirflowDAG
 from raftsched.airflow.datasets import Dataset
 from raftsched.airflow.operators.bash import BashOperator
@@ -63,6 +68,28 @@ with AirflowDAG("consumer_list", schedule=[Dataset({a!r}), Dataset({b!r})]):
         + OUT + "/list",
     )
 
+D, E = Asset({d!r}), Asset({e!r})
+
+with AirflowDAG("extras_producer", schedule=None):
+
+    @task(outlets=[D, E])
+    def make(outlet_events=None):
+        outlet_events[D].extra = {{"rows": 5}}
+        yield Metadata(E, extra={{"part": "2026-12-05"}})
+        return "made"
+
+    make()
+
+with AirflowDAG("extras_consumer", schedule=D & E):
+
+    @task
+    def read(triggering_asset_events=None):
+        seen = {{u: [e["extra"] for e in evs] for u, evs in triggering_asset_events.items()}}
+        with open(OUT + "/extras", "a") as f:
+            f.write(json.dumps(seen, sort_keys=True) + "\\n")
+
+    read()
+
 with DAG("on_landing", schedule=Asset({c!r})):
     BashTask(
         "use",
@@ -71,6 +98,7 @@ with DAG("on_landing", schedule=Asset({c!r})):
 """
 
 CONSUMERS = ("consumer_and", "consumer_list")
+EXTRAS_DAGS = ("extras_producer", "extras_consumer")
 CSRF = re.compile(r'name="csrf-token" content="([^"]+)"')
 
 
@@ -83,14 +111,16 @@ def cluster(
     workdir: Path = tmp_path_factory.mktemp(f"assets-{request.param}")
     out = workdir / "out"
     out.mkdir()
-    source = DAGS.format(out=str(out), a=A, b=B, c=C)
+    source = DAGS.format(out=str(out), a=A, b=B, c=C, d=D, e=E)
     with (
         _database(request.param, workdir) as url,
         ApiCluster(workdir / "cluster", url, dags={"assets.py": source}, lease_ttl=10) as harness,
     ):
         harness.start()
         harness.wait_leader()
-        harness.wait_dags(harness.client(), {"producer", *CONSUMERS, "on_landing"}, timeout=90)
+        harness.wait_dags(
+            harness.client(), {"producer", *CONSUMERS, "on_landing", *EXTRAS_DAGS}, timeout=90
+        )
         wait_for(  # assets are new in this release: refused until the cluster runs it
             lambda: all(
                 (st or {}).get("cluster_version") == RELEASE for st in harness.statuses().values()
@@ -275,3 +305,43 @@ def test_an_event_sent_twice_with_one_id_makes_one_run(cluster: tuple[ApiCluster
     assert 'id="asset-outlets"' in producer and B in producer
     one = web.get(f"/assets/{quote(C, safe='')}").get_data(as_text=True)
     assert ("landing-1" in one and "&#34;rows&#34;: 7" in one) or '"rows": 7' in one
+
+
+def test_a_tasks_outlet_extras_reach_the_consumer_and_are_shown(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    """An Airflow @task sets ``outlet_events[D].extra`` and yields ``Metadata(E, extra=...)``:
+    its success's events carry them, the consumer's ``triggering_asset_events`` has them,
+    and ``assets show``, REST and the DB show them."""
+    harness, out = cluster
+    client = harness.client()
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="extras_producer", run_id="x1"))
+    assert harness.wait_run(client, "extras_producer", "x1").state == common_pb2.RUN_STATE_SUCCESS
+    (run,) = wait_asset_runs(harness, client, "extras_consumer", 1)
+    assert [json.loads(line) for line in lines(out / "extras")] == [
+        {D: [{"rows": 5}], E: [{"part": "2026-12-05"}]}
+    ]
+    events = json.loads(run.asset_events_json)
+    assert {e["uri"]: json.loads(e["extra_json"]) for e in events} == {
+        D: {"rows": 5},
+        E: {"part": "2026-12-05"},
+    }
+    servers = ["--server", ",".join(harness.api_addresses), "--token", VIEWER]
+    shown = subprocess.run(
+        [sys.executable, "-m", "raftsched", "assets", "show", D, "-o", "json", *servers],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
+    assert shown.returncode == 0, shown.stderr
+    (event,) = json.loads(shown.stdout)["events"]
+    assert event["extra"] == {"rows": 5} and event["source_run_id"] == "x1"
+    web = web_app(harness).test_client()
+    detail = web.get(
+        f"/api/v1/assets/{quote(E, safe='')}", headers={"Authorization": f"Bearer {VIEWER}"}
+    )
+    assert [e["extra"] for e in detail.json["events"]] == [{"part": "2026-12-05"}]
+    harness.wait_caught_up()
+    rows = db_rows(harness, f"SELECT extra FROM asset_event WHERE uri = '{D}'")
+    assert [json.loads(r[0]) for r in rows] == [{"rows": 5}]

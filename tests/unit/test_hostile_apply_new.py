@@ -426,6 +426,9 @@ COMPLETE_VALID = {
     "result_json": st.sampled_from(["", "1", '{"a": [1, "x"]}', "null", '"' + "v" * 60_000 + '"']),
     "follow": st.sampled_from([None, (), ("b",), ("c",), ("b", "c"), ("ghost",), ("a",)]),
     "skipped": st.booleans(),
+    "outlet_extras": st.sampled_from(
+        [(), (("s3://bucket/a", '{"rows": 3}'),), (("s3://bucket/a", "{}"), ("s3://z", "{}"))]
+    ),
 }
 COMPLETE_HOSTILE = {
     "success": BOOLS,
@@ -435,6 +438,26 @@ COMPLETE_HOSTILE = {
     "result_json": RESULT_JSON,
     "follow": FOLLOW,
     "skipped": BOOLS,
+    "outlet_extras": st.one_of(
+        NOT_TEXT,
+        st.sampled_from(
+            [
+                [("s3://bucket/a", "{}")],
+                (("s3://bucket/a", "[1]"),),
+                (("s3://bucket/a", "{"),),
+                (("s3://bucket/a", '{"a": "' + "v" * 70_000 + '"}'),),
+                (("s3://bucket/a", "[" * 100 + "]" * 100),),
+                (("s3://bucket/b", "{}"), ("s3://bucket/a", "{}")),
+                (("s3://bucket/a", "{}"), ("s3://bucket/a", "{}")),
+                (("s3://bucket/a", 7),),
+                (("s3://bucket/a",),),
+                ((None, "{}"),),
+                (("a\nb", "{}"),),
+                (("s3://bucket/a", "\ud800"),),
+                tuple((f"s3://b/{i}", "{}") for i in range(150)),
+            ]
+        ),
+    ),
 }
 
 

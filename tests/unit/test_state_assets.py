@@ -18,7 +18,7 @@ from raftsched.core import asset_condition as ac
 from raftsched.core import commands as c
 from raftsched.core import versions as vs
 from raftsched.core.asset_table import MAX_EVENTS_KEPT
-from raftsched.core.model import RunType, Schedule, ScheduleKind
+from raftsched.core.model import RunType, Schedule, ScheduleKind, TaskKey
 from raftsched.core.state import SchedulerState
 from raftsched.core.validate import check_command
 from raftsched.errors import LimitExceeded
@@ -285,3 +285,74 @@ def test_a_rewritten_or_removed_consumer_keeps_no_stale_queue() -> None:
     emit(sim, "s3://c", now=at(5))  # a removed DAG consumes nothing
     assert sim.state.assets.queued("c") == {} and asset_runs(sim, "c") == []
     assert sim.state.digest() == sim.state.recompute_digest()
+
+
+# -- a task's own extras (outlet_events, Metadata) -----------------------------------------------
+
+
+def test_a_producers_outlet_extras_ride_on_its_events_and_reach_the_consumers_run() -> None:
+    sim = three_dags()
+    sim.create("producer")
+    (grant,) = [g for g in sim.lease(n=10, now=at(5)) if g.lease.key.task_id == "make"]
+    extras = ((A, '{"rows":3}'), ("s3://bucket/not-an-outlet", '{"x":1}'))
+    assert sim.complete(grant, now=at(5), outlet_extras=extras).ok
+    (all_run,) = asset_runs(sim, "all_ab")
+    events = {e["uri"]: e for e in json.loads(all_run.asset_events_json)}
+    assert events[A]["extra_json"] == '{"rows":3}'
+    assert events[B]["extra_json"] == "{}"  # no extra set: an empty one
+    assert sim.state.assets.events("s3://bucket/not-an-outlet") == ()  # not an outlet
+    assert [e.extra_json for e in sim.state.assets.events(A)] == ['{"rows":3}']
+
+
+def test_outlet_extras_are_checked_before_apply() -> None:
+    def check(extras: object) -> None:
+        check_command(
+            c.CompleteAttempt(
+                request_id="r",
+                now=T0,
+                key=TaskKey("d", "r", "t"),
+                token=1,
+                success=True,
+                outlet_extras=extras,
+            )
+        )
+
+    check(((A, '{"a":1}'), (B, "{}")))
+    for bad in (
+        [(A, "{}")],  # not a tuple
+        ((A, "[1]"),),  # not an object
+        ((A, '{"a": "' + "v" * 5_000 + '"}'),),  # past 4 KiB
+        ((A, "[" * 20 + "]" * 20),),  # too deep
+        ((B, "{}"), (A, "{}")),  # not sorted
+        ((A, "{}"), (A, "{}")),  # twice
+        (("no space", "{}"),),
+        ((A, "{}", "x"),),
+        tuple((f"s3://b/{i}", "{}") for i in range(101)),
+        tuple((f"s3://b/{i:03}", '{"a":"' + "v" * 4_000 + '"}') for i in range(20)),  # > 64 KiB
+    ):
+        with pytest.raises(LimitExceeded):
+            check(bad)
+
+
+def test_hostile_outlet_extras_at_apply_are_ignored_not_fatal() -> None:
+    """An entry no check saw (an older node's log, a bug) must not break apply."""
+    from raftsched.core.handlers_assets import extras_by_uri
+
+    uris = frozenset({A, B})
+    assert extras_by_uri(None, uris) == {}
+    assert extras_by_uri([(A, "{}")], uris) == {}
+    assert extras_by_uri(((A, 1), (B, '{"b":1}'), ("x",), None), uris) == {B: '{"b":1}'}
+    assert extras_by_uri((("s3://other", "{}"),), uris) == {}
+
+
+def test_outlet_extras_are_refused_by_the_gate_before_release_3() -> None:
+    cmd = c.CompleteAttempt(
+        request_id="r",
+        now=T0,
+        key=TaskKey("d", "r", "t"),
+        token=1,
+        success=True,
+        outlet_extras=((A, "{}"),),
+    )
+    assert vs.refusal(cmd, 2)
+    assert not vs.refusal(replace(cmd, outlet_extras=()), 2)
