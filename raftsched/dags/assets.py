@@ -39,7 +39,8 @@ class _Condition:
 class Asset(_Condition):
     """A named piece of data. ``uri``: printable ASCII without spaces, at most 1,000
     characters (``s3://bucket/key``, ``file:///data/x.csv``, or a plain name). ``extra`` is
-    kept for Airflow's signature; events carry their own extra."""
+    kept for Airflow's signature; events carry their own extra. ``watchers``: a list of
+    :class:`AssetWatcher`, registered by a DAG scheduled on this asset."""
 
     def __init__(
         self,
@@ -51,11 +52,13 @@ class Asset(_Condition):
         watchers: Any = None,
     ) -> None:
         value = uri if uri is not None else name
-        if watchers:  # a watcher would be a trigger whose events never came: say so
-            raise DagDefinitionError(
-                f"Asset({value!r}, watchers=...): asset watchers are not supported yet; send"
-                " its events with `raftsched assets event URI` or POST /api/v1/assets/events"
-            )
+        self.watchers = list(watchers or [])
+        for watcher in self.watchers:
+            if not isinstance(watcher, AssetWatcher):
+                raise DagDefinitionError(
+                    f"Asset({value!r}, watchers=...): expected AssetWatcher(name, trigger),"
+                    f" got {watcher!r}"
+                )
         try:
             self.uri = ac.check_uri("asset URI", value)
         except LimitExceeded as err:
@@ -109,6 +112,57 @@ def _operand(value: object) -> _Condition:
     if isinstance(value, _Condition):
         return value
     raise DagDefinitionError(f"expected an Asset, AssetAll or AssetAny, got {value!r}")
+
+
+class AssetWatcher:
+    """A trigger bound to an asset (Airflow 3): each time ``trigger`` fires (run by a
+    ``raftsched triggerer``), the cluster commits one event of the asset, then runs the
+    trigger again. ``trigger``: a built-in trigger (``raftsched.dags.deferral``: a
+    ``FileTrigger`` fires once per new version of its file) or a user-defined one."""
+
+    def __init__(self, name: str, trigger: Any) -> None:
+        if not hasattr(trigger, "kind") or not callable(getattr(trigger, "args", None)):
+            raise DagDefinitionError(
+                f"AssetWatcher({name!r}): the trigger must be a raftsched trigger (FileTrigger,"
+                f" HttpTrigger, ... or a BaseTrigger subclass), got {trigger!r}"
+            )
+        self.name = name
+        self.trigger = trigger
+
+    def as_spec(self, uri: str) -> tuple[str, str, str, str]:
+        args = json.dumps(self.trigger.args(), sort_keys=True, separators=(",", ":"))
+        return (uri, self.name, str(self.trigger.kind), args)
+
+    def __repr__(self) -> str:
+        return f"AssetWatcher({self.name!r}, {self.trigger!r})"
+
+
+def watchers_json(schedule: object, dag_id: str) -> str:
+    """The DagSpec's ``asset_watchers`` of an asset schedule: the watchers of its assets."""
+    from raftsched.core import asset_watchers as aw
+
+    found: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+    stack = list(schedule) if isinstance(schedule, list | tuple) else [schedule]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, AssetAll):
+            stack.extend(item.objects)
+        elif isinstance(item, Asset):
+            for watcher in item.watchers:
+                try:
+                    spec = watcher.as_spec(item.uri)
+                except (TypeError, ValueError) as err:
+                    raise DagDefinitionError(f"{watcher!r}: {err}", dag_id=dag_id) from None
+                found[(spec[0], spec[1])] = spec
+    if not found:
+        return ""
+    text = aw.canonical_json(list(found.values()))
+    uris = frozenset(ac.uris_of(ac.parse(condition_json(schedule, dag_id))))
+    try:
+        aw.check("asset watchers", text, uris)
+    except LimitExceeded as err:
+        raise DagDefinitionError(f"DAG {dag_id!r}: {err}", dag_id=dag_id) from None
+    return text
 
 
 def is_asset_schedule(schedule: object) -> bool:

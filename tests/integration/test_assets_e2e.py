@@ -28,6 +28,7 @@ import pytest
 import sqlalchemy as sa
 from api_harness import ADMIN, OPERATOR, VIEWER, ApiCluster
 from harness import child_env, wait_for
+from test_deferred_e2e import start_triggerer
 from test_rest_api import _database
 
 from raftsched.api.gen import asset_pb2, common_pb2, dag_pb2, user_pb2
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.slow
 
 A, B, C = "s3://lake/a", "s3://lake/b", "file:///landing/c.csv"
 D, E = "s3://lake/d", "s3://lake/e"  # a task sets their extras (outlet_events, Metadata)
+W = "file:///landing/watched"  # a file watcher's asset (AssetWatcher)
 
 DAGS = """
 import json
@@ -90,6 +92,14 @@ with AirflowDAG("extras_consumer", schedule=D & E):
 
     read()
 
+from raftsched import AssetWatcher
+from raftsched.dags.deferral import FileTrigger
+
+LANDED = Asset({w!r}, watchers=[AssetWatcher("landing", FileTrigger({wpath!r}))])
+
+with DAG("on_watch", schedule=LANDED):
+    BashTask("use", command="echo {{{{ run_id }}}} >>" + OUT + "/watched")
+
 with DAG("on_landing", schedule=Asset({c!r})):
     BashTask(
         "use",
@@ -111,7 +121,7 @@ def cluster(
     workdir: Path = tmp_path_factory.mktemp(f"assets-{request.param}")
     out = workdir / "out"
     out.mkdir()
-    source = DAGS.format(out=str(out), a=A, b=B, c=C, d=D, e=E)
+    source = DAGS.format(out=str(out), a=A, b=B, c=C, d=D, e=E, w=W, wpath=str(out / "landed"))
     with (
         _database(request.param, workdir) as url,
         ApiCluster(workdir / "cluster", url, dags={"assets.py": source}, lease_ttl=10) as harness,
@@ -119,7 +129,9 @@ def cluster(
         harness.start()
         harness.wait_leader()
         harness.wait_dags(
-            harness.client(), {"producer", *CONSUMERS, "on_landing", *EXTRAS_DAGS}, timeout=90
+            harness.client(),
+            {"producer", *CONSUMERS, "on_landing", "on_watch", *EXTRAS_DAGS},
+            timeout=90,
         )
         wait_for(  # assets are new in this release: refused until the cluster runs it
             lambda: all(
@@ -345,3 +357,48 @@ def test_a_tasks_outlet_extras_reach_the_consumer_and_are_shown(
     harness.wait_caught_up()
     rows = db_rows(harness, f"SELECT extra FROM asset_event WHERE uri = '{D}'")
     assert [json.loads(r[0]) for r in rows] == [{"rows": 5}]
+
+
+def land(path: Path, text: str) -> None:
+    """A new version of the watched file, whole at once (written aside, then renamed)."""
+    aside = path.with_suffix(".tmp")
+    aside.write_text(text)
+    aside.replace(path)
+
+
+def test_a_file_watcher_makes_one_run_per_file_version_across_a_triggerer_death(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    """The watcher is registered with its DAG; a triggerer runs it. Writing the file makes
+    exactly one event and one consumer run; a second triggerer that takes the watcher over
+    after the first is killed does not fire again for the same file, only for a new version."""
+    harness, out = cluster
+    client = harness.client()
+    first = start_triggerer(harness, "watch-1")
+    land(out / "landed", "v1")
+    (run,) = wait_asset_runs(harness, client, "on_watch", 1)
+    (event,) = json.loads(run.asset_events_json)
+    assert event["uri"] == W and event["actor"] == "watcher landing"
+    assert json.loads(event["extra_json"])["from_trigger"] is True
+    first.kill()  # its watcher's lease expires; the next triggerer takes it over
+    second = start_triggerer(harness, "watch-2")
+    log = harness.log_dir / "triggerer-watch-2.log"
+    wait_for(  # the watcher's lease expired and the second triggerer took it over
+        lambda: log.exists() and "leased 1 trigger(s)" in log.read_text(),
+        timeout=60,
+        what="the watcher leased by the second triggerer",
+        interval=0.5,
+    )
+    time.sleep(3)  # it runs the trigger on the same file: nothing comes
+    assert len(asset_runs(client, "on_watch")) == 1
+    land(out / "landed", "v2")
+    wait_asset_runs(harness, client, "on_watch", 2)
+    time.sleep(3)  # nothing more comes
+    assert len(asset_runs(client, "on_watch")) == 2
+    assert len(lines(out / "watched")) == 2
+    (watched,) = [
+        a for a in client.assets.ListAssets(asset_pb2.ListAssetsRequest()).assets if a.uri == W
+    ]
+    assert watched.event_count == 2
+    second.kill()
+    harness.assert_replicas_agree()

@@ -15,6 +15,7 @@ from test_state_harness import T0, Sim, at, dag, task
 
 from raftsched.core import asset_commands as acm
 from raftsched.core import asset_condition as ac
+from raftsched.core import asset_watchers as aw
 from raftsched.core import commands as c
 from raftsched.core import versions as vs
 from raftsched.core.asset_table import MAX_EVENTS_KEPT
@@ -356,3 +357,114 @@ def test_outlet_extras_are_refused_by_the_gate_before_release_3() -> None:
     )
     assert vs.refusal(cmd, 2)
     assert not vs.refusal(replace(cmd, outlet_extras=()), 2)
+
+
+# -- asset watchers: a trigger bound to an asset ------------------------------------------------
+
+W = "file:///landing/w.csv"
+WATCH_ARGS = '{"filepath":"/landing/w.csv","poke_interval":1.0,"stable_for":0.0}'
+
+
+def watched(dag_id: str = "watched", name: str = "landing", args: str = WATCH_ARGS) -> object:
+    """A DAG scheduled on W, with a file watcher on it."""
+    spec = consumer(dag_id, W)
+    return replace(spec, asset_watchers=aw.canonical_json([(W, name, "file", args)]))
+
+
+def lease_triggers(sim: Sim, now=T0, who: str = "t1") -> list[dict]:
+    cmd = c.LeaseTriggers(request_id=sim.rid(), now=now, triggerer_id=who, max_triggers=100)
+    result = sim.apply(cmd)
+    assert result.ok, result
+    return list(result.value)
+
+
+def fire(sim: Sim, grant: dict, event: str = '{"identity":"1:2:3"}', now=T0, who="t1", error=""):
+    key = TaskKey(grant["dag_id"], grant["run_id"], grant["task_id"])
+    firing = c.TriggerFiring(c.TriggerRef(key, grant["token"]), event, error)
+    return sim.apply(
+        c.FireTriggers(request_id=sim.rid(), now=now, triggerer_id=who, firings=(firing,))
+    )
+
+
+def test_a_watcher_is_held_while_its_dag_declares_it() -> None:
+    sim = asset_sim(watched())
+    (trigger,) = list(sim.state.triggers.triggers())
+    assert aw.is_watcher(trigger) and trigger.kwargs_json == W and trigger.kind == "file"
+    assert json.loads(trigger.args_json)["after"] == ""  # any version of the file
+    assert sim.register(watched()).ok  # the same spec: nothing changes
+    assert len(sim.state.triggers) == 1
+    other = '{"filepath":"/landing/other.csv","poke_interval":1.0,"stable_for":0.0}'
+    assert sim.register(watched(args=other)).ok  # another trigger: replaced
+    (trigger,) = list(sim.state.triggers.triggers())
+    assert "other.csv" in trigger.args_json
+    assert sim.register(consumer("watched", W)).ok  # declared no more: dropped
+    assert not sim.state.triggers
+    assert sim.register(watched()).ok
+    assert sim.apply(c.RemoveDags(request_id=sim.rid(), now=T0, dag_ids=("watched",))).ok
+    assert not sim.state.triggers  # its DAG left: dropped
+
+
+def test_each_firing_is_one_event_and_one_run_and_the_watcher_re_arms() -> None:
+    sim = asset_sim(watched())
+    (grant,) = lease_triggers(sim)
+    result = fire(sim, grant, now=at(1))
+    assert result.ok and result.value[0].ok, result
+    (run,) = asset_runs(sim, "watched")
+    (event,) = json.loads(run.asset_events_json)
+    assert json.loads(event["extra_json"]) == {
+        "from_trigger": True,
+        "payload": {"identity": "1:2:3"},
+    }
+    assert event["actor"] == "watcher landing"
+    again = fire(sim, grant, now=at(2))  # a repeat, or a stale triggerer's: refused
+    assert not again.value[0].ok and len(asset_runs(sim, "watched")) == 1
+    (trigger,) = list(sim.state.triggers.triggers())
+    assert trigger.token == 0 and trigger.triggerer_id == ""  # re-armed, unleased
+    assert json.loads(trigger.args_json)["after"] == "1:2:3"  # this version fired already
+    (grant2,) = lease_triggers(sim, now=at(3), who="t2")
+    assert grant2["token"] > grant["token"]
+    assert fire(sim, grant2, '{"identity":"1:9:3"}', now=at(4), who="t2").value[0].ok
+    assert len(asset_runs(sim, "watched")) == 2
+    restored = SchedulerState.restore(pickle.loads(pickle.dumps(sim.state.snapshot())))
+    assert restored.digest() == sim.state.digest()
+
+
+def test_a_watcher_that_raises_emits_nothing_and_waits_before_it_is_leased_again() -> None:
+    sim = asset_sim(watched())
+    (grant,) = lease_triggers(sim)
+    assert fire(sim, grant, "null", now=at(1), error="Traceback...\nOSError: boom").value[0].ok
+    assert not asset_runs(sim, "watched") and sim.state.assets.events(W) == ()
+    assert lease_triggers(sim, now=at(2)) == []
+    assert len(lease_triggers(sim, now=at(1 + int(aw.ERROR_PAUSE_SECONDS)))) == 1
+
+
+def test_a_huge_payload_is_an_event_without_it() -> None:
+    sim = asset_sim(watched())
+    (grant,) = lease_triggers(sim)
+    assert fire(sim, grant, json.dumps({"body": "x" * 5_000}), now=at(1)).value[0].ok
+    (event,) = sim.state.assets.events(W)
+    assert event.extra_json == aw.FROM_TRIGGER
+
+
+def test_watchers_are_checked_with_the_spec() -> None:
+    good = watched()
+    check_command(c.RegisterDags(request_id="r", now=T0, specs=(good,)))
+    bad_texts = [
+        "[]",
+        "{}",
+        "not json",
+        aw.canonical_json([("s3://not/scheduled", "n", "file", "{}")]),
+        aw.canonical_json([(W, "", "file", "{}")]),
+        aw.canonical_json([(W, "n", "bad kind!", "{}")]),
+        aw.canonical_json([(W, "n", "file", "[1]")]),
+        aw.canonical_json([(W, "n", "file", "{" * 30)]),
+        aw.canonical_json([(W, f"n{i:02}", "file", "{}") for i in range(11)]),
+        '[["' + W + '","b","file","{}"],["' + W + '","a","file","{}"]]',  # not sorted
+        '[["' + W + '","a","file","{}", 1]]',
+    ]
+    for text in bad_texts:
+        spec = replace(good, asset_watchers=text, spec_hash="")
+        result = asset_sim().register(spec)
+        assert not result.value[0].ok, text
+    spec = replace(good, spec_hash="")
+    assert vs.refusal(c.RegisterDags(request_id="r", now=T0, specs=(spec,)), 2)
