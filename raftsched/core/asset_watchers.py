@@ -133,10 +133,11 @@ def sync(
     for name, watcher in new.items():
         key = TaskKey(dag_id, WATCHER_RUN_ID, name)
         if state.triggers.get(key) is None and state.triggers.room_for(dag_id):
-            state.triggers.add(_trigger(dag_id, watcher, fileloc, now))
+            state.triggers.add(trigger_of(dag_id, watcher, fileloc, now))
 
 
-def _trigger(dag_id: str, watcher: Watcher, fileloc: str, now: datetime) -> Trigger:
+def trigger_of(dag_id: str, watcher: Watcher, fileloc: str, now: datetime) -> Trigger:
+    """The unleased trigger of ``dag_id``'s ``watcher``."""
     uri, name, kind, args = watcher
     if kind == "file":  # fires for a version of the file other than "after" ("": any)
         args = _with_after(args, "")

@@ -468,3 +468,16 @@ def test_watchers_are_checked_with_the_spec() -> None:
         assert not result.value[0].ok, text
     spec = replace(good, spec_hash="")
     assert vs.refusal(c.RegisterDags(request_id="r", now=T0, specs=(spec,)), 2)
+
+
+def test_a_rebuild_from_the_db_holds_the_active_dags_watchers_again() -> None:
+    from raftsched.store.rebuild_assets import watcher_triggers
+
+    spec = replace(watched(), spec_hash="")
+    data = spec.to_dict()
+    dags = [{"dag_id": "watched", "spec_hash": "h", "active": True}]
+    table = watcher_triggers({"h": data}, dags, T0)
+    assert table is not None
+    sim = asset_sim(watched())
+    assert table == sim.state.triggers.to_dict()  # as the register's apply holds them
+    assert watcher_triggers({"h": data}, [{**dags[0], "active": False}], T0) is None
