@@ -399,6 +399,11 @@ def test_a_file_watcher_makes_one_run_per_file_version_across_a_triggerer_death(
     (watched,) = [
         a for a in client.assets.ListAssets(asset_pb2.ListAssetsRequest()).assets if a.uri == W
     ]
-    assert watched.event_count == 2
+    assert watched.event_count == 2 and list(watched.watchers) == ["on_watch.landing (file)"]
+    viewer = {"Authorization": f"Bearer {VIEWER}"}
+    detail = (
+        web_app(harness).test_client().get(f"/api/v1/assets/{quote(W, safe='')}", headers=viewer)
+    )
+    assert detail.json["watchers"] == ["on_watch.landing (file)"], detail.json
     second.kill()
     harness.assert_replicas_agree()

@@ -481,3 +481,12 @@ def test_a_rebuild_from_the_db_holds_the_active_dags_watchers_again() -> None:
     sim = asset_sim(watched())
     assert table == sim.state.triggers.to_dict()  # as the register's apply holds them
     assert watcher_triggers({"h": data}, [{**dags[0], "active": False}], T0) is None
+
+
+def test_an_assets_view_names_its_watchers() -> None:
+    from raftsched.core.asset_views import summaries
+
+    sim = asset_sim(watched())
+    (summary,) = summaries(sim.state, W)
+    assert summary["watchers"] == ["watched.landing (file)"]
+    assert summary["consumers"] == ["watched"]
