@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import asset_condition as ac
 from raftsched.core import limits as lim
+from raftsched.core.asset_commands import SINCE_RELEASE
 from raftsched.core.model import TaskKey
 from raftsched.core.trigger_table import Trigger
 from raftsched.errors import LimitExceeded
@@ -184,7 +185,7 @@ def fire(
             ac.check_extra("extra", extra)
         except LimitExceeded:
             extra = FROM_TRIGGER  # a payload past an extra's bounds: the event alone
-        if state.assets.room_for(uri):
+        if state.cluster_version >= SINCE_RELEASE and state.assets.room_for(uri):
             event_id, runs = emit(state, [uri], extra, now, actor=f"watcher {trigger.task_id}")
         if trigger.kind == "file":
             args = _with_after(args, _identity(event_json))
