@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from raftsched.core import asset_condition as ac
 from raftsched.core import limits as lim
@@ -31,9 +31,6 @@ from raftsched.core.asset_commands import SINCE_RELEASE
 from raftsched.core.model import TaskKey
 from raftsched.core.trigger_table import Trigger
 from raftsched.errors import LimitExceeded
-
-if TYPE_CHECKING:
-    from raftsched.core.state import SchedulerState
 
 WATCHER_RUN_ID = "__asset_watcher__"  # the run id of a watcher's trigger key: no run's id
 WATCHER_METHOD = "__asset_watcher__"  # its method_name: no task resumes
@@ -119,7 +116,7 @@ def _parse_or_none(text: str) -> tuple[Watcher, ...]:
 
 
 def sync(
-    state: SchedulerState, dag_id: str, old_text: str, new_text: str, fileloc: str, now: datetime
+    state: Any, dag_id: str, old_text: str, new_text: str, fileloc: str, now: datetime
 ) -> None:
     """The DAG's watchers went from ``old_text`` to ``new_text`` (its spec registered,
     changed, or removed: ""): drop the watchers it no longer declares (or declares with
@@ -168,7 +165,7 @@ def _with_after(args_json: str, identity: str) -> str:
 
 
 def fire(
-    state: SchedulerState, trigger: Trigger, event_json: str, error: str, now: datetime
+    state: Any, trigger: Trigger, event_json: str, error: str, now: datetime
 ) -> tuple[int, tuple[tuple[str, str], ...]]:
     """A watcher's firing under its current lease (the caller checked it): its asset event
     (none for an ``error``) and its re-armed trigger. Returns (event id, runs made)."""
