@@ -169,6 +169,16 @@ def produce(harness: ApiCluster, client: Any, run_id: str, sleep: int = 0) -> No
     )
 
 
+def metrics_text(harness: ApiCluster) -> str | None:
+    for node in harness.nodes:
+        try:
+            with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=5) as answer:
+                return str(answer.read().decode())
+        except OSError:
+            continue
+    return None
+
+
 def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
@@ -224,8 +234,9 @@ def test_each_producer_success_runs_each_consumer_once_across_a_leader_kill(
     (a,) = [s for s in client.assets.ListAssets(asset_pb2.ListAssetsRequest()).assets if s.uri == A]
     assert a.event_count == 2 and list(a.producers) == ["producer.make"]
     assert sorted(a.consumers) == sorted(CONSUMERS) and not a.queued_for
-    metrics = urllib.request.urlopen(f"{harness.nodes[0].admin_url}/metrics", timeout=5)
-    assert "raftsched_asset_events_total" in metrics.read().decode()
+    # any node's: the killed leader may still be opening its admin port after its restart
+    metrics = wait_for(lambda: metrics_text(harness), timeout=30, what="a node's /metrics")
+    assert "raftsched_asset_events_total" in metrics
 
     harness.wait_caught_up()
     events = db_rows(harness, "SELECT uri, source_run_id FROM asset_event ORDER BY id")
