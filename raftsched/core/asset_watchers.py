@@ -109,10 +109,13 @@ def is_watcher(trigger: Trigger) -> bool:
 
 
 def _parse_or_none(text: str) -> tuple[Watcher, ...]:
+    """The watchers of ``text``, leaving out what is not four strings (the text was checked
+    before apply: this only keeps a hostile one from breaking it)."""
     try:
-        return parse(text)
-    except (ValueError, TypeError, RecursionError):  # checked before apply; never fatal
+        items = parse(text)
+    except (ValueError, TypeError, RecursionError):
         return ()
+    return tuple(w for w in items if len(w) == 4 and all(isinstance(x, str) for x in w))
 
 
 def sync(

@@ -490,3 +490,11 @@ def test_an_assets_view_names_its_watchers() -> None:
     (summary,) = summaries(sim.state, W)
     assert summary["watchers"] == ["watched.landing (file)"]
     assert summary["consumers"] == ["watched"]
+
+
+def test_a_watcher_text_no_check_saw_never_breaks_sync() -> None:
+    sim = asset_sim()
+    for text in ('["ab"]', "[1]", "not json", '[["a","b","c"]]', '[["a","b","c",4]]', "{}"):
+        aw.sync(sim.state, "d", "", text, "/f.py", T0)
+        aw.sync(sim.state, "d", text, "", "/f.py", T0)
+    assert not sim.state.triggers
