@@ -15,6 +15,7 @@ __all__ = [
     "Asset",
     "AssetAll",
     "AssetAny",
+    "AssetWatcher",
     "BashTask",
     "EmptyTask",
     "Param",
@@ -27,7 +28,7 @@ __all__ = [
 ]
 _AUTHORING = frozenset(
     {"DAG", "BashTask", "EmptyTask", "PythonTask", "Param", "TaskSkipped", "chain", "dag", "task"}
-    | {"Asset", "AssetAll", "AssetAny"}
+    | {"Asset", "AssetAll", "AssetAny", "AssetWatcher"}
 )
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         Asset,
         AssetAll,
         AssetAny,
+        AssetWatcher,
         BashTask,
         EmptyTask,
         Param,

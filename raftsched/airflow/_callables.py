@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from raftsched.airflow import _context
 from raftsched.airflow._param import check_run_params
 from raftsched.dags import xcom_map
+from raftsched.dags.assets import consume_metadata
 from raftsched.dags.taskflow import TaskCallable
 from raftsched.dags.templating import is_template
 
@@ -90,8 +91,8 @@ class AirflowCallable:
             if self.sensor is not None:  # pokes until done; reschedule: defers in between
                 name = self.task.callable_name
                 value = _sensors.poke_loop(self.sensor, call, name, given, resumed)
-            else:
-                value = call()
+            else:  # a generator's Metadata go to outlet_events; its return value is kept
+                value = consume_metadata(call())
         return self._result(value)
 
     def _result(self, value: Any) -> Any:

@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from raftsched.core import mapping
 from raftsched.dags import template_names
-from raftsched.dags.assets import ASSET_EVENTS_ENV, Asset, triggering_events
+from raftsched.dags.assets import (
+    ASSET_EVENTS_ENV,
+    Asset,
+    new_outlet_events,
+    triggering_events,
+)
 from raftsched.dags.params import effective_params
 from raftsched.secrets import VAR_ENV_PREFIX
 
@@ -123,6 +128,8 @@ def build(
     context["triggering_asset_events"] = context["triggering_dataset_events"] = events
     context["inlets"] = [Asset(uri) for uri in getattr(task, "inlets", ())]
     context["outlets"] = [Asset(uri) for uri in getattr(task, "outlets", ())]
+    # outlet_events[asset].extra = {...}: the extra of the event a success emits of it
+    context["outlet_events"] = new_outlet_events(getattr(task, "outlets", ()))
     return context
 
 

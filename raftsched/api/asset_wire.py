@@ -37,4 +37,5 @@ def summary_dict(summary: asset_pb2.AssetSummary) -> dict[str, Any]:
         "event_count": summary.event_count,
         "last_event": event_dict(summary.last_event) if summary.HasField("last_event") else None,
         "queued_for": list(summary.queued_for),
+        "watchers": list(summary.watchers),
     }

@@ -146,3 +146,30 @@ def check_extra(field: str, text: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise LimitExceeded(field, "must be a JSON object")
     return value
+
+
+MAX_OUTLET_EXTRAS_BYTES = 65_536  # all of one attempt's outlet extras together
+
+
+def check_outlet_extras(field: str, value: object) -> tuple[tuple[str, str], ...]:
+    """An attempt's outlet extras (``CompleteAttempt.outlet_extras``): a tuple of at most
+    MAX_ASSETS_PER_DAG (URI, extra) pairs, URIs sorted and distinct, each extra as
+    :func:`check_extra`, at most MAX_OUTLET_EXTRAS_BYTES in all."""
+    if not isinstance(value, tuple):
+        raise LimitExceeded(field, "must be a tuple of (URI, extra) pairs")
+    if len(value) > MAX_ASSETS_PER_DAG:
+        raise LimitExceeded(field, f"names more than {MAX_ASSETS_PER_DAG} assets")
+    total = 0
+    previous = ""
+    for i, pair in enumerate(value):
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise LimitExceeded(f"{field}[{i}]", "must be a (URI, extra) pair")
+        uri = check_uri(f"{field}[{i}].uri", pair[0])
+        if uri <= previous:
+            raise LimitExceeded(f"{field}[{i}].uri", "must be sorted, each URI once")
+        previous = uri
+        check_extra(f"{field}[{i}].extra", pair[1])
+        total += len(uri) + len(pair[1].encode("utf-8"))
+        if total > MAX_OUTLET_EXTRAS_BYTES:
+            raise LimitExceeded(field, f"is larger than {MAX_OUTLET_EXTRAS_BYTES:,} bytes in all")
+    return value

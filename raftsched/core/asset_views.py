@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from raftsched.core import asset_condition as ac
+from raftsched.core import asset_watchers
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -14,14 +15,14 @@ if TYPE_CHECKING:
 def summaries(state: SchedulerState, only: str | None = None) -> list[dict[str, Any]]:
     """Every asset a registered DAG names or an event made (``only``: that URI alone), by
     URI: {uri, producers ("dag.task"), consumers (DAG ids), event_count, last_event (an
-    AssetEvent or None), queued_for (DAG ids)}."""
+    AssetEvent or None), queued_for (DAG ids), watchers ("dag.name (kind)")}."""
     found: dict[str, dict[str, Any]] = {}
 
     def entry(uri: str) -> dict[str, Any] | None:
         if only is not None and uri != only:
             return None
         return found.setdefault(
-            uri, {"uri": uri, "producers": [], "consumers": [], "queued_for": []}
+            uri, {"uri": uri, "producers": [], "consumers": [], "queued_for": [], "watchers": []}
         )
 
     for dag_id, record in state.catalog.records.items():
@@ -39,6 +40,9 @@ def summaries(state: SchedulerState, only: str | None = None) -> list[dict[str, 
             for uri in state.assets.queued(dag_id):
                 if (e := entry(uri)) is not None:
                     e["queued_for"].append(dag_id)
+        for uri, name, kind, _ in asset_watchers.parse(spec.asset_watchers):
+            if (e := entry(uri)) is not None:
+                e["watchers"].append(f"{dag_id}.{name} ({kind})")
     for uri in state.assets.uris():
         entry(uri)
     out = []

@@ -152,9 +152,8 @@ class HeartbeatLeases(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteAttempt(Command):
     """An attempt's outcome. Refused unless ``token`` is the TI's current lease token and
-    ``worker_id`` the worker that holds it.
-    ``chunks``: the attempt's last log output, appended before the outcome (logs sent after
-    the outcome are refused: the lease is gone)."""
+    ``worker_id`` the worker that holds it. ``chunks``: the attempt's last log output,
+    appended before the outcome (logs sent after the outcome are refused: the lease is gone)."""
 
     key: TaskKey
     token: int
@@ -169,6 +168,7 @@ class CompleteAttempt(Command):
     follow: tuple[str, ...] | None = added_field(None)
     # The attempt ended SKIPPED (a bash skip_on_exit_code, a task that raised TaskSkipped)
     skipped: bool = added_field(False)
+    outlet_extras: tuple[tuple[str, str], ...] = added_field(())  # (URI, extra): outlet_events
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -55,10 +55,19 @@ def apply_emit_asset_events(
     return Result.of_items(items)
 
 
-def on_task_success(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
+def on_task_success(
+    state: SchedulerState,
+    rec: LiveRun,
+    ti: TaskInstance,
+    now: datetime,
+    outlet_extras: object = (),
+) -> None:
     """A successful attempt of ``ti``: one event per outlet of its task (its run's spec), all
     queued before any consumer is decided, so ``a | b`` on two outlets of one task is one run
-    (as in Airflow, where the scheduler sees both events together)."""
+    (as in Airflow, where the scheduler sees both events together). ``outlet_extras``: the
+    attempt's (URI, extra) pairs (checked before apply); an extra of a URI that is not an
+    outlet of the task is ignored, and so is anything not in that shape (an entry a check
+    never saw must not break apply)."""
     if state.cluster_version < SINCE_RELEASE:
         return
     task_id = ti.key.task_id.split("[", 1)[0]  # a mapped instance's task
@@ -68,13 +77,27 @@ def on_task_success(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: 
         return
     source = (ti.key.dag_id, ti.key.run_id, ti.key.task_id, ti.try_number)
     uris = [uri for uri in dict.fromkeys(outlets) if state.assets.room_for(uri)]
-    emit(state, uris, "{}", now, source=source)
+    emit(state, uris, extras_by_uri(outlet_extras, frozenset(uris)), now, source=source)
+
+
+def extras_by_uri(value: object, uris: frozenset[str]) -> dict[str, str]:
+    """The extras of ``value`` (CompleteAttempt.outlet_extras) of the URIs in ``uris``; what
+    is not a (str, str) pair is left out. Never raises."""
+    out: dict[str, str] = {}
+    if not isinstance(value, tuple):
+        return out
+    for pair in value:
+        if isinstance(pair, tuple) and len(pair) == 2:
+            uri, extra = pair
+            if isinstance(uri, str) and isinstance(extra, str) and uri in uris:
+                out[uri] = extra
+    return out
 
 
 def emit(
     state: SchedulerState,
     uris: list[str],
-    extra_json: str,
+    extra_json: str | dict[str, str],
     now: datetime,
     *,
     source: tuple[str, str, str, int] = ("", "", "", 0),
@@ -83,6 +106,7 @@ def emit(
 ) -> tuple[int, tuple[tuple[str, str], ...]]:
     """Commit one event per URI of ``uris`` (the caller checked room_for), queue them for
     their consumers, then make one run of each consumer whose condition they satisfy.
+    ``extra_json``: every event's extra, or each URI's ("{}" for a URI it lacks).
     Returns (the last event's id, the runs' (dag_id, run_id))."""
     touched: dict[str, Any] = {}  # consumer -> its condition, in the order first reached
     event_id = 0
@@ -90,7 +114,7 @@ def emit(
         event = AssetEvent(
             id=state.assets.next_id(),
             uri=uri,
-            extra_json=extra_json,
+            extra_json=extra_json if isinstance(extra_json, str) else extra_json.get(uri, "{}"),
             timestamp=now,
             source_dag_id=source[0],
             source_run_id=source[1],

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from raftsched.core import asset_watchers as watchers
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core.changes import emit_entry, set_dag
@@ -70,6 +71,8 @@ def apply_register_dags(
         state.task_queue.unblock(spec.dag_id)  # max_active_tasks may have grown
         old = record.spec.asset_condition if record is not None and record.active else ""
         on_spec_change(state, spec.dag_id, spec.asset_condition, old)  # assets (§21)
+        old_watchers = record.spec.asset_watchers if record is not None and record.active else ""
+        watchers.sync(state, spec.dag_id, old_watchers, spec.asset_watchers, spec.fileloc, now)
         items.append(Item(True, "", spec.dag_id))
     return Result.of_items(items)
 
@@ -87,6 +90,7 @@ def apply_remove_dags(
         else:
             set_dag(state, replace(record, active=False), emit=True, now=now)
             on_spec_change(state, dag_id, None, record.spec.asset_condition)
+            watchers.sync(state, dag_id, record.spec.asset_watchers, "", "", now)
             items.append(Item(True, "", dag_id))
     return Result.of_items(items)
 

@@ -242,7 +242,8 @@ def apply_complete_attempt(
         if follow is not None:
             xcom.skip_unfollowed(state, rec, ti, follow, now)
         finish_task(state, rec, ti, TaskState.SUCCESS, now)
-        on_task_success(state, rec, ti, now)  # its outlets' events, in this same apply
+        # its outlets' events, with the extras the attempt set, in this same apply
+        on_task_success(state, rec, ti, now, getattr(cmd, "outlet_extras", ()))
     else:
         fail_attempt(state, rec, ti, now)
     return Result(True, value=ti.state)

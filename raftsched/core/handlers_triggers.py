@@ -9,7 +9,8 @@ current lease: a firing is consumed once, because the trigger leaves with it, so
 a stale triggerer's is refused. The fired task is queued again, and its next lease carries
 the event (``TaskInstance.resume_json``); that attempt is a new one, and the deferral gave
 back the try it used (``max_tries`` + 1), so deferring never spends a retry. A trigger that
-raised, or one past its timeout, fails the attempt that deferred (retries apply).
+raised, or one past its timeout, fails the attempt that deferred (retries apply). An asset
+watcher's trigger (``core/asset_watchers``) fires an asset event instead, and is re-armed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from raftsched.core import asset_watchers as aw
 from raftsched.core import commands as c
 from raftsched.core import dagrun_trigger, xcom
 from raftsched.core import limits as lim
@@ -149,6 +151,11 @@ def apply_fire_triggers(
     items = []
     for firing in cmd.firings:
         reason = _current(state, firing.ref, cmd.triggerer_id, now)
+        watcher = state.triggers.get(firing.ref.key)
+        if not reason and watcher is not None and aw.is_watcher(watcher):  # an asset's
+            event_id, runs = aw.fire(state, watcher, firing.event_json, firing.error, now)
+            items.append(Item(True, "", {"event_id": event_id, "runs": runs}))
+            continue
         found = find(state, firing.ref.key)
         if not reason and (found is None or found[1].state is not TaskState.DEFERRED):
             reason = UNKNOWN_TRIGGER  # unreachable: a trigger leaves with its task's DEFERRED

@@ -151,8 +151,7 @@ class DagSpec:
     tasks: tuple[TaskSpec, ...] = ()  # sorted by task_id
     spec_hash: str = ""
     params_json: str = added_field("")  # canonical JSON text ("": none), dags/params.py
-    # Run-level callbacks (event "failure" | "success" | "deadline"), as TaskSpec.callbacks
-    callbacks: tuple[tuple[str, str, str], ...] = added_field(())
+    callbacks: tuple[tuple[str, str, str], ...] = added_field(())  # failure|success|deadline
     deadline_seconds: float | None = added_field(None)  # past logical date + it: "deadline"
     # Schedule policies, see core/slot_policy.py ("" = allow_all; None: no window, no end)
     overlap: str = added_field("")
@@ -164,6 +163,7 @@ class DagSpec:
     dst_skipped: str = added_field("")  # ("": shift)
     dagrun_timeout_seconds: float | None = added_field(None)  # core/run_timeout.py
     asset_condition: str = added_field("")  # JSON (core/asset_condition.py); "": no assets
+    asset_watchers: str = added_field("")  # JSON (core/asset_watchers.py); "": none
 
     def task(self, task_id: str) -> TaskSpec:
         for task in self.tasks:
@@ -224,7 +224,7 @@ class DagSpec:
             deadline_seconds=(
                 None if data.get("deadline_seconds") is None else float(data["deadline_seconds"])
             ),
-            **{k: data[k] for k in _POLICY_FIELDS if k in data},
+            **{k: data[k] for k in (*_POLICY_FIELDS, "asset_watchers") if k in data},
         )
 
     def compute_hash(self) -> str:

@@ -125,6 +125,7 @@ class RestoreDecoder:
             dst_skipped=get("dst_skipped", ""),
             dagrun_timeout_seconds=None if timeout is None else float(timeout),
             asset_condition=get("asset_condition", ""),
+            asset_watchers=get("asset_watchers", ""),
         )
 
     def _schedule(self, data: dict[str, Any]) -> Schedule:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from raftsched.core import asset_condition as ac
 from raftsched.core import commands as c
 from raftsched.core import limits as lim
 from raftsched.core import secret_policy, xcom
@@ -243,6 +244,7 @@ def _complete(cmd: c.CompleteAttempt) -> None:
     xcom.check_result_json("result_json", getattr(cmd, "result_json", ""))
     xcom.check_follow("follow", getattr(cmd, "follow", None))
     _bool("skipped", getattr(cmd, "skipped", False))
+    ac.check_outlet_extras("outlet_extras", getattr(cmd, "outlet_extras", ()))
 
 
 def _release(cmd: c.ReleaseLeases) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from raftsched.core import asset_condition as ac
+from raftsched.core import asset_watchers, mapping
 from raftsched.core import callbacks as cb
 from raftsched.core import limits as lim
-from raftsched.core import mapping
 from raftsched.core.limits import (
     check_count,
     check_datetime,
@@ -139,6 +139,8 @@ def _assets(field: str, spec: DagSpec, tasks: tuple[TaskSpec, ...]) -> None:
     """Outlets, inlets and the asset condition (§21): at most MAX_ASSETS_PER_DAG URIs in all."""
     condition = ac.check_condition(f"{field}.asset_condition", spec.asset_condition)
     uris = set(ac.uris_of(condition)) if condition is not None else set()
+    watchers = getattr(spec, "asset_watchers", "")  # on the assets of the schedule only
+    asset_watchers.check(f"{field}.asset_watchers", watchers, frozenset(uris))
     for task in tasks:
         for name in ("outlets", "inlets"):
             uris.update(ac.check_uris(f"{field}.tasks[{task.task_id}].{name}", getattr(task, name)))

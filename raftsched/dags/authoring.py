@@ -23,7 +23,7 @@ this module re-exports them.
 from __future__ import annotations
 
 from raftsched.dags import validation as v  # noqa: F401  (re-exported: reached as authoring.v)
-from raftsched.dags.assets import Asset, AssetAll, AssetAny, Dataset
+from raftsched.dags.assets import Asset, AssetAll, AssetAny, AssetWatcher, Dataset
 from raftsched.dags.callbacks import DeadlineAlert, DeadlineReference
 from raftsched.dags.dag import DAG, collect_dags, set_catchup_default
 from raftsched.dags.decorators import chain, dag, task
@@ -39,6 +39,7 @@ __all__ = [
     "Asset",
     "AssetAll",
     "AssetAny",
+    "AssetWatcher",
     "BashTask",
     "Dataset",
     "DeadlineAlert",

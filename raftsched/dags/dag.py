@@ -19,7 +19,7 @@ from raftsched.core import limits
 from raftsched.core.model import DEFAULT_QUEUE, DagSpec
 from raftsched.core.slot_policy import ALLOW_ALL, OVERLAP_POLICIES
 from raftsched.dags import validation as v
-from raftsched.dags.assets import condition_json, is_asset_schedule
+from raftsched.dags.assets import condition_json, is_asset_schedule, watchers_json
 from raftsched.dags.callbacks import TASK_CALLBACKS, DeadlineAlert, dag_callbacks
 from raftsched.dags.mapping import check_max_map_length
 from raftsched.dags.params import params_json_from
@@ -91,8 +91,10 @@ class DAG:
             None if max_map_length is None else check_max_map_length(max_map_length, dag_id=dag_id)
         )
         self.asset_condition = ""  # schedule=[Asset(...), ...]: runs on data (dags/assets.py)
+        self.asset_watchers = ""
         if is_asset_schedule(schedule):
             self.asset_condition = condition_json(schedule, dag_id)
+            self.asset_watchers = watchers_json(schedule, dag_id)  # their triggers' events
             schedule = None
         self.schedule = v.parse_schedule(schedule, dag_id=dag_id)
         if self.asset_condition:
@@ -267,6 +269,7 @@ class DAG:
             dst_skipped=self.dst_skipped,
             dagrun_timeout_seconds=self.dagrun_timeout_seconds,
             asset_condition=self.asset_condition,
+            asset_watchers=self.asset_watchers,
             tasks=tuple(self._task_spec(self.tasks[tid]) for tid in sorted(self.tasks)),
         )
         return _with_hash(v.check_spec(spec))

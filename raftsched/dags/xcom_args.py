@@ -101,9 +101,11 @@ def write_result(
     follow: list[str] | None = None,
     skipped: bool = False,
     defer: dict[str, Any] | None = None,
+    outlet_extras: Mapping[str, str] | None = None,
 ) -> None:
     """Write the attempt's outcome where the worker looks (no file name: not under a worker).
-    ``defer``: the attempt deferred (``dags.deferral.TaskDeferred.to_dict``)."""
+    ``defer``: the attempt deferred (``dags.deferral.TaskDeferred.to_dict``);
+    ``outlet_extras``: asset URI -> the extra (JSON object text) its event carries."""
     path = os.environ.get(RESULT_FILE_ENV)
     if not path:
         return
@@ -114,6 +116,8 @@ def write_result(
     }
     if defer is not None:
         data["defer"] = defer
+    if outlet_extras:
+        data["outlet_extras"] = dict(outlet_extras)
     with open(path, "w", encoding="utf-8") as out:
         json.dump(data, out)
 
@@ -171,6 +175,32 @@ def read_deferral(path: str) -> dict[str, Any] | None:
     ):
         raise XComError("the result file's deferral is not in the format")
     return {name: defer[name] for name in texts} | {"timeout_seconds": timeout}
+
+
+def read_outlet_extras(path: str) -> tuple[tuple[str, str], ...]:
+    """The outlet extras a result file holds, as ``CompleteAttempt.outlet_extras`` takes them
+    ((URI, JSON object text) pairs, sorted), checked against the core's bounds; () for none.
+    Raises XComError for extras not in the format or past a bound."""
+    from raftsched.core.asset_condition import check_outlet_extras
+    from raftsched.errors import LimitExceeded
+
+    try:
+        loaded = json.loads(read_bounded(path, MAX_RESULT_FILE_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        return ()
+    except (ValueError, RecursionError) as err:
+        raise XComError(f"the result file is unreadable: {str(err)[:200]}") from None
+    extras = loaded.get("outlet_extras") if isinstance(loaded, dict) else None
+    if not extras:
+        return ()
+    if not isinstance(extras, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in extras.items()
+    ):
+        raise XComError("the result file's outlet extras are not in the format")
+    try:
+        return check_outlet_extras("outlet extras", tuple(sorted(extras.items())))
+    except LimitExceeded as err:
+        raise XComError(f"{err}") from None
 
 
 _KINDS = (

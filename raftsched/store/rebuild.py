@@ -52,7 +52,7 @@ from raftsched.core.model import DagSpec, utc_iso
 from raftsched.core.snapshot import SCHEMA_VERSION
 from raftsched.store import rebuild_extras as rx
 from raftsched.store import tables as t
-from raftsched.store.rebuild_assets import read_assets, run_events
+from raftsched.store.rebuild_assets import read_assets, run_events, watcher_triggers
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +194,8 @@ def build_state(
         state["pools"] = pools
     if assets is not None:
         state["assets"] = assets
+    if (watchers := watcher_triggers(specs, dags, now)) is not None:
+        state["triggers"] = watchers
     return RebuildPlan(state=state, base_index=base_index, watermark=watermark, counts=dict(counts))
 
 

@@ -3,15 +3,19 @@ it (core/asset_table.py), from ``asset_event``: the last event id (so new events
 an id the DB holds), each asset's event count and newest events, and the newest client event
 ids (a retried event stays a duplicate). Events queued for a consumer whose condition was
 not met yet are not in the DB: a rebuilt cluster starts those queues empty. An unfinished
-asset-triggered run gets back the events it carried (``asset_event_run``)."""
+asset-triggered run gets back the events it carried (``asset_event_run``). Each active DAG's
+asset watchers are held again, unleased (their file versions already fired are not in the DB:
+a file watcher fires once more for the file in place)."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from raftsched.core import asset_watchers as aw
 from raftsched.core.asset_commands import MAX_RUN_EVENTS
 from raftsched.core.asset_table import MAX_ASSETS, MAX_EVENT_KEYS, MAX_EVENTS_KEPT
 from raftsched.core.model import utc_iso
@@ -83,3 +87,16 @@ def run_events(conn: sa.Connection, runs: list[tuple[str, str]]) -> dict[tuple[s
             events = [_event(row) for row in rows[-MAX_RUN_EVENTS:]]
             out[(dag_id, run_id)] = json.dumps(events, separators=(",", ":"), ensure_ascii=False)
     return out
+
+
+def watcher_triggers(
+    specs: dict[str, dict[str, Any]], dags: list[dict[str, Any]], now: datetime
+) -> dict[str, Any] | None:
+    """The trigger table (its snapshot form) of the active DAGs' asset watchers, or None."""
+    held = []
+    for dag in dags:
+        spec = specs[dag["spec_hash"]]
+        if dag["active"] and spec.get("asset_watchers"):
+            for watcher in aw.parse(spec["asset_watchers"]):
+                held.append(aw.trigger_of(dag["dag_id"], watcher, spec["fileloc"], now).to_list())
+    return {"triggers": held} if held else None

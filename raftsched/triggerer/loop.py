@@ -118,6 +118,8 @@ class Triggerer:
                 log.info("LeaseTriggers failed: %s; retrying", err)
                 await asyncio.sleep(1.0)
                 continue
+            if grants:  # one line per call, not per trigger
+                log.info("leased %d trigger(s)", len(grants))
             for grant in grants:
                 self._start(grant)
 

@@ -2,10 +2,12 @@
 JSON value) when it fires, or raises (the task fails with the traceback).
 
 Built in: ``time`` (``moment``), ``file`` (``filepath`` exists, optionally with a size
-stable for ``stable_for`` seconds, polled every ``poke_interval`` >= 1 s). A user-defined
-trigger is ``user:<module>.<Class>``: the module is imported from the DAG file's folder, the
-class is built with the trigger's arguments and its ``async run()`` returns the event (or
-is an async generator whose first item is). It runs here, never in a scheduler node.
+stable for ``stable_for`` seconds, polled every ``poke_interval`` >= 1 s; an asset watcher's
+has ``after``, the version of the file it last fired for, and fires for another one only).
+A user-defined trigger is ``user:<module>.<Class>``: the module is imported from the DAG
+file's folder, the class is built with the trigger's arguments and its ``async run()``
+returns the event (or is an async generator whose first item is). It runs here, never in
+a scheduler node.
 ``http`` (``url`` answers ``status``, optionally with ``body_contains`` in its body, polled
 every ``poke_interval`` seconds, each request at most 10 s and 1 MiB read). ``sql`` and
 ``external`` ask the cluster under the trigger's lease (``cluster_triggers``).
@@ -47,18 +49,25 @@ async def file_trigger(args: dict[str, Any], fileloc: str) -> Any:
     path = str(args["filepath"])
     interval = max(MIN_POKE_INTERVAL, float(args.get("poke_interval", MIN_POKE_INTERVAL)))
     stable_for = max(0.0, float(args.get("stable_for", 0.0)))
+    after = args.get("after")  # an asset watcher's: the version it last fired for ("": none)
     last: tuple[int, float] | None = None  # (size, since when, monotonic)
     loop = asyncio.get_running_loop()
     while True:
         try:
-            size = os.stat(path).st_size
+            st = os.stat(path)
+            size: int | None = st.st_size
+            identity = f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
         except FileNotFoundError:
-            size = None
+            size, identity = None, ""
+        if size is not None and after is not None and identity == after:
+            size = None  # the version it fired for: wait for another one
         if size is not None:
             now = loop.time()
             if last is None or last[0] != size:
                 last = (size, now)
             if now - last[1] >= stable_for:
+                if after is not None:  # core/asset_watchers keeps it for the next trigger
+                    return {"path": path, "size": size, "identity": identity}
                 return {"path": path, "size": size}
         else:
             last = None

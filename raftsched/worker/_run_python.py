@@ -25,6 +25,7 @@ from typing import Any
 
 from raftsched import taskenv
 from raftsched.dags import deferral, xcom_args
+from raftsched.dags.assets import outlet_extras_json
 from raftsched.dags.authoring import collect_dags
 from raftsched.dags.loading import load_dag_module
 from raftsched.dags.validation import resolve_callable
@@ -111,7 +112,7 @@ def _keep_result(fn: Any, value: Any) -> int:
     try:
         follow = xcom_args.branch_follow(value) if getattr(fn, "branch", False) else None
         text = xcom_args.encode_return_value(value, strict=taskflow)
-        xcom_args.write_result(text, follow)
+        xcom_args.write_result(text, follow, outlet_extras=outlet_extras_json())
     except XComError as err:
         print(f"raftsched: {err}", file=sys.stderr)
         return 1

@@ -147,19 +147,16 @@ class GrpcWorkerTransport:
         result_json: str = "",
         follow: Sequence[str] | None = None,
         skipped: bool = False,
+        outlet_extras: Sequence[tuple[str, str]] = (),
         request_id: str = "",
     ) -> bool:
-        report = Report(
-            key=key,
-            token=token,
-            success=success,
-            exit_code=exit_code,
-            message=message,
-            request_id=request_id,
-            result_json=result_json,
-            follow=None if follow is None else tuple(follow),
-            skipped=skipped,
+        rest = (
+            result_json,
+            None if follow is None else tuple(follow),
+            skipped,
+            tuple(outlet_extras),
         )
+        report = Report(key, token, success, exit_code, message, request_id, *rest)
         return self._refusable("Complete", self._complete_request(report))
 
     def _complete_request(self, report: Report) -> Any:
@@ -175,6 +172,7 @@ class GrpcWorkerTransport:
             is_branch=report.follow is not None,
             follow=list(report.follow or ()),
             skipped=report.skipped,
+            outlet_extras=dict(report.outlet_extras),
             request_id=report.request_id,  # "": the client fills one
         )
 

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence, Sized
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from raftsched.core.model import TaskKey
@@ -68,9 +68,11 @@ class Report:
     result_json: str = ""
     follow: tuple[str, ...] | None = None
     skipped: bool = False
+    outlet_extras: tuple[tuple[str, str], ...] = ()  # (asset URI, extra JSON) pairs
 
     def size(self) -> int:
-        return len(self.message) + len(self.result_json) + sum(map(len, self.follow or ()))
+        extras = sum(len(uri) + len(extra) for uri, extra in self.outlet_extras)
+        return len(self.message) + len(self.result_json) + sum(map(len, self.follow or ())) + extras
 
     def fields(self) -> dict[str, Any]:
         """``complete``'s keyword arguments (the optional ones only when set)."""
@@ -85,6 +87,8 @@ class Report:
             out["follow"] = list(self.follow)
         if self.skipped:
             out["skipped"] = True
+        if self.outlet_extras:
+            out["outlet_extras"] = self.outlet_extras
         return out
 
 
@@ -171,8 +175,11 @@ class OutcomeBatcher:
         result_json: str = "",
         follow: Sequence[str] | None = None,
         skipped: bool = False,
+        outlet_extras: tuple[tuple[str, str], ...] = (),
     ) -> bool:
         report = self._report(key, token, success, exit_code, message, result_json, follow, skipped)
+        if outlet_extras:
+            report = replace(report, outlet_extras=tuple(outlet_extras))
         if self._direct(report):
             return self._alone(report)
         pending = self._enqueue(_Pending(report))

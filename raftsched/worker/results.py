@@ -5,8 +5,9 @@
 - :func:`result_env`: where the attempt writes its result file (``RAFTSCHED_RESULT_FILE``,
   in its working directory, removed with it).
 - :func:`settle_outcome`: the outcome with what the result file says (return value, branch
-  choice, skipped), bounded; a bash exit code equal to ``skip_on_exit_code`` ends SKIPPED.
-  The return value and the message are masked (``raftsched.masking``) with the attempt's
+  choice, skipped, the extras of its outlets' asset events), bounded; a bash exit code
+  equal to ``skip_on_exit_code`` ends SKIPPED.
+  The return value, the extras and the message are masked (``raftsched.masking``) with the attempt's
   secret values: what leaves the worker goes into the Raft log, snapshots, the DB row, the
   task page and the API, forever, and to downstream tasks as their arguments.
 """
@@ -20,10 +21,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from raftsched import masking
+from raftsched.core.asset_condition import check_outlet_extras
 from raftsched.core.xcom import TASKFLOW_PREFIX, check_result_json
 from raftsched.dags import xcom_args
 from raftsched.dags.deferral import RESUME_KEY
-from raftsched.errors import XComError
+from raftsched.errors import LimitExceeded, XComError
 from raftsched.worker.task_secrets import masked_values
 from raftsched.worker.transport import Assignment
 
@@ -70,9 +72,29 @@ def settle_outcome(
         return replace(
             settled, success=settled.success and not failed, result_json="", message=message
         )
+    extras = _masked_extras(settled.outlet_extras, values)
+    if isinstance(extras, str):
+        return replace(settled, success=False, result_json="", outlet_extras=(), message=extras)
     return replace(
-        settled, result_json=result_json, message=masking.mask_text(settled.message, values)
+        settled,
+        result_json=result_json,
+        message=masking.mask_text(settled.message, values),
+        outlet_extras=extras,
     )
+
+
+def _masked_extras(
+    extras: tuple[tuple[str, str], ...], values: list[str]
+) -> tuple[tuple[str, str], ...] | str:
+    """The outlet extras with the secret values masked (as the return value is: an asset
+    event is kept and shown, and reaches consumer tasks), or why they cannot be kept."""
+    if not extras:
+        return extras
+    masked = tuple((uri, masking.mask_json(extra, values)) for uri, extra in extras)
+    try:  # checked again: masking may grow them past a bound
+        return check_outlet_extras("the masked outlet extras", masked)
+    except LimitExceeded as err:  # names sizes, never a value
+        return f"the outlet extras cannot be kept once masked: {err}"
 
 
 def _settle(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
@@ -95,4 +117,8 @@ def _settle(outcome: Outcome, a: Assignment, workdir: str) -> Outcome:
         return replace(outcome, success=False, message=str(err))
     if defer is not None:
         return replace(outcome, defer=defer, message=f"deferred on a {defer['kind']} trigger")
-    return replace(outcome, result_json=text, follow=follow)
+    try:
+        extras = xcom_args.read_outlet_extras(result_path(workdir))
+    except XComError as err:
+        return replace(outcome, success=False, message=str(err))
+    return replace(outcome, result_json=text, follow=follow, outlet_extras=extras)

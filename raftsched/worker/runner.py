@@ -81,14 +81,15 @@ class Outcome:
     follow: tuple[str, ...] | None = None  # a branch's choice
     skipped: bool = False  # success that ends SKIPPED (skip exit code, TaskSkipped)
     defer: dict[str, Any] | None = None  # it deferred (worker.results): reported with Defer
+    outlet_extras: tuple[tuple[str, str], ...] = ()  # (URI, extra JSON): worker.results
 
     def results(self) -> dict[str, Any]:
         """What complete() takes beyond the outcome: only what is set (fakes stay simple)."""
         out: dict[str, Any] = {"result_json": self.result_json} if self.result_json else {}
         if self.follow is not None:
             out["follow"] = self.follow
-        if self.skipped:
-            out["skipped"] = True
+        out.update({"skipped": True} if self.skipped else {})
+        out.update({"outlet_extras": self.outlet_extras} if self.outlet_extras else {})
         return out
 
 

@@ -115,7 +115,8 @@ class WorkerTransport(Protocol):
         self, key: TaskKey, token: int, *, success: bool, exit_code: int | None, message: str
     ) -> bool:
         """Report the outcome of an attempt; False = refused (stale token): drop it. An
-        outcome with an XCom also passes ``result_json``, ``follow`` and ``skipped``."""
+        outcome with an XCom also passes ``result_json``, ``follow`` and ``skipped``, one whose
+        task set extras for its outlets' asset events ``outlet_extras``."""
         ...
 
     def append_logs(self, key: TaskKey, token: int, chunks: Sequence[tuple[str, str]]) -> bool:

@@ -28,6 +28,7 @@ import pytest
 import sqlalchemy as sa
 from api_harness import ADMIN, OPERATOR, VIEWER, ApiCluster
 from harness import child_env, wait_for
+from test_deferred_e2e import start_triggerer
 from test_rest_api import _database
 
 from raftsched.api.gen import asset_pb2, common_pb2, dag_pb2, user_pb2
@@ -36,9 +37,15 @@ from raftsched.core.versions import RELEASE
 pytestmark = pytest.mark.slow
 
 A, B, C = "s3://lake/a", "s3://lake/b", "file:///landing/c.csv"
+D, E = "s3://lake/d", "s3://lake/e"  # a task sets their extras (outlet_events, Metadata)
+W = "file:///landing/watched"  # a file watcher's asset (AssetWatcher)
 
 DAGS = """
+import json
+
 from raftsched import DAG, Asset, BashTask
+from raftsched.airflow.datasets.metadata import Metadata
+from raftsched.airflow.sdk import task
 from raftsched.airflow import DAG as AirflowDAG
 from raftsched.airflow.datasets import Dataset
 from raftsched.airflow.operators.bash import BashOperator
@@ -63,6 +70,36 @@ with AirflowDAG("consumer_list", schedule=[Dataset({a!r}), Dataset({b!r})]):
         + OUT + "/list",
     )
 
+D, E = Asset({d!r}), Asset({e!r})
+
+with AirflowDAG("extras_producer", schedule=None):
+
+    @task(outlets=[D, E])
+    def make(outlet_events=None):
+        outlet_events[D].extra = {{"rows": 5}}
+        yield Metadata(E, extra={{"part": "2026-12-05"}})
+        return "made"
+
+    make()
+
+with AirflowDAG("extras_consumer", schedule=D & E):
+
+    @task
+    def read(triggering_asset_events=None):
+        seen = {{u: [e["extra"] for e in evs] for u, evs in triggering_asset_events.items()}}
+        with open(OUT + "/extras", "a") as f:
+            f.write(json.dumps(seen, sort_keys=True) + "\\n")
+
+    read()
+
+from raftsched import AssetWatcher
+from raftsched.dags.deferral import FileTrigger
+
+LANDED = Asset({w!r}, watchers=[AssetWatcher("landing", FileTrigger({wpath!r}))])
+
+with DAG("on_watch", schedule=LANDED):
+    BashTask("use", command="echo {{{{ run_id }}}} >>" + OUT + "/watched")
+
 with DAG("on_landing", schedule=Asset({c!r})):
     BashTask(
         "use",
@@ -71,6 +108,7 @@ with DAG("on_landing", schedule=Asset({c!r})):
 """
 
 CONSUMERS = ("consumer_and", "consumer_list")
+EXTRAS_DAGS = ("extras_producer", "extras_consumer")
 CSRF = re.compile(r'name="csrf-token" content="([^"]+)"')
 
 
@@ -83,14 +121,18 @@ def cluster(
     workdir: Path = tmp_path_factory.mktemp(f"assets-{request.param}")
     out = workdir / "out"
     out.mkdir()
-    source = DAGS.format(out=str(out), a=A, b=B, c=C)
+    source = DAGS.format(out=str(out), a=A, b=B, c=C, d=D, e=E, w=W, wpath=str(out / "landed"))
     with (
         _database(request.param, workdir) as url,
         ApiCluster(workdir / "cluster", url, dags={"assets.py": source}, lease_ttl=10) as harness,
     ):
         harness.start()
         harness.wait_leader()
-        harness.wait_dags(harness.client(), {"producer", *CONSUMERS, "on_landing"}, timeout=90)
+        harness.wait_dags(
+            harness.client(),
+            {"producer", *CONSUMERS, "on_landing", "on_watch", *EXTRAS_DAGS},
+            timeout=90,
+        )
         wait_for(  # assets are new in this release: refused until the cluster runs it
             lambda: all(
                 (st or {}).get("cluster_version") == RELEASE for st in harness.statuses().values()
@@ -125,6 +167,16 @@ def produce(harness: ApiCluster, client: Any, run_id: str, sleep: int = 0) -> No
             dag_id="producer", run_id=run_id, conf_json=json.dumps({"sleep": sleep})
         )
     )
+
+
+def metrics_text(harness: ApiCluster) -> str | None:
+    for node in harness.nodes:
+        try:
+            with urllib.request.urlopen(f"{node.admin_url}/metrics", timeout=5) as answer:
+                return str(answer.read().decode())
+        except OSError:
+            continue
+    return None
 
 
 def lines(path: Path) -> list[str]:
@@ -182,8 +234,9 @@ def test_each_producer_success_runs_each_consumer_once_across_a_leader_kill(
     (a,) = [s for s in client.assets.ListAssets(asset_pb2.ListAssetsRequest()).assets if s.uri == A]
     assert a.event_count == 2 and list(a.producers) == ["producer.make"]
     assert sorted(a.consumers) == sorted(CONSUMERS) and not a.queued_for
-    metrics = urllib.request.urlopen(f"{harness.nodes[0].admin_url}/metrics", timeout=5)
-    assert "raftsched_asset_events_total" in metrics.read().decode()
+    # any node's: the killed leader may still be opening its admin port after its restart
+    metrics = wait_for(lambda: metrics_text(harness), timeout=30, what="a node's /metrics")
+    assert "raftsched_asset_events_total" in metrics
 
     harness.wait_caught_up()
     events = db_rows(harness, "SELECT uri, source_run_id FROM asset_event ORDER BY id")
@@ -275,3 +328,93 @@ def test_an_event_sent_twice_with_one_id_makes_one_run(cluster: tuple[ApiCluster
     assert 'id="asset-outlets"' in producer and B in producer
     one = web.get(f"/assets/{quote(C, safe='')}").get_data(as_text=True)
     assert ("landing-1" in one and "&#34;rows&#34;: 7" in one) or '"rows": 7' in one
+
+
+def test_a_tasks_outlet_extras_reach_the_consumer_and_are_shown(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    """An Airflow @task sets ``outlet_events[D].extra`` and yields ``Metadata(E, extra=...)``:
+    its success's events carry them, the consumer's ``triggering_asset_events`` has them,
+    and ``assets show``, REST and the DB show them."""
+    harness, out = cluster
+    client = harness.client()
+    client.dags.TriggerDag(dag_pb2.TriggerDagRequest(dag_id="extras_producer", run_id="x1"))
+    assert harness.wait_run(client, "extras_producer", "x1").state == common_pb2.RUN_STATE_SUCCESS
+    (run,) = wait_asset_runs(harness, client, "extras_consumer", 1)
+    assert [json.loads(line) for line in lines(out / "extras")] == [
+        {D: [{"rows": 5}], E: [{"part": "2026-12-05"}]}
+    ]
+    events = json.loads(run.asset_events_json)
+    assert {e["uri"]: json.loads(e["extra_json"]) for e in events} == {
+        D: {"rows": 5},
+        E: {"part": "2026-12-05"},
+    }
+    servers = ["--server", ",".join(harness.api_addresses), "--token", VIEWER]
+    shown = subprocess.run(
+        [sys.executable, "-m", "raftsched", "assets", "show", D, "-o", "json", *servers],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(),
+    )
+    assert shown.returncode == 0, shown.stderr
+    (event,) = json.loads(shown.stdout)["events"]
+    assert event["extra"] == {"rows": 5} and event["source_run_id"] == "x1"
+    web = web_app(harness).test_client()
+    detail = web.get(
+        f"/api/v1/assets/{quote(E, safe='')}", headers={"Authorization": f"Bearer {VIEWER}"}
+    )
+    assert [e["extra"] for e in detail.json["events"]] == [{"part": "2026-12-05"}]
+    harness.wait_caught_up()
+    rows = db_rows(harness, f"SELECT extra FROM asset_event WHERE uri = '{D}'")
+    assert [json.loads(r[0]) for r in rows] == [{"rows": 5}]
+
+
+def land(path: Path, text: str) -> None:
+    """A new version of the watched file, whole at once (written aside, then renamed)."""
+    aside = path.with_suffix(".tmp")
+    aside.write_text(text)
+    aside.replace(path)
+
+
+def test_a_file_watcher_makes_one_run_per_file_version_across_a_triggerer_death(
+    cluster: tuple[ApiCluster, Path],
+) -> None:
+    """The watcher is registered with its DAG; a triggerer runs it. Writing the file makes
+    exactly one event and one consumer run; a second triggerer that takes the watcher over
+    after the first is killed does not fire again for the same file, only for a new version."""
+    harness, out = cluster
+    client = harness.client()
+    first = start_triggerer(harness, "watch-1")
+    land(out / "landed", "v1")
+    (run,) = wait_asset_runs(harness, client, "on_watch", 1)
+    (event,) = json.loads(run.asset_events_json)
+    assert event["uri"] == W and event["actor"] == "watcher landing"
+    assert json.loads(event["extra_json"])["from_trigger"] is True
+    first.kill()  # its watcher's lease expires; the next triggerer takes it over
+    second = start_triggerer(harness, "watch-2")
+    log = harness.log_dir / "triggerer-watch-2.log"
+    wait_for(  # the watcher's lease expired and the second triggerer took it over
+        lambda: log.exists() and "leased 1 trigger(s)" in log.read_text(),
+        timeout=60,
+        what="the watcher leased by the second triggerer",
+        interval=0.5,
+    )
+    time.sleep(3)  # it runs the trigger on the same file: nothing comes
+    assert len(asset_runs(client, "on_watch")) == 1
+    land(out / "landed", "v2")
+    wait_asset_runs(harness, client, "on_watch", 2)
+    time.sleep(3)  # nothing more comes
+    assert len(asset_runs(client, "on_watch")) == 2
+    assert len(lines(out / "watched")) == 2
+    (watched,) = [
+        a for a in client.assets.ListAssets(asset_pb2.ListAssetsRequest()).assets if a.uri == W
+    ]
+    assert watched.event_count == 2 and list(watched.watchers) == ["on_watch.landing (file)"]
+    viewer = {"Authorization": f"Bearer {VIEWER}"}
+    detail = (
+        web_app(harness).test_client().get(f"/api/v1/assets/{quote(W, safe='')}", headers=viewer)
+    )
+    assert detail.json["watchers"] == ["on_watch.landing (file)"], detail.json
+    second.kill()
+    harness.assert_replicas_agree()

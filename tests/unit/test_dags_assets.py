@@ -86,6 +86,31 @@ def test_airflow_names() -> None:
     assert condition(all_of) == {"all": [a.uri, b.uri]}
 
 
-def test_watchers_are_refused_with_what_to_do() -> None:
-    with pytest.raises(DagDefinitionError, match="raftsched assets event"):
+def test_watchers_of_the_schedules_assets_become_the_dags_asset_watchers() -> None:
+    from raftsched.airflow.providers.standard.triggers.file import FileTrigger as AfFile
+    from raftsched.airflow.sdk import AssetWatcher as SdkWatcher
+    from raftsched.core import asset_watchers as aw
+    from raftsched.dags.authoring import AssetWatcher
+    from raftsched.dags.deferral import FileTrigger
+
+    with pytest.raises(DagDefinitionError, match="AssetWatcher"):
         Asset("s3://x", watchers=[object()])
+    with pytest.raises(DagDefinitionError, match="raftsched trigger"):
+        AssetWatcher("w", object())
+    with pytest.raises(ValueError, match="glob"):
+        AfFile("/in/*.csv")
+    landed = Asset("file:///in", watchers=[AssetWatcher("landing", FileTrigger("/in"))])
+    with DAG("watching", schedule=landed | Asset("s3://y")) as native:
+        BashTask("t", command="true")
+    args = '{"filepath":"/in","poke_interval":1.0,"stable_for":0.0}'
+    assert aw.parse(native.to_spec().asset_watchers) == (("file:///in", "landing", "file", args),)
+    polled = SdkAsset("file:///af", watchers=[SdkWatcher(name="w", trigger=AfFile("/af"))])
+    with AirflowDAG("af_watching", schedule=[polled]) as airflow:
+        BashOperator(task_id="t", bash_command="true")
+    ((uri, name, kind, _),) = aw.parse(airflow.to_spec().asset_watchers)
+    assert (uri, name, kind) == ("file:///af", "w", "file")
+    many = Asset(
+        "file:///m", watchers=[AssetWatcher(f"w{i}", FileTrigger("/m")) for i in range(11)]
+    )
+    with pytest.raises(DagDefinitionError, match="limit is 10"), DAG("too_many", schedule=many):
+        pass

@@ -12,6 +12,7 @@ snapshot taken part-way and fed the log's tail ends with the same digest.
 from __future__ import annotations
 
 import inspect
+import json
 import pickle
 import sys
 from collections.abc import Callable
@@ -426,6 +427,9 @@ COMPLETE_VALID = {
     "result_json": st.sampled_from(["", "1", '{"a": [1, "x"]}', "null", '"' + "v" * 60_000 + '"']),
     "follow": st.sampled_from([None, (), ("b",), ("c",), ("b", "c"), ("ghost",), ("a",)]),
     "skipped": st.booleans(),
+    "outlet_extras": st.sampled_from(
+        [(), (("s3://bucket/a", '{"rows": 3}'),), (("s3://bucket/a", "{}"), ("s3://z", "{}"))]
+    ),
 }
 COMPLETE_HOSTILE = {
     "success": BOOLS,
@@ -435,6 +439,26 @@ COMPLETE_HOSTILE = {
     "result_json": RESULT_JSON,
     "follow": FOLLOW,
     "skipped": BOOLS,
+    "outlet_extras": st.one_of(
+        NOT_TEXT,
+        st.sampled_from(
+            [
+                [("s3://bucket/a", "{}")],
+                (("s3://bucket/a", "[1]"),),
+                (("s3://bucket/a", "{"),),
+                (("s3://bucket/a", '{"a": "' + "v" * 70_000 + '"}'),),
+                (("s3://bucket/a", "[" * 100 + "]" * 100),),
+                (("s3://bucket/b", "{}"), ("s3://bucket/a", "{}")),
+                (("s3://bucket/a", "{}"), ("s3://bucket/a", "{}")),
+                (("s3://bucket/a", 7),),
+                (("s3://bucket/a",),),
+                ((None, "{}"),),
+                (("a\nb", "{}"),),
+                (("s3://bucket/a", "\ud800"),),
+                tuple((f"s3://b/{i}", "{}") for i in range(150)),
+            ]
+        ),
+    ),
 }
 
 
@@ -908,6 +932,7 @@ def test_each_hostile_spec_field_alone_is_refused_or_taken_and_replays(
         "callbacks": CALLBACKS,
         "deadline_seconds": DEADLINES,
         "dagrun_timeout_seconds": DEADLINES,
+        "asset_watchers": WATCHERS_HOSTILE,
     }
     task_values: dict[str, st.SearchStrategy[Any]] = {
         "queue": st.one_of(IDS, NOT_TEXT, st.just("q2")),
@@ -972,3 +997,78 @@ def test_unhashable_values_in_spec_vocabularies_are_refused_by_name() -> None:
     messages = [item.value for item in result.value]
     assert "params_json[p].type" in messages[0] and "unhashable" not in messages[0]
     assert "callbacks[0].event" in messages[1] and "unhashable" not in messages[1]
+
+
+# -- asset watchers (core/asset_watchers.py): the spec field and their firings -----------------
+
+WATCHED = "file:///landing/w.csv"
+WATCHER_ARGS = '{"filepath":"/landing/w.csv","poke_interval":1.0,"stable_for":0.0}'
+WATCHERS_HOSTILE = st.one_of(
+    NOT_TEXT,
+    JSON_TEXTS,
+    st.sampled_from(
+        [
+            f'[["{WATCHED}","landing","file",{json.dumps(WATCHER_ARGS)}]]',
+            '[["s3://elsewhere","n","file","{}"]]',
+            f'[["{WATCHED}","","file","{{}}"]]',
+            f'[["{WATCHED}","n","no kind!","{{}}"]]',
+            f'[["{WATCHED}","n","file","[1]"]]',
+            f'[["{WATCHED}","n","file",7]]',
+            f'[["{WATCHED}","n","file"]]',
+            f'[["{WATCHED}","b","file","{{}}"],["{WATCHED}","a","file","{{}}"]]',
+            "[" + ",".join(f'["{WATCHED}","n{i:02}","file","{{}}"]' for i in range(12)) + "]",
+            f'[["{WATCHED}","n","file","' + "{" * 40 + '"]]',
+        ]
+    ),
+)
+
+
+def _watched_sim() -> Sim:
+    from raftsched.core import asset_watchers as aw
+    from raftsched.core.model import Schedule, ScheduleKind
+
+    sim = Sim()
+    assert sim.apply(c.SetClusterVersion(request_id=sim.rid(), now=T0, version=vs.RELEASE)).ok
+    spec = replace(
+        dag("w", task("t")),
+        schedule=Schedule(ScheduleKind.NONE, display="assets"),
+        asset_condition=json.dumps(WATCHED),
+        asset_watchers=aw.canonical_json([(WATCHED, "landing", "file", WATCHER_ARGS)]),
+    )
+    assert sim.register(spec).ok
+    return sim
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), cut=st.integers(0, 30))
+def test_hostile_firings_and_specs_of_a_watched_asset_never_break_apply(
+    data: st.DataObject, cut: int
+) -> None:
+    """Watcher triggers leased, renewed, fired (hostile events and errors, stale tokens,
+    repeats), their DAG re-registered with hostile watchers or removed: apply stays total,
+    the digest incremental, and a replica restored part-way agrees."""
+    sim = _watched_sim()
+    kinds = [c.LeaseTriggers, c.HeartbeatTriggers, c.FireTriggers, c.TimeoutTriggers]
+    for step in range(data.draw(st.integers(1, 6))):
+        now = at(step * 20)
+        grants = sim.apply(
+            c.LeaseTriggers(request_id=sim.rid(), now=now, triggerer_id="t1", max_triggers=5)
+        )
+        for grant in grants.value or ():
+            key = TaskKey(grant["dag_id"], grant["run_id"], grant["task_id"])
+            event = data.draw(st.one_of(JSON_TEXTS, st.just('{"identity":"1:2:3"}')))
+            firing = c.TriggerFiring(c.TriggerRef(key, grant["token"]), event)
+            _apply_checked(
+                sim,
+                c.FireTriggers(request_id=sim.rid(), now=now, triggerer_id="t1", firings=(firing,)),
+            )
+        kind = data.draw(st.sampled_from(kinds))
+        _apply_checked(sim, BUILDERS[kind](data.draw, sim, sim.rid(), now))
+        if data.draw(st.integers(0, 3)) == 0:
+            base = sim.state.catalog.records["w"].spec
+            text = data.draw(WATCHERS_HOSTILE)
+            spec = replace(base, spec_hash="", asset_watchers=text)
+            _apply_checked(sim, c.RegisterDags(request_id=sim.rid(), now=now, specs=(spec,)))
+        if data.draw(st.integers(0, 9)) == 0:
+            _apply_checked(sim, c.RemoveDags(request_id=sim.rid(), now=now, dag_ids=("w",)))
+    _check_replay(sim, cut)

@@ -120,6 +120,7 @@ def every_field_set() -> DagSpec:
         dst_skipped="skip",
         dagrun_timeout_seconds=90.0,
         asset_condition='{"all":["s3://a","s3://b"]}',
+        asset_watchers='[["s3://a","landing","file","{\\"filepath\\":\\"/in\\"}"]]',
     )
     return replace(spec, spec_hash=spec.compute_hash())
 

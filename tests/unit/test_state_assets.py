@@ -15,10 +15,11 @@ from test_state_harness import T0, Sim, at, dag, task
 
 from raftsched.core import asset_commands as acm
 from raftsched.core import asset_condition as ac
+from raftsched.core import asset_watchers as aw
 from raftsched.core import commands as c
 from raftsched.core import versions as vs
 from raftsched.core.asset_table import MAX_EVENTS_KEPT
-from raftsched.core.model import RunType, Schedule, ScheduleKind
+from raftsched.core.model import RunType, Schedule, ScheduleKind, TaskKey
 from raftsched.core.state import SchedulerState
 from raftsched.core.validate import check_command
 from raftsched.errors import LimitExceeded
@@ -285,3 +286,215 @@ def test_a_rewritten_or_removed_consumer_keeps_no_stale_queue() -> None:
     emit(sim, "s3://c", now=at(5))  # a removed DAG consumes nothing
     assert sim.state.assets.queued("c") == {} and asset_runs(sim, "c") == []
     assert sim.state.digest() == sim.state.recompute_digest()
+
+
+# -- a task's own extras (outlet_events, Metadata) -----------------------------------------------
+
+
+def test_a_producers_outlet_extras_ride_on_its_events_and_reach_the_consumers_run() -> None:
+    sim = three_dags()
+    sim.create("producer")
+    (grant,) = [g for g in sim.lease(n=10, now=at(5)) if g.lease.key.task_id == "make"]
+    extras = ((A, '{"rows":3}'), ("s3://bucket/not-an-outlet", '{"x":1}'))
+    assert sim.complete(grant, now=at(5), outlet_extras=extras).ok
+    (all_run,) = asset_runs(sim, "all_ab")
+    events = {e["uri"]: e for e in json.loads(all_run.asset_events_json)}
+    assert events[A]["extra_json"] == '{"rows":3}'
+    assert events[B]["extra_json"] == "{}"  # no extra set: an empty one
+    assert sim.state.assets.events("s3://bucket/not-an-outlet") == ()  # not an outlet
+    assert [e.extra_json for e in sim.state.assets.events(A)] == ['{"rows":3}']
+
+
+def test_outlet_extras_are_checked_before_apply() -> None:
+    def check(extras: object) -> None:
+        check_command(
+            c.CompleteAttempt(
+                request_id="r",
+                now=T0,
+                key=TaskKey("d", "r", "t"),
+                token=1,
+                success=True,
+                outlet_extras=extras,
+            )
+        )
+
+    check(((A, '{"a":1}'), (B, "{}")))
+    for bad in (
+        [(A, "{}")],  # not a tuple
+        ((A, "[1]"),),  # not an object
+        ((A, '{"a": "' + "v" * 5_000 + '"}'),),  # past 4 KiB
+        ((A, "[" * 20 + "]" * 20),),  # too deep
+        ((B, "{}"), (A, "{}")),  # not sorted
+        ((A, "{}"), (A, "{}")),  # twice
+        (("no space", "{}"),),
+        ((A, "{}", "x"),),
+        tuple((f"s3://b/{i}", "{}") for i in range(101)),
+        tuple((f"s3://b/{i:03}", '{"a":"' + "v" * 4_000 + '"}') for i in range(20)),  # > 64 KiB
+    ):
+        with pytest.raises(LimitExceeded):
+            check(bad)
+
+
+def test_hostile_outlet_extras_at_apply_are_ignored_not_fatal() -> None:
+    """An entry no check saw (an older node's log, a bug) must not break apply."""
+    from raftsched.core.handlers_assets import extras_by_uri
+
+    uris = frozenset({A, B})
+    assert extras_by_uri(None, uris) == {}
+    assert extras_by_uri([(A, "{}")], uris) == {}
+    assert extras_by_uri(((A, 1), (B, '{"b":1}'), ("x",), None), uris) == {B: '{"b":1}'}
+    assert extras_by_uri((("s3://other", "{}"),), uris) == {}
+
+
+def test_outlet_extras_are_refused_by_the_gate_before_release_3() -> None:
+    cmd = c.CompleteAttempt(
+        request_id="r",
+        now=T0,
+        key=TaskKey("d", "r", "t"),
+        token=1,
+        success=True,
+        outlet_extras=((A, "{}"),),
+    )
+    assert vs.refusal(cmd, 2)
+    assert not vs.refusal(replace(cmd, outlet_extras=()), 2)
+
+
+# -- asset watchers: a trigger bound to an asset ------------------------------------------------
+
+W = "file:///landing/w.csv"
+WATCH_ARGS = '{"filepath":"/landing/w.csv","poke_interval":1.0,"stable_for":0.0}'
+
+
+def watched(dag_id: str = "watched", name: str = "landing", args: str = WATCH_ARGS) -> object:
+    """A DAG scheduled on W, with a file watcher on it."""
+    spec = consumer(dag_id, W)
+    return replace(spec, asset_watchers=aw.canonical_json([(W, name, "file", args)]))
+
+
+def lease_triggers(sim: Sim, now=T0, who: str = "t1") -> list[dict]:
+    cmd = c.LeaseTriggers(request_id=sim.rid(), now=now, triggerer_id=who, max_triggers=100)
+    result = sim.apply(cmd)
+    assert result.ok, result
+    return list(result.value)
+
+
+def fire(sim: Sim, grant: dict, event: str = '{"identity":"1:2:3"}', now=T0, who="t1", error=""):
+    key = TaskKey(grant["dag_id"], grant["run_id"], grant["task_id"])
+    firing = c.TriggerFiring(c.TriggerRef(key, grant["token"]), event, error)
+    return sim.apply(
+        c.FireTriggers(request_id=sim.rid(), now=now, triggerer_id=who, firings=(firing,))
+    )
+
+
+def test_a_watcher_is_held_while_its_dag_declares_it() -> None:
+    sim = asset_sim(watched())
+    (trigger,) = list(sim.state.triggers.triggers())
+    assert aw.is_watcher(trigger) and trigger.kwargs_json == W and trigger.kind == "file"
+    assert json.loads(trigger.args_json)["after"] == ""  # any version of the file
+    assert sim.register(watched()).ok  # the same spec: nothing changes
+    assert len(sim.state.triggers) == 1
+    other = '{"filepath":"/landing/other.csv","poke_interval":1.0,"stable_for":0.0}'
+    assert sim.register(watched(args=other)).ok  # another trigger: replaced
+    (trigger,) = list(sim.state.triggers.triggers())
+    assert "other.csv" in trigger.args_json
+    assert sim.register(consumer("watched", W)).ok  # declared no more: dropped
+    assert not sim.state.triggers
+    assert sim.register(watched()).ok
+    assert sim.apply(c.RemoveDags(request_id=sim.rid(), now=T0, dag_ids=("watched",))).ok
+    assert not sim.state.triggers  # its DAG left: dropped
+
+
+def test_each_firing_is_one_event_and_one_run_and_the_watcher_re_arms() -> None:
+    sim = asset_sim(watched())
+    (grant,) = lease_triggers(sim)
+    result = fire(sim, grant, now=at(1))
+    assert result.ok and result.value[0].ok, result
+    (run,) = asset_runs(sim, "watched")
+    (event,) = json.loads(run.asset_events_json)
+    assert json.loads(event["extra_json"]) == {
+        "from_trigger": True,
+        "payload": {"identity": "1:2:3"},
+    }
+    assert event["actor"] == "watcher landing"
+    again = fire(sim, grant, now=at(2))  # a repeat, or a stale triggerer's: refused
+    assert not again.value[0].ok and len(asset_runs(sim, "watched")) == 1
+    (trigger,) = list(sim.state.triggers.triggers())
+    assert trigger.token == 0 and trigger.triggerer_id == ""  # re-armed, unleased
+    assert json.loads(trigger.args_json)["after"] == "1:2:3"  # this version fired already
+    (grant2,) = lease_triggers(sim, now=at(3), who="t2")
+    assert grant2["token"] > grant["token"]
+    assert fire(sim, grant2, '{"identity":"1:9:3"}', now=at(4), who="t2").value[0].ok
+    assert len(asset_runs(sim, "watched")) == 2
+    restored = SchedulerState.restore(pickle.loads(pickle.dumps(sim.state.snapshot())))
+    assert restored.digest() == sim.state.digest()
+
+
+def test_a_watcher_that_raises_emits_nothing_and_waits_before_it_is_leased_again() -> None:
+    sim = asset_sim(watched())
+    (grant,) = lease_triggers(sim)
+    assert fire(sim, grant, "null", now=at(1), error="Traceback...\nOSError: boom").value[0].ok
+    assert not asset_runs(sim, "watched") and sim.state.assets.events(W) == ()
+    assert lease_triggers(sim, now=at(2)) == []
+    assert len(lease_triggers(sim, now=at(1 + int(aw.ERROR_PAUSE_SECONDS)))) == 1
+
+
+def test_a_huge_payload_is_an_event_without_it() -> None:
+    sim = asset_sim(watched())
+    (grant,) = lease_triggers(sim)
+    assert fire(sim, grant, json.dumps({"body": "x" * 5_000}), now=at(1)).value[0].ok
+    (event,) = sim.state.assets.events(W)
+    assert event.extra_json == aw.FROM_TRIGGER
+
+
+def test_watchers_are_checked_with_the_spec() -> None:
+    good = watched()
+    check_command(c.RegisterDags(request_id="r", now=T0, specs=(good,)))
+    bad_texts = [
+        "[]",
+        "{}",
+        "not json",
+        aw.canonical_json([("s3://not/scheduled", "n", "file", "{}")]),
+        aw.canonical_json([(W, "", "file", "{}")]),
+        aw.canonical_json([(W, "n", "bad kind!", "{}")]),
+        aw.canonical_json([(W, "n", "file", "[1]")]),
+        aw.canonical_json([(W, "n", "file", "{" * 30)]),
+        aw.canonical_json([(W, f"n{i:02}", "file", "{}") for i in range(11)]),
+        '[["' + W + '","b","file","{}"],["' + W + '","a","file","{}"]]',  # not sorted
+        '[["' + W + '","a","file","{}", 1]]',
+    ]
+    for text in bad_texts:
+        spec = replace(good, asset_watchers=text, spec_hash="")
+        result = asset_sim().register(spec)
+        assert not result.value[0].ok, text
+    spec = replace(good, spec_hash="")
+    assert vs.refusal(c.RegisterDags(request_id="r", now=T0, specs=(spec,)), 2)
+
+
+def test_a_rebuild_from_the_db_holds_the_active_dags_watchers_again() -> None:
+    from raftsched.store.rebuild_assets import watcher_triggers
+
+    spec = replace(watched(), spec_hash="")
+    data = spec.to_dict()
+    dags = [{"dag_id": "watched", "spec_hash": "h", "active": True}]
+    table = watcher_triggers({"h": data}, dags, T0)
+    assert table is not None
+    sim = asset_sim(watched())
+    assert table == sim.state.triggers.to_dict()  # as the register's apply holds them
+    assert watcher_triggers({"h": data}, [{**dags[0], "active": False}], T0) is None
+
+
+def test_an_assets_view_names_its_watchers() -> None:
+    from raftsched.core.asset_views import summaries
+
+    sim = asset_sim(watched())
+    (summary,) = summaries(sim.state, W)
+    assert summary["watchers"] == ["watched.landing (file)"]
+    assert summary["consumers"] == ["watched"]
+
+
+def test_a_watcher_text_no_check_saw_never_breaks_sync() -> None:
+    sim = asset_sim()
+    for text in ('["ab"]', "[1]", "not json", '[["a","b","c"]]', '[["a","b","c",4]]', "{}"):
+        aw.sync(sim.state, "d", "", text, "/f.py", T0)
+        aw.sync(sim.state, "d", text, "", "/f.py", T0)
+    assert not sim.state.triggers

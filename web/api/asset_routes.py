@@ -64,6 +64,7 @@ class AssetSummary(Schema):
     event_count = fields.Integer()
     last_event = fields.Nested(AssetEvent, allow_none=True)
     queued_for = fields.List(fields.String())
+    watchers = fields.List(fields.String(), metadata={"description": "dag_id.name (kind)"})
 
 
 class AssetList(Schema):

@@ -1,6 +1,7 @@
 """``airflow.sdk`` (Airflow 3): ``DAG``, ``dag``, ``task``, ``task_group``, ``TaskGroup``,
 ``Param``, ``Label``, ``BaseOperator``, ``chain``, ``cross_downstream``, ``Context``,
-``get_current_context``, ``TriggerRule``, ``Variable``, ``Asset``, ``AssetAll``, ``AssetAny``."""
+``get_current_context``, ``TriggerRule``, ``Variable``, ``Asset``, ``AssetAll``, ``AssetAny``,
+``Metadata``, ``AssetWatcher``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from raftsched.airflow.models.baseoperator import BaseOperator, chain, cross_dow
 from raftsched.airflow.utils.context import Context
 from raftsched.airflow.utils.edgemodifier import Label
 from raftsched.airflow.utils.trigger_rule import TriggerRule
-from raftsched.dags.assets import Asset, AssetAll, AssetAny
+from raftsched.dags.assets import Asset, AssetAll, AssetAny, AssetWatcher, Metadata
 from raftsched.dags.task_groups import TaskGroup
 
 __getattr__ = missing_names(
@@ -32,9 +33,11 @@ __all__ = [
     "Asset",
     "AssetAll",
     "AssetAny",
+    "AssetWatcher",
     "BaseOperator",
     "Context",
     "Label",
+    "Metadata",
     "Param",
     "TaskGroup",
     "TriggerRule",

@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from . import common_pb2 as raftsched_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18raftsched/v1/asset.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"^\n\x15\x45mitAssetEventRequest\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x12\n\nextra_json\x18\x02 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"*\n\x08\x41ssetRun\x12\x0e\n\x06\x64\x61g_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\x89\x01\n\x16\x45mitAssetEventResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12$\n\x04runs\x18\x02 \x03(\x0b\x32\x16.raftsched.v1.AssetRun\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12*\n\tfreshness\x18\x04 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\xe3\x01\n\nAssetEvent\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0b\n\x03uri\x18\x02 \x01(\t\x12\x12\n\nextra_json\x18\x03 \x01(\t\x12-\n\ttimestamp\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsource_dag_id\x18\x05 \x01(\t\x12\x15\n\rsource_run_id\x18\x06 \x01(\t\x12\x16\n\x0esource_task_id\x18\x07 \x01(\t\x12\x12\n\nsource_try\x18\x08 \x01(\r\x12\x10\n\x08\x65vent_id\x18\t \x01(\t\x12\r\n\x05\x61\x63tor\x18\n \x01(\t\"\x98\x01\n\x0c\x41ssetSummary\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x11\n\tproducers\x18\x02 \x03(\t\x12\x11\n\tconsumers\x18\x03 \x03(\t\x12\x13\n\x0b\x65vent_count\x18\x04 \x01(\x04\x12,\n\nlast_event\x18\x05 \x01(\x0b\x32\x18.raftsched.v1.AssetEvent\x12\x12\n\nqueued_for\x18\x06 \x03(\t\"\x13\n\x11ListAssetsRequest\"l\n\x12ListAssetsResponse\x12*\n\x06\x61ssets\x18\x01 \x03(\x0b\x32\x1a.raftsched.v1.AssetSummary\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"-\n\x0fGetAssetRequest\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"\x90\x01\n\x0b\x41ssetDetail\x12+\n\x07summary\x18\x01 \x01(\x0b\x32\x1a.raftsched.v1.AssetSummary\x12(\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x18.raftsched.v1.AssetEvent\x12*\n\tfreshness\x18\x03 \x01(\x0b\x32\x17.raftsched.v1.Freshness2\x82\x02\n\x0c\x41ssetService\x12[\n\x0e\x45mitAssetEvent\x12#.raftsched.v1.EmitAssetEventRequest\x1a$.raftsched.v1.EmitAssetEventResponse\x12O\n\nListAssets\x12\x1f.raftsched.v1.ListAssetsRequest\x1a .raftsched.v1.ListAssetsResponse\x12\x44\n\x08GetAsset\x12\x1d.raftsched.v1.GetAssetRequest\x1a\x19.raftsched.v1.AssetDetailb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18raftsched/v1/asset.proto\x12\x0craftsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19raftsched/v1/common.proto\"^\n\x15\x45mitAssetEventRequest\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x12\n\nextra_json\x18\x02 \x01(\t\x12\x10\n\x08\x65vent_id\x18\x03 \x01(\t\x12\x12\n\nrequest_id\x18\x04 \x01(\t\"*\n\x08\x41ssetRun\x12\x0e\n\x06\x64\x61g_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"\x89\x01\n\x16\x45mitAssetEventResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12$\n\x04runs\x18\x02 \x03(\x0b\x32\x16.raftsched.v1.AssetRun\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12*\n\tfreshness\x18\x04 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"\xe3\x01\n\nAssetEvent\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0b\n\x03uri\x18\x02 \x01(\t\x12\x12\n\nextra_json\x18\x03 \x01(\t\x12-\n\ttimestamp\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rsource_dag_id\x18\x05 \x01(\t\x12\x15\n\rsource_run_id\x18\x06 \x01(\t\x12\x16\n\x0esource_task_id\x18\x07 \x01(\t\x12\x12\n\nsource_try\x18\x08 \x01(\r\x12\x10\n\x08\x65vent_id\x18\t \x01(\t\x12\r\n\x05\x61\x63tor\x18\n \x01(\t\"\xaa\x01\n\x0c\x41ssetSummary\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\x11\n\tproducers\x18\x02 \x03(\t\x12\x11\n\tconsumers\x18\x03 \x03(\t\x12\x13\n\x0b\x65vent_count\x18\x04 \x01(\x04\x12,\n\nlast_event\x18\x05 \x01(\x0b\x32\x18.raftsched.v1.AssetEvent\x12\x12\n\nqueued_for\x18\x06 \x03(\t\x12\x10\n\x08watchers\x18\x07 \x03(\t\"\x13\n\x11ListAssetsRequest\"l\n\x12ListAssetsResponse\x12*\n\x06\x61ssets\x18\x01 \x03(\x0b\x32\x1a.raftsched.v1.AssetSummary\x12*\n\tfreshness\x18\x02 \x01(\x0b\x32\x17.raftsched.v1.Freshness\"-\n\x0fGetAssetRequest\x12\x0b\n\x03uri\x18\x01 \x01(\t\x12\r\n\x05limit\x18\x02 \x01(\r\"\x90\x01\n\x0b\x41ssetDetail\x12+\n\x07summary\x18\x01 \x01(\x0b\x32\x1a.raftsched.v1.AssetSummary\x12(\n\x06\x65vents\x18\x02 \x03(\x0b\x32\x18.raftsched.v1.AssetEvent\x12*\n\tfreshness\x18\x03 \x01(\x0b\x32\x17.raftsched.v1.Freshness2\x82\x02\n\x0c\x41ssetService\x12[\n\x0e\x45mitAssetEvent\x12#.raftsched.v1.EmitAssetEventRequest\x1a$.raftsched.v1.EmitAssetEventResponse\x12O\n\nListAssets\x12\x1f.raftsched.v1.ListAssetsRequest\x1a .raftsched.v1.ListAssetsResponse\x12\x44\n\x08GetAsset\x12\x1d.raftsched.v1.GetAssetRequest\x1a\x19.raftsched.v1.AssetDetailb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,15 +42,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ASSETEVENT']._serialized_start=383
   _globals['_ASSETEVENT']._serialized_end=610
   _globals['_ASSETSUMMARY']._serialized_start=613
-  _globals['_ASSETSUMMARY']._serialized_end=765
-  _globals['_LISTASSETSREQUEST']._serialized_start=767
-  _globals['_LISTASSETSREQUEST']._serialized_end=786
-  _globals['_LISTASSETSRESPONSE']._serialized_start=788
-  _globals['_LISTASSETSRESPONSE']._serialized_end=896
-  _globals['_GETASSETREQUEST']._serialized_start=898
-  _globals['_GETASSETREQUEST']._serialized_end=943
-  _globals['_ASSETDETAIL']._serialized_start=946
-  _globals['_ASSETDETAIL']._serialized_end=1090
-  _globals['_ASSETSERVICE']._serialized_start=1093
-  _globals['_ASSETSERVICE']._serialized_end=1351
+  _globals['_ASSETSUMMARY']._serialized_end=783
+  _globals['_LISTASSETSREQUEST']._serialized_start=785
+  _globals['_LISTASSETSREQUEST']._serialized_end=804
+  _globals['_LISTASSETSRESPONSE']._serialized_start=806
+  _globals['_LISTASSETSRESPONSE']._serialized_end=914
+  _globals['_GETASSETREQUEST']._serialized_start=916
+  _globals['_GETASSETREQUEST']._serialized_end=961
+  _globals['_ASSETDETAIL']._serialized_start=964
+  _globals['_ASSETDETAIL']._serialized_end=1108
+  _globals['_ASSETSERVICE']._serialized_start=1111
+  _globals['_ASSETSERVICE']._serialized_end=1369
 # @@protoc_insertion_point(module_scope)

@@ -67,20 +67,22 @@ class AssetEvent(_message.Message):
     def __init__(self, id: _Optional[int] = ..., uri: _Optional[str] = ..., extra_json: _Optional[str] = ..., timestamp: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., source_dag_id: _Optional[str] = ..., source_run_id: _Optional[str] = ..., source_task_id: _Optional[str] = ..., source_try: _Optional[int] = ..., event_id: _Optional[str] = ..., actor: _Optional[str] = ...) -> None: ...
 
 class AssetSummary(_message.Message):
-    __slots__ = ("uri", "producers", "consumers", "event_count", "last_event", "queued_for")
+    __slots__ = ("uri", "producers", "consumers", "event_count", "last_event", "queued_for", "watchers")
     URI_FIELD_NUMBER: _ClassVar[int]
     PRODUCERS_FIELD_NUMBER: _ClassVar[int]
     CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     EVENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_EVENT_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FOR_FIELD_NUMBER: _ClassVar[int]
+    WATCHERS_FIELD_NUMBER: _ClassVar[int]
     uri: str
     producers: _containers.RepeatedScalarFieldContainer[str]
     consumers: _containers.RepeatedScalarFieldContainer[str]
     event_count: int
     last_event: AssetEvent
     queued_for: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, uri: _Optional[str] = ..., producers: _Optional[_Iterable[str]] = ..., consumers: _Optional[_Iterable[str]] = ..., event_count: _Optional[int] = ..., last_event: _Optional[_Union[AssetEvent, _Mapping]] = ..., queued_for: _Optional[_Iterable[str]] = ...) -> None: ...
+    watchers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, uri: _Optional[str] = ..., producers: _Optional[_Iterable[str]] = ..., consumers: _Optional[_Iterable[str]] = ..., event_count: _Optional[int] = ..., last_event: _Optional[_Union[AssetEvent, _Mapping]] = ..., queued_for: _Optional[_Iterable[str]] = ..., watchers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListAssetsRequest(_message.Message):
     __slots__ = ()

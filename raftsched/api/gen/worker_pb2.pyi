@@ -149,7 +149,14 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[LeaseStatus, _Mapping]]] = ...) -> None: ...
 
 class CompleteRequest(_message.Message):
-    __slots__ = ("worker_id", "key", "token", "success", "exit_code", "message", "chunks", "request_id", "result_json", "is_branch", "follow", "skipped")
+    __slots__ = ("worker_id", "key", "token", "success", "exit_code", "message", "chunks", "request_id", "result_json", "is_branch", "follow", "skipped", "outlet_extras")
+    class OutletExtrasEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -162,6 +169,7 @@ class CompleteRequest(_message.Message):
     IS_BRANCH_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    OUTLET_EXTRAS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     key: _common_pb2.TaskKey
     token: int
@@ -174,7 +182,8 @@ class CompleteRequest(_message.Message):
     is_branch: bool
     follow: _containers.RepeatedScalarFieldContainer[str]
     skipped: bool
-    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ..., result_json: _Optional[str] = ..., is_branch: _Optional[bool] = ..., follow: _Optional[_Iterable[str]] = ..., skipped: _Optional[bool] = ...) -> None: ...
+    outlet_extras: _containers.ScalarMap[str, str]
+    def __init__(self, worker_id: _Optional[str] = ..., key: _Optional[_Union[_common_pb2.TaskKey, _Mapping]] = ..., token: _Optional[int] = ..., success: _Optional[bool] = ..., exit_code: _Optional[int] = ..., message: _Optional[str] = ..., chunks: _Optional[_Iterable[_Union[_common_pb2.LogText, _Mapping]]] = ..., request_id: _Optional[str] = ..., result_json: _Optional[str] = ..., is_branch: _Optional[bool] = ..., follow: _Optional[_Iterable[str]] = ..., skipped: _Optional[bool] = ..., outlet_extras: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CompleteResponse(_message.Message):
     __slots__ = ("state",)

@@ -122,4 +122,5 @@ def summary_pb(summary: dict[str, Any]) -> Any:
         event_count=summary["event_count"],
         last_event=event_pb(last) if last is not None else None,
         queued_for=summary["queued_for"],
+        watchers=summary.get("watchers", []),
     )

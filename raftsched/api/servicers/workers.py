@@ -31,7 +31,7 @@ import grpc
 from raftsched.api.gen import worker_pb2, worker_pb2_grpc
 from raftsched.api.servicers import bounds, convert
 from raftsched.api.servicers.context import ApiContext
-from raftsched.api.servicers.lease_assets import add_asset_events
+from raftsched.api.servicers.lease_assets import add_asset_events, outlet_extras
 from raftsched.api.servicers.queue_signal import QueueSignal
 from raftsched.api.servicers.worker_batch import CommandBatcher, Rider
 from raftsched.api.servicers.worker_callbacks import CallbackRpcs
@@ -245,6 +245,7 @@ class WorkerServicer(
             chunks=_chunks(request.chunks),
             worker_id=worker_id,
             **_results(request),
+            **outlet_extras(self.ctx, request, key),
         )
 
     @translate_errors

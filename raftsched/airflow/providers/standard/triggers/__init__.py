@@ -1,0 +1,1 @@
+"""``airflow.providers.standard.triggers``: the triggers raftsched runs (``file``)."""

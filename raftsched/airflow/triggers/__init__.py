@@ -1,0 +1,1 @@
+"""``airflow.triggers`` (Airflow 2): the triggers raftsched runs (``file``)."""
