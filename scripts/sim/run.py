@@ -3,6 +3,8 @@
     .venv/bin/python -m scripts.sim.run --seed 7                 # one seed, 2 virtual minutes
     .venv/bin/python -m scripts.sim.run --seeds 200 --minutes 1  # seeds 1..200
     .venv/bin/python -m scripts.sim.run --seeds 50 --bug refusal # a fixed bug put back
+    .venv/bin/python -m scripts.sim.run --seeds 30 --jobs 1      # one process (default: a
+                                                                 # worker per CPU)
 
 Each seed: a 3-node cluster (``cluster``), the workload (``workload``), the fault schedule
 (``faults``) for ``--minutes`` of virtual time, then the heal (every node restarted and
@@ -10,18 +12,24 @@ connected, a clean network), the liveness check (a proposal commits and every no
 up to it within 60 virtual seconds), and the invariants (``invariants``). A failing seed
 prints one line that replays it bit for bit (it runs itself under PYTHONHASHSEED=0: set
 order must not change between processes); the last line gives the figures: simulated
-cluster-minutes per wall-clock minute.
+cluster-minutes per wall-clock minute and per CPU-minute (user+sys of every process).
+Seeds run in ``--jobs`` worker processes, one per CPU by default; the output is the same
+whatever the number of jobs (seed order; a seed's history depends on the seed alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import multiprocessing
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,6 +239,37 @@ def simulate(seed: int, minutes: float = 2.0, bug: str | None = None) -> Outcome
     return outcome
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the --jobs workers), user+sys."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _simulate_args(args: tuple[int, float, str | None]) -> Outcome:
+    return simulate(*args)
+
+
+def outcomes(seeds: Iterable[int], minutes: float, bug: str | None, jobs: int) -> Iterator[Outcome]:
+    """Each seed's outcome, in seed order. ``jobs`` > 1: seeds run in that many worker
+    processes (forked, so they share this process's hash seed); a seed's history depends on
+    nothing but the seed, so which worker runs it changes nothing."""
+    work = ((seed, minutes, bug) for seed in seeds)
+    if jobs <= 1:
+        yield from map(_simulate_args, work)
+        return
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        try:
+            yield from pool.imap(_simulate_args, work, chunksize=1)
+        finally:
+            pool.terminate()  # --stop: seeds still running are not waited for
+            pool.join()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -242,30 +281,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=2.0, help="virtual minutes per seed (2)")
     parser.add_argument("--bug", choices=sorted(PATCHES), help="put a fixed Raft bug back")
     parser.add_argument("--stop", action="store_true", help="stop at the first failing seed")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=_default_jobs(),
+        help="worker processes for --seeds (default: one per CPU this process may use)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print every seed's line, not only failures"
+    )
     args = parser.parse_args(argv)
     seeds = [args.seed] if args.seed is not None else range(args.first, args.first + args.seeds)
+    jobs = min(args.jobs, len(seeds))
     failed = ran = 0
     virtual = 0.0
     wall = time.perf_counter()
-    for seed in seeds:
-        outcome = simulate(seed, args.minutes, args.bug)
-        ran += 1
-        virtual += outcome.virtual_seconds
-        if not outcome.ok:
-            failed += 1
-            print(f"FAIL seed {seed} (history {outcome.fingerprint}): {outcome.violations[0]}")
-            for extra in outcome.violations[1:]:
-                print(f"    {extra}")
-            print(f"  repro: {outcome.repro()}")
-            if args.stop:
-                break
-        elif args.seed is not None:
-            print(f"ok seed {seed}: {outcome.counts} history {outcome.fingerprint}")
+    cpu = _cpu_seconds()
+    with contextlib.closing(outcomes(seeds, args.minutes, args.bug, jobs)) as results:
+        for outcome in results:
+            seed = outcome.seed
+            ran += 1
+            virtual += outcome.virtual_seconds
+            if not outcome.ok:
+                failed += 1
+                print(f"FAIL seed {seed} (history {outcome.fingerprint}): {outcome.violations[0]}")
+                for extra in outcome.violations[1:]:
+                    print(f"    {extra}")
+                print(f"  repro: {outcome.repro()}")
+                if args.stop:
+                    break
+            elif args.seed is not None or args.verbose:
+                print(f"ok seed {seed}: {outcome.counts} history {outcome.fingerprint}")
     wall = time.perf_counter() - wall
-    rate = (virtual / 60.0) / (wall / 60.0) if wall else 0.0
+    cpu = _cpu_seconds() - cpu
+    minutes = virtual / 60.0
+    rate = minutes / (wall / 60.0) if wall else 0.0
+    per_cpu = minutes / (cpu / 60.0) if cpu else 0.0
     print(
-        f"{ran} seeds, {failed} failed; {virtual / 60.0:.1f} simulated cluster-minutes"
-        f" in {wall:.1f} s wall: {rate:.0f} simulated cluster-minutes per wall-clock minute"
+        f"{ran} seeds, {failed} failed; {minutes:.1f} simulated cluster-minutes"
+        f" in {wall:.1f} s wall, {cpu:.1f} s CPU ({jobs} job{'s' if jobs != 1 else ''}):"
+        f" {rate:.0f} simulated cluster-minutes per wall-clock minute, {per_cpu:.0f} per CPU-minute"
     )
     return 1 if failed else 0
 
