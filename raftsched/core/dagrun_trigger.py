@@ -43,13 +43,11 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from raftsched.core import audit, dagrun_reset, limits, mapping
+from raftsched.core import audit, dagrun_reset, limits, mapping, transitions
 from raftsched.core import commands as c
 from raftsched.core import results as r
 from raftsched.core.handlers_marks import clear
-from raftsched.core.model import RunState, RunType, TaskInstance, TaskKey, TaskState, utc_iso
-from raftsched.core.transitions import set_state
-from raftsched.core.trigger_table import Trigger
+from raftsched.core.model import RunState, RunType, TaskInstance, TaskKey, utc_iso
 
 if TYPE_CHECKING:
     from raftsched.core.run_table import LiveRun
@@ -253,28 +251,24 @@ def defer(
     task = rec.topo.tasks[mapping.task_of(ti.key.task_id)]
     seconds = task.execution_timeout_seconds
     wanted = json.loads(args)  # our own text, just written
-    ti.message = clean(
+    message = clean(
         f"waiting for run {json.loads(created)['trigger_run_id']} of DAG"
         f" {wanted['dag_id']!r} to reach {' or '.join(wanted['allowed_states'])}"
         " (deferred: no worker slot held)"
     )
-    ti.max_tries = min(ti.max_tries + 1, limits.MAX_TRY_NUMBER)
-    state.triggers.add(
-        Trigger(
-            dag_id=ti.key.dag_id,
-            run_id=ti.key.run_id,
-            task_id=ti.key.task_id,
-            try_number=ti.try_number,
-            kind=WAIT_KIND,
-            args_json=args,
-            method_name=WAIT_METHOD,
-            kwargs_json=created,
-            fileloc=rec.spec.fileloc,
-            created_at=now,
-            timeout_at=None if not seconds else now + timedelta(seconds=max(1.0, seconds)),
-        )
+    deferral = None if not seconds else now + timedelta(seconds=max(1.0, seconds))
+    transitions.defer(
+        state,
+        rec,
+        ti,
+        now,
+        kind=WAIT_KIND,
+        args_json=args,
+        method_name=WAIT_METHOD,
+        kwargs_json=created,
+        timeout_at=deferral,
+        message=message,
     )
-    set_state(state, rec, ti, TaskState.DEFERRED)
 
 
 def wait_ended(kwargs_json: str, error: str) -> str:

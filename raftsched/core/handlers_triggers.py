@@ -31,7 +31,7 @@ from raftsched.core.handlers_assets import on_task_success
 from raftsched.core.handlers_tasks import _append_logs, _current_lease, _triggers
 from raftsched.core.model import OutboxKind, TaskKey, TaskState, utc_iso
 from raftsched.core.results import Item, Result
-from raftsched.core.transitions import fail_attempt, find, finish_task, queue, set_state
+from raftsched.core.transitions import defer, fail_attempt, find, finish_task, queue
 from raftsched.core.trigger_table import Trigger
 from raftsched.errors import LimitExceeded
 
@@ -81,25 +81,19 @@ def apply_defer_task(state: SchedulerState, cmd: c.DeferTask, now: datetime, ind
         )
         fail_attempt(state, rec, ti, now)
         return Result(True, TOO_MANY_TRIGGERS, ti.state)
-    ti.message = f"deferred: waiting on a {cmd.kind[:100]} trigger"
-    ti.max_tries = min(ti.max_tries + 1, lim.MAX_TRY_NUMBER)  # the resume is not a retry
     timeout = cmd.timeout_seconds
-    state.triggers.add(
-        Trigger(
-            dag_id=cmd.key.dag_id,
-            run_id=cmd.key.run_id,
-            task_id=cmd.key.task_id,
-            try_number=ti.try_number,
-            kind=cmd.kind,
-            args_json=cmd.args_json,
-            method_name=cmd.method_name,
-            kwargs_json=cmd.kwargs_json,
-            fileloc=rec.spec.fileloc,
-            created_at=now,
-            timeout_at=None if timeout is None else now + timedelta(seconds=timeout),
-        )
+    defer(
+        state,
+        rec,
+        ti,
+        now,
+        kind=cmd.kind,
+        args_json=cmd.args_json,
+        method_name=cmd.method_name,
+        kwargs_json=cmd.kwargs_json,
+        timeout_at=None if timeout is None else now + timedelta(seconds=timeout),
+        message=f"deferred: waiting on a {cmd.kind[:100]} trigger",
     )
-    set_state(state, rec, ti, TaskState.DEFERRED)
     return Result(True, value=ti.state)
 
 

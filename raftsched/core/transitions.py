@@ -19,7 +19,7 @@ from raftsched.core import callbacks as cb
 from raftsched.core import mapping, past_deps
 from raftsched.core import snapshot as sn
 from raftsched.core.changes import emit_entry, set_dag, touch_run, touch_ti
-from raftsched.core.limits import MAX_PAUSE_NOTE_CHARS
+from raftsched.core.limits import MAX_PAUSE_NOTE_CHARS, MAX_TRY_NUMBER
 from raftsched.core.model import (
     FINISHED_RUN_STATES,
     FINISHED_TASK_STATES,
@@ -32,6 +32,7 @@ from raftsched.core.model import (
 from raftsched.core.ready import UpstreamCounts, Verdict, evaluate_trigger, next_retry_at
 from raftsched.core.run_table import LiveRun, RunKey
 from raftsched.core.skip_causes import paused_changed
+from raftsched.core.trigger_table import Trigger
 
 if TYPE_CHECKING:
     from raftsched.core.state import SchedulerState
@@ -71,6 +72,41 @@ def set_state(state: SchedulerState, rec: LiveRun, ti: TaskInstance, new: TaskSt
     if new is TaskState.RUNNING:
         state.pools.occupy(ti.key, task)
     state.task_queue.enter(ti, new, task.priority_weight, task.queue, task.pool)
+
+
+def defer(
+    state: SchedulerState,
+    rec: LiveRun,
+    ti: TaskInstance,
+    now: datetime,
+    *,
+    kind: str,
+    args_json: str,
+    method_name: str,
+    kwargs_json: str,
+    timeout_at: datetime | None,
+    message: str,
+) -> None:
+    """``ti``'s attempt waits on a new trigger and holds no worker slot: DEFERRED, with its
+    try given back (the resume is not a retry). The caller checked the trigger table's room."""
+    ti.message = message
+    ti.max_tries = min(ti.max_tries + 1, MAX_TRY_NUMBER)
+    state.triggers.add(
+        Trigger(
+            dag_id=ti.key.dag_id,
+            run_id=ti.key.run_id,
+            task_id=ti.key.task_id,
+            try_number=ti.try_number,
+            kind=kind,
+            args_json=args_json,
+            method_name=method_name,
+            kwargs_json=kwargs_json,
+            fileloc=rec.spec.fileloc,
+            created_at=now,
+            timeout_at=timeout_at,
+        )
+    )
+    set_state(state, rec, ti, TaskState.DEFERRED)
 
 
 def queue(state: SchedulerState, rec: LiveRun, ti: TaskInstance, now: datetime) -> None:
